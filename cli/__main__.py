@@ -1,0 +1,3 @@
+from mend.cli.app import main
+
+main()
