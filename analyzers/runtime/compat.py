@@ -1,0 +1,346 @@
+"""Every private torch access of the runtime recorder, in one place.
+
+Supported torch: >= 2.8 (tested on 2.13 and 2.11). The recorder needs four facts from Dynamo and
+takes each from the narrowest private hook that carries it (measured in
+``shared/reference/dynamo.md`` sections 2, 7 and 8):
+
+* **graph breaks**: ``InstructionTranslatorBase.log_graph_break(self, code_options, reason, exc)`` is
+  called once per break, including breaks that make Dynamo skip the whole frame (the reason then
+  starts with "Failed to handle graph break gracefully"). ``exc.gb_type`` and ``exc.real_stack``
+  give the type and the user stack; ``exc.logged`` marks a break already reported.
+* **graphs**: ``OutputGraph.call_user_compiler(gm, example_inputs)`` is the one place a graph is
+  handed to the backend; ``--fast`` swaps ``OutputGraph.compiler_fn`` there for an eager forward.
+* **compiles and recompiles**: each frame compile ends in ``MetricsContext.__exit__``, which appends a
+  ``CompilationMetrics`` record (``compile_id``, ``co_*``, ``recompile_reason``, ``fail_type``...).
+* **registry ids**: ``torch._dynamo.exc._load_gb_type_to_gb_id_map()``.
+
+Nothing here changes Dynamo's configuration, its logging state or its caches; ``torch._dynamo.reset``
+and ``explain`` are never called. The hooks are installed once, shared by every active listener, and
+removed when the last listener leaves. A hook never lets its own failure reach the user's program:
+errors are kept in :data:`hook_errors`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch._dynamo  # noqa: F401  (makes the submodules below importable on every version)
+from torch._dynamo import output_graph as _og
+from torch._dynamo import symbolic_convert as _sc
+from torch._dynamo import utils as _du
+
+try:  # torch >= 2.6
+    from torch._dynamo import metrics_context as _mc
+except ImportError:  # pragma: no cover - older torch
+    _mc = None
+
+TORCH_VERSION = torch.__version__.split("+")[0]
+
+Frame = tuple[str, int, str]  # (filename, lineno, function)
+StackEntry = tuple[str, int, str, str]  # (filename, lineno, function, line text)
+
+_lock = threading.RLock()
+_listeners: list[Any] = []
+_originals: dict[str, Any] = {}
+hook_errors: list[str] = []
+
+
+def _note_error(where: str) -> None:
+    if len(hook_errors) < 50:
+        hook_errors.append(f"{where}: {traceback.format_exc(limit=3)}")
+
+
+# --------------------------------------------------------------------------------------------------
+# facts
+# --------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=1)
+def gb_type_to_id() -> dict[str, str]:
+    """gb_type (exact string, historical names included) -> registry id ("GB0059")."""
+    try:
+        from torch._dynamo.exc import _load_gb_type_to_gb_id_map
+
+        return {str(k): str(v) for k, v in _load_gb_type_to_gb_id_map().items()}
+    except Exception:  # older torch without a registry: ids stay unknown
+        return {}
+
+
+def registry_id(gb_type: str | None) -> str | None:
+    if not gb_type:
+        return None
+    return gb_type_to_id().get(gb_type)
+
+
+def current_compile_id() -> str | None:
+    try:
+        cid = torch._guards.CompileContext.current_compile_id()
+    except Exception:
+        return None
+    return None if cid is None else str(cid)
+
+
+def _stack_entries(stack: Any) -> list[StackEntry]:
+    out: list[StackEntry] = []
+    for fs in stack or ():
+        try:
+            out.append((str(fs.filename), int(fs.lineno or 0), str(fs.name), (fs.line or "").strip()))
+        except Exception:
+            continue
+    return out
+
+
+def _stack_above_dynamo() -> list[StackEntry]:
+    try:
+        from torch._dynamo.exc import get_stack_above_dynamo
+
+        return _stack_entries(get_stack_above_dynamo())
+    except Exception:
+        return []
+
+
+def _root_code(tx: Any) -> Any:
+    root = tx
+    for _ in range(1000):
+        parent = getattr(root, "parent", None)
+        if parent is None:
+            break
+        root = parent
+    return getattr(root, "f_code", None)
+
+
+def _frame_of(code: Any) -> Frame | None:
+    if code is None:
+        return None
+    return (str(code.co_filename), int(code.co_firstlineno), str(code.co_name))
+
+
+# --------------------------------------------------------------------------------------------------
+# hooks
+# --------------------------------------------------------------------------------------------------
+def _dispatch(method: str, info: dict[str, Any]) -> None:
+    for listener in list(_listeners):
+        try:
+            getattr(listener, method)(info)
+        except Exception:
+            _note_error(f"listener.{method}")
+
+
+def _log_graph_break_hook(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def log_graph_break(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            reason = kwargs.get("reason", args[1] if len(args) > 1 else "")
+            exc = kwargs.get("exc", args[2] if len(args) > 2 else None)
+            if _listeners and exc is not None and not getattr(exc, "logged", False):
+                real = getattr(exc, "real_stack", None)
+                if real is None:
+                    real = torch._guards.TracingContext.extract_stack()
+                gb_type = getattr(exc, "gb_type", None) or type(exc).__name__
+                _dispatch(
+                    "on_break",
+                    {
+                        "gb_type": str(gb_type),
+                        "reason": str(reason or ""),
+                        "real_stack": _stack_entries(real),
+                        "above": _stack_above_dynamo(),
+                        "frame": _frame_of(_root_code(self)),
+                        "compile_id": current_compile_id(),
+                    },
+                )
+        except Exception:
+            _note_error("log_graph_break")
+        return orig(self, *args, **kwargs)
+
+    return log_graph_break
+
+
+def _fast_compiler(gm: Any, example_inputs: Any) -> Any:
+    """The ``--fast`` backend: run the captured graph eagerly (same as ``backend="eager"``)."""
+    return gm.forward
+
+
+def _call_user_compiler_hook(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def call_user_compiler(self: Any, gm: Any, example_inputs: Any) -> Any:
+        fast = any(getattr(listener, "fast", False) for listener in list(_listeners))
+        if _listeners:
+            try:
+                _dispatch(
+                    "on_graph",
+                    {
+                        "frame": _frame_of(getattr(getattr(self, "root_tx", None), "f_code", None)),
+                        "compile_id": current_compile_id(),
+                        "nodes": sum(1 for n in gm.graph.nodes if n.op.startswith("call_")),
+                    },
+                )
+            except Exception:
+                _note_error("call_user_compiler")
+        if not fast or not hasattr(self, "compiler_fn"):
+            return orig(self, gm, example_inputs)
+        saved = self.compiler_fn
+        self.compiler_fn = _fast_compiler
+        try:
+            return orig(self, gm, example_inputs)
+        finally:
+            self.compiler_fn = saved
+
+    return call_user_compiler
+
+
+def _metrics_exit_hook(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def __exit__(self: Any, *args: Any) -> Any:
+        store = getattr(_du, "_compilation_metrics", None)
+        last = store[-1] if store else None
+        result = orig(self, *args)
+        if not _listeners:
+            return result
+        try:
+            store = getattr(_du, "_compilation_metrics", None)
+            if store and store[-1] is not last:
+                m = store[-1]
+                if getattr(m, "is_forward", True) is False or getattr(m, "is_runtime", False):
+                    return result
+                start, end = getattr(m, "start_time_us", None), getattr(m, "end_time_us", None)
+                if start is not None and end is not None:
+                    seconds = max(0.0, (end - start) / 1e6)
+                else:
+                    seconds = float(getattr(m, "entire_frame_compile_time_s", None) or 0.0)
+                frame = None
+                if getattr(m, "co_filename", None):
+                    frame = (str(m.co_filename), int(m.co_firstlineno or 0), str(m.co_name))
+                _dispatch(
+                    "on_compile",
+                    {
+                        "compile_id": None if m.compile_id is None else str(m.compile_id),
+                        "frame": frame,
+                        "recompile_reason": getattr(m, "recompile_reason", None),
+                        "fail_type": getattr(m, "fail_type", None),
+                        "fail_reason": getattr(m, "fail_reason", None),
+                        "has_guarded_code": getattr(m, "has_guarded_code", None),
+                        "time_s": seconds,
+                    },
+                )
+        except Exception:
+            _note_error("compilation metrics")
+        return result
+
+    return __exit__
+
+
+_TARGETS: list[tuple[str, Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = [
+    ("log_graph_break", _sc.InstructionTranslatorBase, "log_graph_break", _log_graph_break_hook),
+    ("call_user_compiler", _og.OutputGraph, "call_user_compiler", _call_user_compiler_hook),
+]
+if _mc is not None:
+    _TARGETS.append(("metrics_exit", _mc.MetricsContext, "__exit__", _metrics_exit_hook))
+
+
+def missing_hooks() -> list[str]:
+    """Names of the hooks this torch does not offer (the recorder then reports less)."""
+    names = [name for name, owner, attr, _ in _TARGETS if not hasattr(owner, attr)]
+    if _mc is None:
+        names.append("metrics_exit")
+    return names
+
+
+def _install() -> None:
+    for name, owner, attr, make in _TARGETS:
+        orig = getattr(owner, attr, None)
+        if orig is None or name in _originals:
+            continue
+        _originals[name] = orig
+        setattr(owner, attr, make(orig))
+
+
+def _uninstall() -> None:
+    for name, owner, attr, _ in _TARGETS:
+        if name in _originals:
+            setattr(owner, attr, _originals.pop(name))
+
+
+def add_listener(listener: Any) -> None:
+    """Start sending events to ``listener`` (``on_break``, ``on_graph``, ``on_compile`` methods)."""
+    with _lock:
+        if not _listeners:
+            _install()
+        _listeners.append(listener)
+
+
+def remove_listener(listener: Any) -> None:
+    with _lock:
+        if listener in _listeners:
+            _listeners.remove(listener)
+        if not _listeners:
+            _uninstall()
+
+
+# --------------------------------------------------------------------------------------------------
+# parsing Dynamo's texts
+# --------------------------------------------------------------------------------------------------
+_RESUME = re.compile(r"^torch_dynamo_resume_in_(.+)_at_(\d+)$")
+_USER_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def original_function(name: str) -> tuple[str, int | None]:
+    """``torch_dynamo_resume_in_f_at_8`` -> ("f", 8); other names come back unchanged."""
+    at: int | None = None
+    for _ in range(100):
+        m = _RESUME.match(name)
+        if not m:
+            break
+        name, line = m.group(1), int(m.group(2))
+        at = line if at is None else at
+    return name, at
+
+
+def parse_reason(reason: str, fallback_gb_type: str) -> dict[str, Any]:
+    """Split a break reason into root cause and wrapper (dynamo.md section 3).
+
+    The root cause is the first gb_type in the text (the line before ``  Explanation:``); the
+    outermost one is the last. Returns gb_type, outer_gb_type, message (Explanation), hints.
+    """
+    lines = reason.splitlines()
+    blocks: list[dict[str, Any]] = []
+    for i, line in enumerate(lines[:-1]):
+        if lines[i + 1].startswith("  Explanation:") and line.strip():
+            explanation = lines[i + 1].split("Explanation:", 1)[1].strip()
+            hints: list[str] = []
+            for follow in lines[i + 2 :]:
+                if follow.startswith("  Hint:"):
+                    hints.append(follow.split("Hint:", 1)[1].strip())
+                elif follow.startswith("  Explanation:") or not follow.startswith(" "):
+                    break
+            blocks.append({"gb_type": line.strip(), "message": explanation, "hints": hints})
+    if not blocks:
+        first = next((line.strip() for line in lines if line.strip()), fallback_gb_type)
+        return {"gb_type": fallback_gb_type, "outer_gb_type": None, "message": first, "hints": []}
+    root, outer = blocks[0], blocks[-1]
+    known = gb_type_to_id()
+    if known and root["gb_type"] not in known and fallback_gb_type in known:
+        root = {"gb_type": fallback_gb_type, "message": root["message"], "hints": root["hints"]}
+    return {
+        "gb_type": root["gb_type"],
+        "outer_gb_type": outer["gb_type"] if outer["gb_type"] != root["gb_type"] else None,
+        "message": root["message"],
+        "hints": root["hints"],
+    }
+
+
+def parse_recompile_reason(text: str) -> dict[str, Any]:
+    """``"0/3: self.k == 3  # self.k += 1  # m.py:71 in forward (HINT...)\\nUser stack trace:..."``.
+
+    Returns guard (the expression), text (reason without the compile id) and user_frames
+    [(file, line, function)] from the "User stack trace" part.
+    """
+    first = text.splitlines()[0] if text else ""
+    body = re.sub(r"^\s*\d+/\d+:\s*", "", first)
+    guard = body.split("#", 1)[0].strip()
+    frames = [(m.group(1), int(m.group(2)), m.group(3)) for m in _USER_FRAME.finditer(text)]
+    cleaned = re.sub(r"\s{2,}#", "  #", body).strip()
+    return {"guard": guard, "text": cleaned, "user_frames": frames}

@@ -1,0 +1,301 @@
+"""The runtime data file (``.mend/run.json``): what ``mend run`` writes and ``report``/``gate`` read.
+
+This module never imports torch, so reporting and gating are cheap. The format is versioned JSON
+(``"version": 1``); :func:`load` rejects anything else with a :class:`DataFileError` that says what is
+wrong. The schema (documented in ``docs/runtime.md``)::
+
+    {
+      "version": 1,
+      "tool": {"name": "mend", "version": "0.1.0"},
+      "root": "/abs/project/root",          # relative paths below are relative to this folder
+      "runs": [{"argv": [...], "started": "ISO-8601", "duration_s": 1.2, "exit_code": 0,
+                "fast": false, "torch": "2.13.0", "python": "3.11.7"}],
+      "breaks": [BreakSite...],             # deduplicated by (path, line, gb_type)
+      "recompiles": [RecompileSite...],     # deduplicated by (path, line, function, kind)
+      "regions": [Region...],               # one per function Dynamo compiled as a frame
+      "tests": {"nodeid": {"breaks": n, "recompiles": n, "graphs": n}}   # pytest --mend only
+    }
+
+A *break site* is one source line where Dynamo broke the graph (or skipped the whole frame); its
+``count`` is how many times Dynamo hit it (once per compiled version, per loop re-entry, per inlining).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+VERSION = 1
+DEFAULT_DATA_FILE = Path(".mend") / "run.json"
+
+
+class DataFileError(Exception):
+    """A data file that is missing, unreadable, not JSON or not of a supported version."""
+
+
+@dataclass
+class BreakSite:
+    """One source line where Dynamo broke the graph or gave up on the whole frame."""
+
+    path: str  # project-relative where possible
+    line: int
+    function: str
+    gb_type: str  # root cause: the first gb_type in a nested message
+    registry_id: str | None  # "GB0059"; None when the registry does not know the gb_type
+    message: str  # the Explanation line of the root cause
+    hints: list[str] = field(default_factory=list)
+    count: int = 1
+    frame_skip: bool = False  # Dynamo skipped the whole frame (0 graphs for it)
+    outer_gb_type: str | None = None  # the wrapping gb_type of a nested message ("graph break in loop")
+    outer_registry_id: str | None = None
+    in_library: bool = False  # no project frame on the stack: attributed to a library line
+    source_line: str = ""  # the text of the line, stripped
+    stack: list[list[Any]] = field(default_factory=list)  # project frames [[path, line, function], ...]
+    regions: list[str] = field(default_factory=list)
+    tests: list[str] = field(default_factory=list)
+    reason: str = ""  # the full reason text of the first occurrence (trimmed)
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        return (self.path, self.line, self.gb_type)
+
+
+@dataclass
+class RecompileSite:
+    """A function Dynamo compiled again, with the guard that failed."""
+
+    path: str  # where the guard's source line is, else the function's file
+    line: int  # the guard's source line when it has one, else the function's first line
+    function: str
+    kind: str  # classified trigger: int-attribute, scalar-argument, dtype, shape, ...
+    count: int = 1
+    guard: str = ""  # the first failing guard, e.g. "self.step == 3"
+    reason: str = ""  # the first reason text, as Dynamo printed it (without the compile id)
+    function_path: str = ""
+    function_line: int = 0
+    limit_hit: bool = False  # the recompile limit was hit: the frame now runs eagerly
+    in_library: bool = False
+    source_line: str = ""
+    regions: list[str] = field(default_factory=list)
+    tests: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, int, str, str]:
+        return (self.path, self.line, self.function, self.kind)
+
+
+@dataclass
+class Region:
+    """A function Dynamo compiled as a frame (resume functions are folded into their function)."""
+
+    id: str  # "path:line:function"
+    path: str
+    line: int
+    function: str
+    graphs: int = 0  # graphs handed to the backend
+    compiles: int = 0  # frame compiles (first compile + recompiles + resume functions)
+    recompiles: int = 0
+    frame_skips: int = 0  # compiles that gave up and fell back to eager
+    breaks: int = 0  # graph-break occurrences inside it
+    compile_time_s: float = 0.0
+    in_library: bool = False
+
+
+@dataclass
+class RunInfo:
+    argv: list[str] = field(default_factory=list)
+    started: str = ""
+    duration_s: float = 0.0
+    exit_code: int | None = None
+    fast: bool = False
+    torch: str = ""
+    python: str = ""
+    kind: str = "run"  # run | pytest | record
+
+
+@dataclass
+class RunData:
+    root: str = ""
+    runs: list[RunInfo] = field(default_factory=list)
+    breaks: list[BreakSite] = field(default_factory=list)
+    recompiles: list[RecompileSite] = field(default_factory=list)
+    regions: list[Region] = field(default_factory=list)
+    tests: dict[str, dict[str, int]] = field(default_factory=dict)
+    tool: dict[str, str] = field(default_factory=dict)
+
+    # -- summary numbers ---------------------------------------------------------------------------
+    @property
+    def graph_break_count(self) -> int:
+        """Distinct break sites (what a gate budgets)."""
+        return len(self.breaks)
+
+    @property
+    def recompile_count(self) -> int:
+        """Recompile events (every extra compile of a frame caused by a failing guard)."""
+        return sum(r.count for r in self.recompiles)
+
+    @property
+    def graph_count(self) -> int:
+        return sum(r.graphs for r in self.regions)
+
+    @property
+    def compile_time_s(self) -> float:
+        return sum(r.compile_time_s for r in self.regions)
+
+    def to_dict(self) -> dict[str, Any]:
+        from mend.analyzers.version import __version__
+
+        return {
+            "version": VERSION,
+            "tool": self.tool or {"name": "mend", "version": __version__},
+            "root": self.root,
+            "summary": {
+                "graph_breaks": self.graph_break_count,
+                "break_occurrences": sum(b.count for b in self.breaks),
+                "frame_skips": sum(1 for b in self.breaks if b.frame_skip),
+                "recompiles": self.recompile_count,
+                "graphs": self.graph_count,
+                "regions": len(self.regions),
+                "compile_time_s": round(self.compile_time_s, 4),
+            },
+            "runs": [asdict(r) for r in self.runs],
+            "breaks": [asdict(b) for b in self.breaks],
+            "recompiles": [asdict(r) for r in self.recompiles],
+            "regions": [asdict(r) for r in self.regions],
+            "tests": self.tests,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Any, origin: str = "data") -> RunData:
+        if not isinstance(raw, dict):
+            raise DataFileError(f"{origin}: expected a JSON object, got {type(raw).__name__}")
+        version = raw.get("version")
+        if version != VERSION:
+            raise DataFileError(
+                f"{origin}: unsupported data file version {version!r} (this mend reads version {VERSION});"
+                " re-run `mend run` to write it again"
+            )
+        try:
+            return cls(
+                root=str(raw.get("root", "")),
+                tool=dict(raw.get("tool") or {}),
+                runs=[_build(RunInfo, r) for r in raw.get("runs", [])],
+                breaks=[_build(BreakSite, b) for b in raw.get("breaks", [])],
+                recompiles=[_build(RecompileSite, r) for r in raw.get("recompiles", [])],
+                regions=[_build(Region, r) for r in raw.get("regions", [])],
+                tests={str(k): dict(v) for k, v in (raw.get("tests") or {}).items()},
+            )
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise DataFileError(f"{origin}: malformed data file: {exc}") from exc
+
+    # -- merging -----------------------------------------------------------------------------------
+    def merge(self, other: RunData) -> RunData:
+        """Combine two runs (``mend run --append``): counts add up, sites are matched by key."""
+        merged = RunData(root=self.root or other.root, tool=self.tool or other.tool)
+        merged.runs = [*self.runs, *other.runs]
+        merged.breaks = _merge_sites(self.breaks, other.breaks)
+        merged.recompiles = _merge_sites(self.recompiles, other.recompiles)
+        regions: dict[str, Region] = {}
+        for region in [*self.regions, *other.regions]:
+            have = regions.get(region.id)
+            if have is None:
+                regions[region.id] = Region(**asdict(region))
+            else:
+                for name in ("graphs", "compiles", "recompiles", "frame_skips", "breaks", "compile_time_s"):
+                    setattr(have, name, getattr(have, name) + getattr(region, name))
+        merged.regions = list(regions.values())
+        merged.tests = {**self.tests}
+        for test, counts in other.tests.items():
+            have = merged.tests.setdefault(test, {})
+            for k, v in counts.items():
+                have[k] = have.get(k, 0) + v
+        return merged
+
+
+def _merge_sites(left: list[Any], right: list[Any]) -> list[Any]:
+    out: dict[Any, Any] = {}
+    for site in [*left, *right]:
+        have = out.get(site.key)
+        if have is None:
+            out[site.key] = type(site)(**asdict(site))
+            continue
+        have.count += site.count
+        for name in ("regions", "tests"):
+            values = getattr(have, name)
+            values.extend(v for v in getattr(site, name) if v not in values)
+        if getattr(site, "frame_skip", False):
+            have.frame_skip = True
+        if getattr(site, "limit_hit", False):
+            have.limit_hit = True
+    return list(out.values())
+
+
+def _build(cls: type, raw: Any) -> Any:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{cls.__name__} entry must be an object, got {type(raw).__name__}")
+    known = {f.name for f in fields(cls)}
+    missing = [f.name for f in fields(cls) if f.name in _REQUIRED.get(cls.__name__, ()) and f.name not in raw]
+    if missing:
+        raise ValueError(f"{cls.__name__} entry lacks {', '.join(missing)}")
+    obj = cls(**{k: v for k, v in raw.items() if k in known})
+    for name in ("line", "count", "function_line"):
+        if hasattr(obj, name) and not isinstance(getattr(obj, name), int):
+            raise ValueError(f"{cls.__name__}.{name} must be an integer, got {getattr(obj, name)!r}")
+    return obj
+
+
+_REQUIRED = {
+    "BreakSite": ("path", "line", "function", "gb_type", "registry_id", "message"),
+    "RecompileSite": ("path", "line", "function", "kind"),
+    "Region": ("id", "path", "line", "function"),
+}
+
+
+def load(path: str | os.PathLike[str]) -> RunData:
+    """Read a data file. Raises :class:`DataFileError` with a clear message on any problem."""
+    p = Path(path)
+    if not p.exists():
+        raise DataFileError(f"no data file at {p}; run `mend run SCRIPT` (or `pytest --mend`) first")
+    if not p.is_file():
+        raise DataFileError(f"{p} is not a file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataFileError(f"cannot read {p}: {exc}") from exc
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataFileError(f"{p} is not valid JSON ({exc.msg} at line {exc.lineno}); re-run `mend run`") from exc
+    return RunData.from_dict(raw, origin=str(p))
+
+
+def save(data: RunData, path: str | os.PathLike[str], append: bool = False) -> RunData:
+    """Write ``data`` atomically (a crash never leaves half a file). With ``append``, merge first.
+
+    Returns what was written. An existing file that cannot be read is an error with ``append``
+    (nothing is lost); without ``append`` it is replaced.
+    """
+    p = Path(path)
+    if append and p.exists():
+        data = load(p).merge(data)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data.to_dict(), fh, indent=1, sort_keys=False)
+            fh.write("\n")
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return data
+
+
+def resolve(data: RunData, path: str) -> Path:
+    """The absolute path of a site path stored in ``data``."""
+    p = Path(path)
+    return p if p.is_absolute() else Path(data.root or ".") / p
