@@ -1,0 +1,508 @@
+"""Drive the benchmark: one worker process per (variant, backend), interleaved timed rounds.
+
+Method (see ``docs/bench.md``):
+
+1. Every worker starts at once, imports torch and loads the harness (not timed).
+2. One at a time, each worker compiles and makes its first call (cold: fresh Inductor, Triton and mend
+   caches in a private temporary folder), then its warm-up calls. Only one worker is busy at a time.
+3. Timed rounds are interleaved: in round r every worker makes ``calls`` timed calls, in an order
+   rotated by r, so that drift in machine load spreads over all variants alike.
+4. Each worker reports its counts and peak memory and exits.
+
+The warm latency is the median of the round medians; p10 and p90 are over all timed calls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import queue
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from mend.analyzers.runtime.harness import HarnessError, parse_spec
+from mend.compiler.bench import variants as variants_mod
+from mend.compiler.bench.worker import BACKENDS
+
+SCHEMA_NAME = "mend-bench"
+SCHEMA_VERSION = 1
+NOTE = (
+    "Numbers are comparable only within one run: every variant ran in its own process on this machine, "
+    "interleaved, in this run. Compare runs from different machines or times by their ratios, not their times."
+)
+
+
+class BenchError(Exception):
+    """Bad settings or input; nothing was measured."""
+
+
+@dataclass
+class Settings:
+    harness: str
+    fixed: str | None = None
+    repair: bool = True  # without --fixed, try `mend fix` on a copy
+    backends: list[str] | None = None  # None: eager, inductor, mend (+ reduce-overhead on CUDA)
+    device: str = "auto"
+    rounds: int = 10
+    calls: int = 10
+    warmup: int = 3
+    batch: int | None = None
+    threads: int | None = None
+    compile_threads: int = 1
+    dtype: str | None = None
+    grad: bool = False
+    seed: int = 0
+    timeout_s: float = 1800.0  # per phase of one worker
+    keep_temp: bool = False
+    extra_notes: list[str] = field(default_factory=list)
+
+
+Progress = Callable[..., None]  # (description, steps done since last call, total=None)
+
+
+# ------------------------------------------------------------------------------------------------
+# statistics
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default method), q in [0, 100]."""
+    if not values:
+        raise ValueError("percentile of no values")
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def latency_stats(rounds: list[list[float]]) -> dict[str, Any]:
+    """Milliseconds: median of round medians, p10/p90/mean/min/max over all calls."""
+    all_ms = [t * 1e3 for r in rounds for t in r]
+    round_medians = [statistics.median(r) * 1e3 for r in rounds if r]
+    return {
+        "median": statistics.median(round_medians),
+        "p10": percentile(all_ms, 10),
+        "p90": percentile(all_ms, 90),
+        "mean": statistics.fmean(all_ms),
+        "min": min(all_ms),
+        "max": max(all_ms),
+        "calls": len(all_ms),
+        "rounds": len(round_medians),
+        "round_medians": round_medians,
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# workers
+
+
+class _Worker:
+    def __init__(self, variant: variants_mod.Variant, backend: str, cfg: dict[str, Any], tmp: Path) -> None:
+        self.variant = variant
+        self.backend = backend
+        self.tmp = tmp
+        self.row: dict[str, Any] = {
+            "variant": variant.name,
+            "backend": backend,
+            "status": "ok",
+            "reason": None,
+            "source": variant.source,
+        }
+        self.times: list[list[float]] = []
+        self.alive = False
+        tmp.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.update(
+            {
+                "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
+                "TRITON_CACHE_DIR": str(tmp / "triton"),
+                "MEND_CACHE_DIR": str(tmp / "mend"),
+                "TORCHINDUCTOR_COMPILE_THREADS": str(cfg["compile_threads"]),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        env.pop("TORCH_LOGS", None)  # torch's own log handlers would duplicate our capture on stderr
+        self.log_path = tmp / "worker.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mend.compiler.bench.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=env,
+            cwd=os.getcwd(),
+        )
+        self.alive = True
+        self._q: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self._send(cfg)
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                self._q.put(json.loads(line))
+            except ValueError:
+                continue
+        self._q.put(None)
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the reader sees the end of the stream and reports the failure
+
+    def command(self, msg: dict[str, Any] | None, expect: str, timeout: float) -> dict[str, Any] | None:
+        """Send a command and wait for the expected event; on failure mark the row and stop the worker."""
+        if not self.alive:
+            return None
+        if msg is not None:
+            self._send(msg)
+        try:
+            event = self._q.get(timeout=timeout)
+        except queue.Empty:
+            self._fail("error", f"no answer within {timeout:.0f} s (phase {expect})")
+            return None
+        if event is None:
+            self.proc.wait(timeout=30)
+            self._fail("error", f"the worker process exited with code {self.proc.returncode} ({expect})")
+            return None
+        if event.get("event") in ("error", "unavailable"):
+            status = event["event"]
+            reason = event.get("error", "")
+            if status == "error":
+                reason = f"{event.get('phase', '?')}: {reason}"
+            self._fail(status, reason)
+            return None
+        if event.get("event") != expect:
+            self._fail("error", f"unexpected answer {event.get('event')!r} while waiting for {expect!r}")
+            return None
+        return event
+
+    def _fail(self, status: str, reason: str) -> None:
+        self.row["status"] = status
+        self.row["reason"] = reason
+        self.stop()
+        if status == "error":
+            try:
+                tail = self.log_path.read_text(errors="replace").strip().splitlines()[-15:]
+            except OSError:
+                tail = []
+            self.row["log_tail"] = "\n".join(tail)
+
+    def stop(self) -> None:
+        if self.alive:
+            self.alive = False
+            try:
+                if self.proc.stdin:
+                    self.proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def resolve_device(device: str) -> str:
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise BenchError(f"--device must be cpu, cuda or auto, not {device!r}")
+    if device == "cpu":
+        return "cpu"
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if not torch.cuda.is_available():
+        raise BenchError("--device cuda: torch sees no CUDA device here (torch.cuda.is_available() is False)")
+    return device
+
+
+def default_backends(device: str) -> list[str]:
+    names = ["eager", "inductor"]
+    if device.startswith("cuda"):
+        names.append("inductor-reduce-overhead")
+    names.append("mend")
+    return names
+
+
+def _check_backends(names: list[str]) -> None:
+    if not names:
+        raise BenchError("no backend to run")
+    if len(set(names)) != len(names):
+        raise BenchError(f"a backend is named twice: {', '.join(names)}")
+    unknown = [n for n in names if n not in BACKENDS]
+    if unknown:
+        import torch._dynamo
+
+        known = set(torch._dynamo.list_backends(exclude_tags=()))
+        bad = [n for n in unknown if n not in known]
+        if bad:
+            raise BenchError(
+                f"unknown backend {', '.join(bad)}; use {', '.join(BACKENDS)} or a registered Dynamo backend"
+            )
+
+
+def run(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
+    """Run the benchmark and return the result document (schema ``mend-bench`` version 1)."""
+    step = progress or (lambda desc, n, total=None: None)
+    if settings.rounds < 1 or settings.calls < 1 or settings.warmup < 0:
+        raise BenchError("--rounds and --calls must be at least 1 and --warmup at least 0")
+    if settings.dtype not in (None, "float32", "float16", "bfloat16"):
+        raise BenchError(f"--dtype must be float32, float16 or bfloat16, not {settings.dtype!r}")
+    try:
+        spec = parse_spec(settings.harness)
+    except HarnessError as exc:
+        raise BenchError(str(exc)) from exc
+    device = resolve_device(settings.device)
+    backends = list(settings.backends or default_backends(device))
+    _check_backends(backends)
+
+    notes = list(settings.extra_notes)
+    work = Path(tempfile.mkdtemp(prefix="mend-bench-"))
+    variant_list = [variants_mod.original(spec)]
+    try:
+        if settings.fixed:
+            try:
+                variant_list.append(variants_mod.from_fixed_dir(spec, settings.fixed))
+            except HarnessError as exc:
+                raise BenchError(str(exc)) from exc
+        elif settings.repair:
+            step("repairing a copy with mend fix", 0)
+            try:
+                v, more = variants_mod.auto_repair(spec, work)
+                variant_list.append(v)
+                notes.extend(more)
+            except variants_mod.RepairUnavailable as exc:
+                notes.append(f"no repaired variant: {exc}")
+        result = _measure(settings, device, backends, variant_list, work, step)
+    finally:
+        if not settings.keep_temp:
+            shutil.rmtree(work, ignore_errors=True)
+    result["notes"] = notes + result["notes"]
+    return result
+
+
+def _measure(
+    settings: Settings,
+    device: str,
+    backends: list[str],
+    variant_list: list[variants_mod.Variant],
+    work: Path,
+    step: Progress,
+) -> dict[str, Any]:
+    load_start = _loadavg()
+    started = datetime.now(timezone.utc)
+    workers: list[_Worker] = []
+    notes: list[str] = []
+    reduce_overhead_cpu = [b for b in backends if b == "inductor-reduce-overhead" and not device.startswith("cuda")]
+    step("starting workers", 0, total=len(variant_list) * len(backends) * (3 + settings.rounds))
+    try:
+        for v in variant_list:
+            for b in backends:
+                cfg = {
+                    "harness": v.harness,
+                    "search": v.search,
+                    "fixed": v.fixed,
+                    "backend": b,
+                    "device": device,
+                    "dtype": settings.dtype,
+                    "warmup": settings.warmup,
+                    "batch": settings.batch,
+                    "threads": settings.threads,
+                    "grad": settings.grad,
+                    "seed": settings.seed,
+                    "compile_threads": settings.compile_threads,
+                }
+                w = _Worker(v, b, cfg, work / f"{v.name}-{b}")
+                if reduce_overhead_cpu and b == "inductor-reduce-overhead":
+                    w._fail("unavailable", "CUDA graphs (mode='reduce-overhead') need a CUDA device")
+                workers.append(w)
+        loaded: dict[int, dict[str, Any]] = {}
+        for i, w in enumerate(workers):
+            step(f"loading {w.variant.name} / {w.backend}", 0)
+            ev = w.command(None, "loaded", settings.timeout_s)
+            if ev:
+                loaded[i] = ev
+                w.row["batch"] = ev["batch"]
+                if w.variant.fixed:
+                    w.row["shadowed"] = ev["shadowed"]
+            step("", 1)
+        for i, w in enumerate(workers):
+            step(f"compiling {w.variant.name} / {w.backend} (cold)", 0)
+            ev = w.command({"cmd": "cold"}, "ready", settings.timeout_s)
+            if ev:
+                w.row["first_call_s"] = ev["first_call_s"]
+                w.row["compile_s"] = ev["compile_s"]
+            step("", 1)
+        for r in range(settings.rounds):
+            active = [w for w in workers if w.alive]
+            if active:
+                k = r % len(active)
+                active = active[k:] + active[:k]
+            for w in active:
+                step(f"round {r + 1}/{settings.rounds}: {w.variant.name} / {w.backend}", 0)
+                ev = w.command({"cmd": "round", "calls": settings.calls}, "round", settings.timeout_s)
+                if ev:
+                    w.times.append(ev["times"])
+                step("", 1)
+            # workers that failed mid-run still count their planned steps
+            step("", len(workers) - len(active))
+        for w in workers:
+            ev = w.command({"cmd": "finish"}, "finished", settings.timeout_s)
+            if ev:
+                for key in ("graphs", "breaks", "break_events", "frames_skipped", "recompiles", "break_sites",
+                            "recompile_reasons", "compile_total_s", "peak_memory"):
+                    w.row[key] = ev[key]
+                w.stop()
+            step("", 1)
+    finally:
+        for w in workers:
+            w.stop()
+    load_end = _loadavg()
+    first = next(iter(loaded.values()), {})
+    if first.get("unwrapped"):
+        notes.append("the harness returned an already compiled object; each backend compiled its original")
+    cpus = os.cpu_count() or 1
+    if load_start and load_start[0] > 0.5 * cpus:
+        notes.append(
+            f"load average {load_start[0]:.2f} on {cpus} CPUs when the run started: other work on this "
+            "machine may have distorted the timings"
+        )
+    rows = [_finish_row(w) for w in workers]
+    _add_ratios(rows)
+    return {
+        "schema": SCHEMA_NAME,
+        "version": SCHEMA_VERSION,
+        "created": started.isoformat(timespec="seconds"),
+        "duration_s": (datetime.now(timezone.utc) - started).total_seconds(),
+        "mend_version": _mend_version(),
+        "torch_version": first.get("torch_version") or _torch_version(),
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+        "device": {"type": "cuda" if device.startswith("cuda") else "cpu", "name": first.get("device_name", "")},
+        "cpu_count": cpus,
+        "load_average": {"start": load_start, "end": load_end},
+        "harness": settings.harness,
+        "fixed": settings.fixed,
+        "settings": {
+            "backends": backends,
+            "rounds": settings.rounds,
+            "calls_per_round": settings.calls,
+            "warmup": settings.warmup,
+            "batch": settings.batch,
+            "threads": settings.threads,
+            "compile_threads": settings.compile_threads,
+            "dtype": settings.dtype,
+            "grad": settings.grad,
+            "seed": settings.seed,
+        },
+        "note": NOTE,
+        "notes": notes,
+        "results": rows,
+        "comparisons": _comparisons(rows, backends),
+    }
+
+
+def _finish_row(w: _Worker) -> dict[str, Any]:
+    row = w.row
+    if row["status"] == "ok" and w.times:
+        lat = latency_stats(w.times)
+        row["latency_ms"] = lat
+        batch = int(row.get("batch") or 1)
+        row["throughput"] = {"batch": batch, "items_per_s": batch / (lat["median"] / 1e3)}
+    elif row["status"] == "ok":
+        row["status"] = "error"
+        row["reason"] = "no timed calls completed"
+    return row
+
+
+def _get(rows: list[dict[str, Any]], variant: str, backend: str) -> dict[str, Any] | None:
+    for r in rows:
+        if r["variant"] == variant and r["backend"] == backend and r["status"] == "ok":
+            return r
+    return None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+def _add_ratios(rows: list[dict[str, Any]]) -> None:
+    """Time ratios (below 1 is faster), always between rows of this run."""
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        eager = _get(rows, r["variant"], "eager")
+        orig = _get(rows, "original", r["backend"]) if r["variant"] != "original" else None
+        med = r["latency_ms"]["median"]
+        r["ratios"] = {
+            "latency_vs_eager": _ratio(med, eager["latency_ms"]["median"]) if eager else None,
+            "first_call_vs_eager": _ratio(r["first_call_s"], eager["first_call_s"]) if eager else None,
+            "latency_vs_original": _ratio(med, orig["latency_ms"]["median"]) if orig else None,
+            "first_call_vs_original": _ratio(r["first_call_s"], orig["first_call_s"]) if orig else None,
+            "compile_vs_original": _ratio(r["compile_s"], orig["compile_s"]) if orig else None,
+        }
+
+
+def _comparisons(rows: list[dict[str, Any]], backends: list[str]) -> list[dict[str, Any]]:
+    """Per backend: the original against the repaired variant (speedups above 1 are better)."""
+    out = []
+    for b in backends:
+        o = _get(rows, "original", b)
+        p = _get(rows, "repaired", b)
+        if not o or not p:
+            continue
+        out.append(
+            {
+                "backend": b,
+                "graphs": [o["graphs"], p["graphs"]],
+                "breaks": [o["breaks"], p["breaks"]],
+                "recompiles": [o["recompiles"], p["recompiles"]],
+                "warm_speedup": _ratio(o["latency_ms"]["median"], p["latency_ms"]["median"]),
+                "cold_speedup": _ratio(o["first_call_s"], p["first_call_s"]),
+                "compile_speedup": _ratio(o["compile_s"], p["compile_s"]),
+            }
+        )
+    return out
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def _mend_version() -> str:
+    from mend.analyzers.version import __version__
+
+    return __version__
+
+
+def _torch_version() -> str:
+    try:
+        import torch
+
+        return str(torch.__version__)
+    except ImportError:
+        return ""

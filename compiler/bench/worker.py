@@ -1,0 +1,296 @@
+"""The benchmark worker: one process per (variant, backend), driven over a line protocol.
+
+``python -m mend.compiler.bench.worker`` reads one JSON line of configuration on stdin, then commands
+(one JSON line each) and answers each with one JSON line on the protocol stream. The protocol stream is
+the process's original stdout; the worker points file descriptor 1 at stderr first, so whatever the
+user's code prints lands in the worker log and never corrupts the protocol.
+
+Phases, each answered with an event:
+
+* start-up (no command): import torch, load the harness, move it to the device -> ``loaded``
+* ``{"cmd": "cold"}``: compile, time the first call, run the warm-up calls -> ``ready``
+* ``{"cmd": "round", "calls": N}``: N timed calls -> ``round`` with the times in seconds
+* ``{"cmd": "finish"}``: final counts and peak memory -> ``finished``; the process exits
+
+Any failure answers ``{"event": "error", "phase": ..., "error": ..., "traceback": ...}`` and exits.
+The driver (``runner.py``) gives each worker fresh compile caches through the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+from typing import Any
+
+# name -> (torch.compile backend or None for plain eager PyTorch, mode)
+BACKENDS: dict[str, tuple[str | None, str | None]] = {
+    "eager": (None, None),
+    "dynamo-eager": ("eager", None),
+    "aot_eager": ("aot_eager", None),
+    "inductor": ("inductor", None),
+    "inductor-reduce-overhead": ("inductor", "reduce-overhead"),
+    "inductor-max-autotune": ("inductor", "max-autotune-no-cudagraphs"),
+    "mend": ("mend", None),
+}
+
+
+def backend_spec(name: str) -> tuple[str | None, str | None]:
+    """``(torch.compile backend, mode)`` for a bench backend name; unknown names are Dynamo backends."""
+    return BACKENDS.get(name, (name, None))
+
+
+class _Proto:
+    def __init__(self) -> None:
+        fd = os.dup(1)
+        os.dup2(2, 1)  # the user's prints go to the log, not into the protocol
+        sys.stdout = sys.stderr
+        self._out = os.fdopen(fd, "w", buffering=1)
+
+    def send(self, event: str, **data: Any) -> None:
+        self._out.write(json.dumps({"event": event, **data}) + "\n")
+        self._out.flush()
+
+    @staticmethod
+    def receive() -> dict[str, Any]:
+        line = sys.stdin.readline()
+        if not line:
+            raise SystemExit(0)  # the driver went away
+        return json.loads(line)
+
+
+def _maxrss_bytes() -> int:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(rss if sys.platform == "darwin" else rss * 1024)
+
+
+def _first_batch(args: tuple, kwargs: dict) -> int:
+    import torch
+
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            return int(value.shape[0]) if value.dim() > 0 else 1
+    return 1
+
+
+def _convert(obj: Any, device: str, dtype: Any) -> Any:
+    import torch
+
+    if isinstance(obj, torch.nn.Module):
+        obj = obj.to(device)
+        return obj.to(dtype) if dtype is not None else obj
+    if isinstance(obj, torch.Tensor):
+        if dtype is not None and obj.is_floating_point():
+            return obj.to(device=device, dtype=dtype)
+        return obj.to(device)
+    if isinstance(obj, tuple):
+        return tuple(_convert(v, device, dtype) for v in obj)
+    if isinstance(obj, list):
+        return [_convert(v, device, dtype) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _convert(v, device, dtype) for k, v in obj.items()}
+    return obj
+
+
+class Worker:
+    def __init__(self, cfg: dict[str, Any], proto: _Proto) -> None:
+        self.cfg = cfg
+        self.proto = proto
+        self.phase = "load"
+
+    # -- phases -------------------------------------------------------------------------------------
+    def load(self) -> None:
+        import torch
+
+        from mend.analyzers.runtime import harness as harness_mod
+
+        cfg = self.cfg
+        if cfg.get("threads"):
+            torch.set_num_threads(int(cfg["threads"]))
+        torch.manual_seed(int(cfg.get("seed", 0)))
+        self.device = cfg["device"]
+        self.cuda = self.device.startswith("cuda")
+        dtype = getattr(torch, cfg["dtype"]) if cfg.get("dtype") else None
+        os.environ["MEND_BENCH_DEVICE"] = self.device  # harnesses may read it to build on the device
+        search = list(cfg.get("search") or [])
+        h = harness_mod.load(harness_mod.parse_spec(cfg["harness"]), search_path=search)
+        self.shadowed: list[str] = []
+        if cfg.get("fixed"):
+            root = os.path.realpath(cfg["fixed"])
+            for mod in list(sys.modules.values()):
+                f = getattr(mod, "__file__", None)
+                if f and os.path.realpath(f).startswith(root + os.sep):
+                    self.shadowed.append(os.path.relpath(os.path.realpath(f), root))
+            if not self.shadowed:
+                raise RuntimeError(
+                    f"--fixed {cfg['fixed']}: the harness imported nothing from that folder, so the "
+                    "'repaired' variant would run the original code. Point --fixed at the folder that "
+                    "holds the repaired modules (it is put first on sys.path) or the repaired harness file."
+                )
+        from mend.compiler.bench import _compat
+
+        target, self.unwrapped = _compat.unwrap_compiled(h.target)
+        self.target = _convert(target, self.device, dtype)
+        self.args = _convert(h.args, self.device, dtype)
+        self.kwargs = _convert(h.kwargs, self.device, dtype)
+        self.batch = int(cfg.get("batch") or _first_batch(self.args, self.kwargs))
+        self.backend, self.mode = backend_spec(cfg["backend"])
+        self.grad = bool(cfg.get("grad"))
+        self.counter = _compat.Counter()
+        self._compat = _compat
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.baseline_mem = int(torch.cuda.memory_allocated())
+        else:
+            self.baseline_mem = _maxrss_bytes()
+        self.proto.send(
+            "loaded",
+            batch=self.batch,
+            unwrapped=self.unwrapped,
+            shadowed=sorted(self.shadowed),
+            torch_version=torch.__version__,
+            device_name=torch.cuda.get_device_name() if self.cuda else _cpu_name(),
+        )
+
+    def _sync(self) -> None:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+
+    def _call_once(self) -> float:
+        import torch
+
+        fn = self.fn
+        ctx = torch.enable_grad() if self.grad else torch.no_grad()
+        if self.mode == "reduce-overhead":
+            self._compat.cudagraph_step()
+        self._sync()
+        with ctx:
+            t0 = time.perf_counter()
+            out = fn(*self.args, **self.kwargs)
+            self._sync()
+            t1 = time.perf_counter()
+        del out
+        return t1 - t0
+
+    def cold(self) -> None:
+        import torch
+
+        self.phase = "compile"
+        if self.backend is None:
+            self.fn = self.target
+        else:
+            self._compat.resolve_backend(self.backend)
+            kwargs: dict[str, Any] = {"backend": self.backend}
+            if self.mode:
+                kwargs["mode"] = self.mode
+            self._compat.reset()
+            self.fn = torch.compile(self.target, **kwargs)
+        self.counter.start()
+        self.phase = "first call"
+        first = self._call_once()
+        compile_cold = self.counter.compile_seconds()
+        self.phase = "warm-up"
+        for _ in range(int(self.cfg.get("warmup", 3))):
+            self._call_once()
+        self.proto.send("ready", first_call_s=first, compile_s=compile_cold, **self._counts())
+
+    def round(self, calls: int) -> None:
+        self.phase = "timed run"
+        times = [self._call_once() for _ in range(calls)]
+        self.proto.send("round", times=times)
+
+    def finish(self) -> None:
+        import torch
+
+        self.counter.stop()
+        if self.cuda:
+            mem = {"kind": "cuda_max_memory_allocated", "bytes": int(torch.cuda.max_memory_allocated())}
+        else:
+            mem = {"kind": "rss_high_water", "bytes": _maxrss_bytes()}
+        mem["baseline_bytes"] = self.baseline_mem
+        self.proto.send(
+            "finished", compile_total_s=self.counter.compile_seconds(), peak_memory=mem, **self._counts()
+        )
+
+    def _counts(self) -> dict[str, Any]:
+        if self.backend is None:
+            return {"graphs": None, "breaks": None, "break_events": None, "frames_skipped": None,
+                    "recompiles": None, "break_sites": [], "recompile_reasons": []}
+        events = self.counter.break_events
+        sites: dict[tuple[str, int, str], int] = {}
+        for e in events:
+            key = (e.file, e.line, e.reason)
+            sites[key] = sites.get(key, 0) + 1
+        rec = self._compat.recompiles(self.counter.compilations())
+        reasons = [r["recompile_reason"] for r in rec if r["recompile_reason"]]
+        return {
+            "graphs": self.counter.graphs(),
+            "breaks": len(sites),
+            "break_events": len(events),
+            "frames_skipped": self.counter.frames_skipped(),
+            "recompiles": len(rec),
+            "break_sites": [
+                {"file": f, "line": ln, "reason": r, "registry_id": self._compat.registry_id(r), "count": n}
+                for (f, ln, r), n in sorted(sites.items())
+            ],
+            "recompile_reasons": [r.splitlines()[0][:300] for r in reasons[:20]],
+        }
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def main() -> None:
+    proto = _Proto()
+    worker: Worker | None = None
+    try:
+        cfg = json.loads(sys.stdin.readline() or "{}")
+        worker = Worker(cfg, proto)
+        worker.load()
+        while True:
+            msg = proto.receive()
+            cmd = msg.get("cmd")
+            if cmd == "cold":
+                worker.cold()
+            elif cmd == "round":
+                worker.round(int(msg.get("calls", 1)))
+            elif cmd == "finish":
+                worker.finish()
+                break
+            else:
+                raise ValueError(f"unknown command {cmd!r}")
+    except SystemExit:
+        raise
+    except BaseException as exc:  # report every failure to the driver, including the user's
+        from mend.compiler.bench._compat import BackendUnavailable
+
+        kind = "unavailable" if isinstance(exc, BackendUnavailable) else "error"
+        text = f"{type(exc).__name__}: {exc}" if kind == "error" else str(exc)
+        proto.send(
+            kind,
+            phase=worker.phase if worker else "load",
+            error=text,
+            traceback="".join(traceback.format_exception(exc))[-4000:],
+        )
+        sys.stderr.flush()
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
