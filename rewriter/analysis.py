@@ -1,0 +1,492 @@
+"""Syntax-tree facts the fixes need to prove their safety conditions (no torch import).
+
+Everything here is a conservative must-analysis over one file: a question answers ``True`` only when
+the tree proves it (a value is a tensor, an expression has no side effects, a name is not read after a
+statement); anything unproven answers ``False`` and the fix that asked declines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import libcst as cst
+from libcst.metadata import CodeRange
+
+_EMPTY = cst.Module(body=[])
+
+# torch callables that do not return tensors (or have effects); everything else under ``torch.`` does.
+NON_TENSOR_TORCH = {
+    "torch.finfo", "torch.iinfo", "torch.is_tensor", "torch.is_grad_enabled", "torch.is_floating_point",
+    "torch.is_complex", "torch.get_default_dtype", "torch.device", "torch.dtype", "torch.Size",
+    "torch.no_grad", "torch.enable_grad", "torch.inference_mode", "torch.set_grad_enabled",
+    "torch.is_inference_mode_enabled", "torch.manual_seed", "torch.save", "torch.load", "torch.compile",
+    "torch.equal", "torch.allclose", "torch.numel", "torch.autocast", "torch.get_autocast_gpu_dtype",
+    "torch.is_autocast_enabled", "torch.cond", "torch.nn.Parameter", "torch.jit.is_tracing",
+    "torch.jit.is_scripting", "torch.typename", "torch.broadcast_shapes", "torch.promote_types",
+    "torch.result_type", "torch.can_cast", "torch._assert", "torch._check", "torch._assert_async",
+}
+NON_TENSOR_TORCH_PREFIXES = (
+    "torch.compiler.", "torch._dynamo.", "torch.cuda.", "torch.backends.", "torch.distributed.",
+    "torch.jit.", "torch.autograd.", "torch.utils.", "torch.testing.", "torch.fx.", "torch.onnx.",
+    "torch.nn.init.", "torch.nn.Module", "torch.nn.modules", "torch.optim.", "torch._C.",
+)
+# Tensor methods whose result is not a tensor.
+NON_TENSOR_METHODS = {
+    "item", "tolist", "dim", "ndimension", "size", "numel", "nelement", "data_ptr", "element_size",
+    "is_floating_point", "is_complex", "is_contiguous", "get_device", "stride", "storage_offset",
+    "untyped_storage", "storage", "numpy", "backward", "register_hook", "equal", "allclose", "__len__",
+    "is_nonzero", "is_set_to", "type", "is_pinned", "is_shared", "has_names", "__bool__", "__int__",
+    "__float__", "keys", "values", "items",
+}
+# Tensor methods that produce a tensor from a tensor (used to recognise tensors behind method calls).
+TENSOR_METHODS = {
+    "sum", "mean", "max", "min", "amax", "amin", "prod", "any", "all", "abs", "float", "double", "half",
+    "bfloat16", "long", "int", "bool", "to", "view", "reshape", "transpose", "permute", "unsqueeze",
+    "squeeze", "flatten", "softmax", "log_softmax", "exp", "log", "sqrt", "rsqrt", "pow", "clamp",
+    "clip", "masked_fill", "where", "sigmoid", "tanh", "relu", "contiguous", "clone", "detach",
+    "argmax", "argmin", "norm", "cumsum", "sin", "cos", "mul", "add", "sub", "div", "matmul", "eq",
+    "ne", "gt", "ge", "lt", "le", "isinf", "isnan", "isfinite", "logical_not", "logical_and",
+    "logical_or", "expand", "expand_as", "repeat", "chunk", "split", "gather", "index_select",
+    "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "nonzero", "unique",
+    "masked_select", "argwhere", "count_nonzero", "neg", "reciprocal", "square", "var", "std", "topk",
+    "sort", "narrow", "select", "roll", "flip", "tril", "triu", "t", "cpu", "cuda", "numel_tensor",
+}
+# Method names that, on a tensor, read its data (GraphMend's DYNAMIC_TORCH_ATTRS plus a few).
+DATA_METHODS = {
+    "item", "tolist", "sum", "max", "min", "mean", "prod", "argmax", "argmin", "nonzero",
+    "count_nonzero", "all", "any", "equal", "allclose", "unique", "amax", "amin", "isinf", "isnan",
+    "isfinite", "norm", "std", "var", "eq", "ne", "gt", "lt", "ge", "le", "logical_not", "logical_and",
+    "logical_or",
+}
+# Bool-valued tensor producers: their result can be used directly as a torch.where condition.
+BOOL_PRODUCERS = {
+    "any", "all", "isinf", "isnan", "isfinite", "isneginf", "isposinf", "logical_not", "logical_and",
+    "logical_or", "logical_xor", "eq", "ne", "gt", "lt", "ge", "le", "isclose", "bool", "signbit",
+}
+# Elementwise ops whose derivative is bounded (0/1 or +-1): a torch.where over them keeps gradients
+# finite on the unselected side, so no autograd gate is needed.
+GRAD_SAFE_CALLS = {
+    "clamp", "clip", "clamp_min", "clamp_max", "nan_to_num", "masked_fill", "where", "zeros_like",
+    "ones_like", "full_like", "detach", "abs", "relu", "neg", "to", "float", "half", "bfloat16",
+    "double", "type_as", "contiguous", "clone", "minimum", "maximum",
+}
+# Pure builtins (no effects, deterministic).
+PURE_BUILTINS = {"len", "min", "max", "abs", "float", "int", "bool", "tuple", "isinstance", "round", "range"}
+IMPURE_METHOD_SUFFIX = "_"  # in-place tensor methods (add_, copy_, fill_) mutate their receiver
+IMPURE_METHODS = {"backward", "register_hook", "register_buffer", "append", "extend", "update", "pop",
+                  "insert", "remove", "clear", "setdefault", "write", "register_forward_hook"}
+
+
+def code(node: cst.CSTNode) -> str:
+    """Source text of ``node`` (as it would be printed in a module)."""
+    return _EMPTY.code_for_node(node)
+
+
+def dotted(expr: cst.BaseExpression) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        head = dotted(expr.value)
+        return f"{head}.{expr.attr.value}" if head else None
+    return None
+
+
+def parse_expr(text: str) -> cst.BaseExpression:
+    return cst.parse_expression(text)
+
+
+def parse_stmt(text: str) -> cst.BaseStatement:
+    return cst.parse_statement(text)
+
+
+class ImportMap:
+    """Local name -> qualified module path, from a module's top-level imports."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.names: dict[str, str] = {}
+        for node in _walk(module):
+            if isinstance(node, cst.Import):
+                for alias in node.names:
+                    full = dotted(alias.name) or ""
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                        self.names[alias.asname.name.value] = full
+                    else:
+                        head = full.split(".")[0]
+                        self.names.setdefault(head, head)
+            elif isinstance(node, cst.ImportFrom) and not node.relative:
+                mod = dotted(node.module) if node.module is not None else None
+                if mod is None or isinstance(node.names, cst.ImportStar):
+                    continue
+                for alias in node.names:
+                    name = dotted(alias.name) or ""
+                    local = (
+                        alias.asname.name.value
+                        if alias.asname is not None and isinstance(alias.asname.name, cst.Name)
+                        else name
+                    )
+                    self.names[local] = f"{mod}.{name}"
+
+    def qualify(self, expr: cst.BaseExpression) -> str | None:
+        """Qualified dotted name of a Name/Attribute chain (``F.relu`` -> ``torch.nn.functional.relu``)."""
+        text = dotted(expr)
+        if text is None:
+            return None
+        head, _, rest = text.partition(".")
+        if head in self.names:
+            full = self.names[head]
+            return f"{full}.{rest}" if rest else full
+        return text
+
+    def local_name_for(self, qualified: str) -> str | None:
+        """A local spelling that resolves to ``qualified`` (``torch`` -> ``torch``), if imported."""
+        for local, full in self.names.items():
+            if full == qualified:
+                return local
+        return None
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        yield cur
+        stack.extend(reversed(cur.children))
+
+
+walk = _walk
+
+
+def contains(outer: CodeRange, inner: CodeRange) -> bool:
+    return (outer.start.line, outer.start.column) <= (inner.start.line, inner.start.column) and (
+        inner.end.line,
+        inner.end.column,
+    ) <= (outer.end.line, outer.end.column)
+
+
+def range_contains_pos(rng: CodeRange, line: int, col0: int) -> bool:
+    return (rng.start.line, rng.start.column) <= (line, col0) < (rng.end.line, rng.end.column) or (
+        rng.start.line == line and rng.start.column == col0
+    )
+
+
+def is_literal(expr: cst.BaseExpression) -> bool:
+    return isinstance(
+        expr,
+        (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
+         cst.FormattedString),
+    ) or (isinstance(expr, cst.Name) and expr.value in {"True", "False", "None"}) or (
+        isinstance(expr, cst.UnaryOperation)
+        and isinstance(expr.operator, (cst.Minus, cst.Plus))
+        and isinstance(expr.expression, (cst.Integer, cst.Float))
+    )
+
+
+def is_number(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return True
+    return isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)) and \
+        isinstance(expr.expression, (cst.Integer, cst.Float))
+
+
+def is_container_or_none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, (cst.List, cst.Tuple, cst.Dict, cst.Set, cst.SimpleString,
+                             cst.ConcatenatedString, cst.FormattedString)) or (
+        isinstance(expr, cst.Name) and expr.value == "None"
+    )
+
+
+class FunctionFacts:
+    """Per-function facts: parameters, tensor-valued names, stores and loads of each name."""
+
+    def __init__(self, func: cst.FunctionDef | None, imports: ImportMap) -> None:
+        self.func = func
+        self.imports = imports
+        self.params: set[str] = set()
+        self.tensor_names: set[str] = set()
+        self.stores: dict[str, list[cst.CSTNode]] = {}
+        self.loads: dict[str, list[cst.Name]] = {}
+        if func is None:
+            return
+        annotated: set[str] = set()
+        for p in _all_params(func.params):
+            self.params.add(p.name.value)
+            if p.annotation is not None:
+                ann = imports.qualify(p.annotation.annotation) or ""
+                if ann.endswith("Tensor") or ann in {"torch.Tensor"}:
+                    annotated.add(p.name.value)
+        self.tensor_names |= annotated
+        self._collect(func.body)
+        # Names whose every store is a tensor-valued expression are tensors (two passes for chains).
+        for _ in range(3):
+            for name, values in self._store_values.items():
+                if name in self.params and name not in annotated:
+                    continue
+                if values and all(v is not None and self.is_tensor(v) for v in values):
+                    self.tensor_names.add(name)
+
+    def _collect(self, body: cst.CSTNode) -> None:
+        self._store_values: dict[str, list[cst.BaseExpression | None]] = {}
+        for node in _walk(body):
+            if isinstance(node, cst.Assign):
+                for t in node.targets:
+                    for name in _target_names(t.target):
+                        value = node.value if isinstance(t.target, cst.Name) else None
+                        self._store_values.setdefault(name, []).append(value)
+                        self.stores.setdefault(name, []).append(node)
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+                for name in _target_names(node.target):
+                    self._store_values.setdefault(name, []).append(
+                        node.value if isinstance(node, cst.AnnAssign) else None
+                    )
+                    self.stores.setdefault(name, []).append(node)
+            elif isinstance(node, (cst.For, cst.CompFor)):
+                for name in _target_names(node.target):
+                    self._store_values.setdefault(name, []).append(None)
+                    self.stores.setdefault(name, []).append(node)
+            elif isinstance(node, cst.NamedExpr):
+                for name in _target_names(node.target):
+                    self._store_values.setdefault(name, []).append(None)
+            elif isinstance(node, cst.WithItem) and node.asname is not None:
+                for name in _target_names(node.asname.name):
+                    self._store_values.setdefault(name, []).append(None)
+        for node in _walk(body):
+            if isinstance(node, cst.Attribute):
+                continue
+            for child in node.children:
+                if isinstance(child, cst.Name) and not _is_attr_or_keyword(node, child):
+                    self.loads.setdefault(child.value, []).append(child)
+
+    # --- tensor-ness -------------------------------------------------------------------------
+    def is_tensor(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Name):
+            return expr.value in self.tensor_names
+        if isinstance(expr, cst.Call):
+            qual = self.imports.qualify(expr.func)
+            if qual is not None and (qual.startswith("torch.") and not qual.startswith("torch.nn.")
+                                     or qual.startswith("torch.nn.functional.")):
+                if qual in NON_TENSOR_TORCH or qual.startswith(NON_TENSOR_TORCH_PREFIXES):
+                    return False
+                return True
+            if isinstance(expr.func, cst.Attribute):
+                meth = expr.func.attr.value
+                if meth in NON_TENSOR_METHODS:
+                    return False
+                if self.is_tensor(expr.func.value):
+                    return True
+            return False
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in {"T", "mT", "H", "real", "imag", "data", "grad"}:
+                return self.is_tensor(expr.value)
+            return False
+        if isinstance(expr, cst.Subscript):
+            if isinstance(expr.value, cst.Attribute) and expr.value.attr.value in {"shape", "stride"}:
+                return False
+            return self.is_tensor(expr.value)
+        if isinstance(expr, cst.BinaryOperation):
+            return self.is_tensor(expr.left) or self.is_tensor(expr.right)
+        if isinstance(expr, cst.UnaryOperation):
+            return not isinstance(expr.operator, cst.Not) and self.is_tensor(expr.expression)
+        if isinstance(expr, cst.Comparison):
+            if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
+                return False
+            return self.is_tensor(expr.left) or any(self.is_tensor(c.comparator) for c in expr.comparisons)
+        return False
+
+    def reads_data(self, expr: cst.BaseExpression) -> bool:
+        """True when ``expr`` (a condition operand) depends on tensor data, as far as the tree shows."""
+        if self.is_tensor(expr):
+            return True
+        if isinstance(expr, cst.Name):
+            return expr.value in self.tensor_names
+        if isinstance(expr, cst.Call):
+            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in DATA_METHODS:
+                return True
+            qual = self.imports.qualify(expr.func) or ""
+            return qual in {"torch.equal", "torch.allclose"}
+        if isinstance(expr, cst.Comparison):
+            return self.reads_data(expr.left) or any(self.reads_data(c.comparator) for c in expr.comparisons)
+        if isinstance(expr, cst.BooleanOperation):
+            return self.reads_data(expr.left) or self.reads_data(expr.right)
+        if isinstance(expr, cst.UnaryOperation):
+            return self.reads_data(expr.expression)
+        if isinstance(expr, cst.BinaryOperation):
+            return self.reads_data(expr.left) or self.reads_data(expr.right)
+        return False
+
+    # --- effects -----------------------------------------------------------------------------
+    def is_pure(self, expr: cst.CSTNode) -> bool:
+        """No calls except known-pure torch functions, tensor methods and builtins; no effects."""
+        for node in _walk(expr):
+            if isinstance(node, (cst.Yield, cst.Await, cst.NamedExpr, cst.Lambda)):
+                return False
+            if isinstance(node, cst.Call):
+                if not self._pure_call(node):
+                    return False
+        return True
+
+    def _pure_call(self, call: cst.Call) -> bool:
+        qual = self.imports.qualify(call.func)
+        if isinstance(call.func, cst.Name):
+            return call.func.value in PURE_BUILTINS and call.func.value not in self.stores
+        if qual is not None and qual.startswith("torch."):
+            last = qual.rsplit(".", 1)[-1]
+            if last.endswith(IMPURE_METHOD_SUFFIX) and not last.endswith("__"):
+                return False
+            return qual not in {"torch.manual_seed", "torch.save", "torch.load", "torch.compile"} and not (
+                qual.startswith(("torch.cuda.", "torch.distributed.", "torch._dynamo.", "torch.autograd."))
+            ) and not _is_random(qual)
+        if isinstance(call.func, cst.Attribute):
+            meth = call.func.attr.value
+            if meth in IMPURE_METHODS or (meth.endswith("_") and not meth.endswith("__")):
+                return False
+            if meth in TENSOR_METHODS or meth in NON_TENSOR_METHODS - {"backward", "register_hook"}:
+                return True
+        return False
+
+    def is_grad_safe(self, expr: cst.BaseExpression) -> bool:
+        """Every op has a bounded derivative (see GRAD_SAFE_CALLS); arithmetic only + and -."""
+        if isinstance(expr, (cst.Name, cst.Attribute)) or is_literal(expr):
+            return True
+        if isinstance(expr, cst.UnaryOperation):
+            return isinstance(expr.operator, (cst.Minus, cst.Plus)) and self.is_grad_safe(expr.expression)
+        if isinstance(expr, cst.BinaryOperation):
+            if isinstance(expr.operator, (cst.Add, cst.Subtract)):
+                return self.is_grad_safe(expr.left) and self.is_grad_safe(expr.right)
+            if isinstance(expr.operator, cst.Multiply):
+                return (is_number(expr.left) and self.is_grad_safe(expr.right)) or (
+                    is_number(expr.right) and self.is_grad_safe(expr.left)
+                )
+            return False
+        if isinstance(expr, cst.Call):
+            name = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else (
+                expr.func.value if isinstance(expr.func, cst.Name) else None
+            )
+            if name not in GRAD_SAFE_CALLS:
+                return False
+            if isinstance(expr.func, cst.Attribute) and not self.is_grad_safe(expr.func.value):
+                return False
+            return all(self.is_grad_safe(a.value) or not self.is_tensor(a.value) for a in expr.args)
+        return False
+
+
+def _is_random(qual: str) -> bool:
+    last = qual.rsplit(".", 1)[-1]
+    return last.startswith(("rand", "bernoulli", "multinomial", "normal", "poisson")) or last in {
+        "dropout", "randperm", "randint", "randn", "rand_like", "randn_like", "alpha_dropout",
+        "feature_alpha_dropout", "dropout1d", "dropout2d", "dropout3d",
+    }
+
+
+def _is_attr_or_keyword(parent: cst.CSTNode, child: cst.Name) -> bool:
+    if isinstance(parent, cst.Attribute) and parent.attr is child:
+        return True
+    if isinstance(parent, cst.Arg) and parent.keyword is child:
+        return True
+    if isinstance(parent, (cst.FunctionDef, cst.ClassDef)) and parent.name is child:
+        return True
+    if isinstance(parent, (cst.ImportAlias, cst.AsName)):
+        return True
+    return False
+
+
+def _target_names(target: cst.CSTNode) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        out: list[str] = []
+        for el in target.elements:
+            out.extend(_target_names(el.value))
+        return out
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return []
+
+
+target_names = _target_names
+
+
+def _all_params(params: cst.Parameters) -> list[cst.Param]:
+    out = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+    if isinstance(params.star_arg, cst.Param):
+        out.append(params.star_arg)
+    if params.star_kwarg is not None:
+        out.append(params.star_kwarg)
+    return out
+
+
+all_params = _all_params
+
+
+def names_in(node: cst.CSTNode) -> set[str]:
+    """Variable names read or written anywhere in ``node`` (attribute names excluded)."""
+    out: set[str] = set()
+    for parent in _walk(node):
+        if isinstance(parent, cst.Attribute):
+            for child in (parent.value,):
+                if isinstance(child, cst.Name):
+                    out.add(child.value)
+            continue
+        for child in parent.children:
+            if isinstance(child, cst.Name) and not _is_attr_or_keyword(parent, child):
+                out.add(child.value)
+    if isinstance(node, cst.Name):
+        out.add(node.value)
+    return out
+
+
+def body_statements(block: cst.BaseSuite) -> list[cst.BaseSmallStatement] | None:
+    """The small statements of a block, or None if it holds a compound statement."""
+    out: list[cst.BaseSmallStatement] = []
+    if isinstance(block, cst.SimpleStatementSuite):
+        return list(block.body)
+    assert isinstance(block, cst.IndentedBlock)
+    for stmt in block.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            return None
+        out.extend(stmt.body)
+    return out
+
+
+def has_comments(block: cst.BaseSuite) -> bool:
+    for node in _walk(block):
+        if isinstance(node, cst.Comment):
+            return True
+    return False
+
+
+def make_call(func: str, *args: cst.BaseExpression | str, **kwargs: cst.BaseExpression | str) -> cst.Call:
+    def as_expr(v: cst.BaseExpression | str) -> cst.BaseExpression:
+        return parse_expr(v) if isinstance(v, str) else v
+
+    arg_nodes = [cst.Arg(value=_strip_parens(as_expr(a))) for a in args]
+    arg_nodes += [
+        cst.Arg(keyword=cst.Name(k), value=as_expr(v), equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+        for k, v in kwargs.items()
+    ]
+    return cst.Call(func=parse_expr(func), args=arg_nodes)
+
+
+def _strip_parens(expr: cst.BaseExpression) -> cst.BaseExpression:
+    if getattr(expr, "lpar", None):
+        return expr.with_changes(lpar=(), rpar=())
+    return expr
+
+
+strip_parens = _strip_parens
+
+
+def paren(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """Parenthesise an expression unless it is atomic."""
+    if isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float,
+                         cst.SimpleString)) or getattr(expr, "lpar", None):
+        return expr
+    return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def sequence_names(nodes: Sequence[cst.CSTNode]) -> set[str]:
+    out: set[str] = set()
+    for n in nodes:
+        out |= names_in(n)
+    return out

@@ -1,0 +1,430 @@
+"""The fix engine: diagnostics in, repaired source out (no torch import).
+
+One round: parse the file once (positions and parents as LibCST metadata), ask the fixer of each
+diagnostic's code for a :class:`Plan` (replacement nodes, imports, helpers) or a :class:`Decline`
+(with the reason), apply every non-overlapping plan in one transformer pass, add imports with
+``AddImportsVisitor``, and check that the result parses and compiles. Then re-diagnose the new
+source and repeat until nothing more changes (at most ``max_rounds``). A round whose output would not
+parse is discarded: the file keeps the last good text and the failure is reported.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+
+from mend.analyzers.diagnostic import Diagnostic
+from mend.rewriter.analysis import FunctionFacts, ImportMap, dotted, range_contains_pos, walk
+
+SIDE_EFFECT_POLICIES = ("guard", "defer", "drop")
+
+
+@dataclass
+class FixOptions:
+    """What ``mend fix`` may do. ``side_effects`` is the family-1 policy (``[tool.mend] side-effects``)."""
+
+    unsafe: bool = False
+    side_effects: str = "guard"
+    torch_rng: bool = False
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    max_rounds: int = 4
+
+    def __post_init__(self) -> None:
+        if self.side_effects not in SIDE_EFFECT_POLICIES:
+            raise ValueError(
+                f"side-effects policy must be one of {', '.join(SIDE_EFFECT_POLICIES)}, "
+                f"got {self.side_effects!r}"
+            )
+
+    def wants(self, code: str) -> bool:
+        if self.select and not any(code.startswith(s) for s in self.select):
+            return False
+        return not any(code.startswith(s) for s in self.ignore)
+
+
+@dataclass
+class Plan:
+    """A proven repair: replace each ``edits`` node (by identity) with its replacement."""
+
+    diagnostic: Diagnostic
+    message: str
+    applicability: str  # "safe" | "unsafe"
+    edits: list[tuple[cst.CSTNode, Any]]
+    imports: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    helpers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Decline:
+    diagnostic: Diagnostic
+    reason: str
+    unsafe_available: bool = False
+
+
+@dataclass
+class AppliedFix:
+    code: str
+    line: int
+    col: int
+    message: str
+    applicability: str
+
+
+@dataclass
+class Remaining:
+    """A diagnostic still present after fixing, and why mend left it."""
+
+    diagnostic: Diagnostic
+    reason: str
+    unsafe_available: bool = False
+
+
+@dataclass
+class FileResult:
+    path: str
+    original: str
+    fixed: str
+    applied: list[AppliedFix] = field(default_factory=list)
+    remaining: list[Remaining] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.fixed != self.original
+
+
+class FileContext:
+    """One parsed file with the metadata the fixers need."""
+
+    def __init__(self, source: str, path: str, options: FixOptions) -> None:
+        self.source = source
+        self.path = path
+        self.options = options
+        self.wrapper = MetadataWrapper(cst.parse_module(source))
+        self.module = self.wrapper.module
+        self.positions = self.wrapper.resolve(PositionProvider)
+        self.parents = self.wrapper.resolve(ParentNodeProvider)
+        self.imports = ImportMap(self.module)
+        self._facts: dict[int, FunctionFacts] = {}
+        self.counter = _count_mend_names(source)
+
+    # --- locating -----------------------------------------------------------------------------
+    def find(self, types: type | tuple[type, ...], diag: Diagnostic,
+             pred: Callable[[cst.CSTNode], bool] | None = None) -> cst.CSTNode | None:
+        """The innermost node of ``types`` containing the diagnostic position (else one starting on
+        its line)."""
+        line, col0 = diag.line, diag.col - 1
+        best = None
+        best_size = None
+        on_line = []
+        for node, rng in self.positions.items():
+            if not isinstance(node, types) or (pred is not None and not pred(node)):
+                continue
+            if range_contains_pos(rng, line, col0):
+                size = (rng.end.line - rng.start.line) * 100000 + (rng.end.column - rng.start.column)
+                if best_size is None or size < best_size:
+                    best, best_size = node, size
+            elif rng.start.line == line:
+                on_line.append((rng.start.column, node))
+        if best is not None:
+            return best
+        if on_line:
+            return min(on_line, key=lambda t: t[0])[1]
+        return None
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self.parents.get(node)
+
+    def ancestors(self, node: cst.CSTNode) -> Iterable[cst.CSTNode]:
+        cur = self.parents.get(node)
+        while cur is not None:
+            yield cur
+            cur = self.parents.get(cur)
+
+    def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        for anc in self.ancestors(node):
+            if isinstance(anc, cst.FunctionDef):
+                return anc
+        return None
+
+    def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
+        for anc in self.ancestors(node):
+            if isinstance(anc, cst.ClassDef):
+                return anc
+        return None
+
+    def facts(self, func: cst.FunctionDef | None) -> FunctionFacts:
+        key = id(func)
+        if key not in self._facts:
+            self._facts[key] = FunctionFacts(func, self.imports)
+        return self._facts[key]
+
+    def statement_line(self, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
+        for anc in [node, *self.ancestors(node)]:
+            if isinstance(anc, cst.SimpleStatementLine):
+                return anc
+            if isinstance(anc, cst.BaseCompoundStatement):
+                return None
+        return None
+
+    def line_of(self, node: cst.CSTNode) -> int:
+        return self.positions[node].start.line
+
+    def in_try(self, node: cst.CSTNode) -> bool:
+        for anc in self.ancestors(node):
+            if isinstance(anc, (cst.Try, cst.TryStar)):
+                return True
+            if isinstance(anc, cst.FunctionDef):
+                return False
+        return False
+
+    def in_compile_guard(self, node: cst.CSTNode) -> bool:
+        """Inside an ``if not torch.compiler.is_compiling():`` body (or the else of a positive test)."""
+        child = node
+        for anc in self.ancestors(node):
+            if isinstance(anc, cst.If) and _is_compiling_test(anc.test, self.imports) is not None:
+                negated = _is_compiling_test(anc.test, self.imports)
+                in_body = child is anc.body
+                if (negated and in_body) or (not negated and child is not anc.body and child is not anc.test):
+                    return True
+            if isinstance(anc, cst.IfExp) and _is_compiling_test(anc.test, self.imports) is not None:
+                return True
+            if isinstance(anc, cst.FunctionDef):
+                return False
+            child = anc
+        return False
+
+    def torch_name(self) -> tuple[str, list[tuple[str, str | None, str | None]]]:
+        """The local name of the torch module and the imports needed to make it available."""
+        local = self.imports.local_name_for("torch")
+        if local is not None:
+            return local, []
+        return "torch", [("torch", None, None)]
+
+    def fresh(self, stem: str) -> str:
+        self.counter += 1
+        return f"_mend_{stem}{self.counter}"
+
+
+def _count_mend_names(source: str) -> int:
+    import re
+
+    nums = [int(m) for m in re.findall(r"_mend_[a-z_]+?(\d+)\b", source)]
+    return max(nums, default=-1)
+
+
+def _is_compiling_test(test: cst.BaseExpression, imports: ImportMap) -> bool | None:
+    """True for ``not <is_compiling()>``, False for ``<is_compiling()>``, None otherwise."""
+    negated = False
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        negated, test = True, test.expression
+    if isinstance(test, cst.Call):
+        qual = imports.qualify(test.func) or ""
+        if qual.endswith(("is_compiling", "is_dynamo_compiling")):
+            return negated
+    return None
+
+
+Fixer = Callable[[FileContext, Diagnostic], "Plan | Decline"]
+Diagnose = Callable[[str], list[Diagnostic]]
+
+
+def _overlaps(a: cst.CSTNode, b: cst.CSTNode, ctx: FileContext) -> bool:
+    ra, rb = ctx.positions.get(a), ctx.positions.get(b)
+    if ra is None or rb is None:
+        return a is b
+    a0, a1 = (ra.start.line, ra.start.column), (ra.end.line, ra.end.column)
+    b0, b1 = (rb.start.line, rb.start.column), (rb.end.line, rb.end.column)
+    return a0 < b1 and b0 < a1
+
+
+def _same_nodes(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+class _Apply(cst.CSTTransformer):
+    def __init__(self, replacements: dict[int, Any]) -> None:
+        super().__init__()
+        self.replacements = replacements
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
+        repl = self.replacements.get(id(original_node))
+        if repl is None:
+            return updated_node
+        return repl(updated_node) if callable(repl) else repl
+
+
+def plan_round(ctx: FileContext, diagnostics: Sequence[Diagnostic]) -> tuple[list[Plan], list[Decline], list[Diagnostic]]:
+    """Plans for every diagnostic whose fix is proven, declines with reasons, and postponed sites."""
+    from mend.rewriter.fixes import FIXERS
+
+    plans: list[Plan] = []
+    declines: list[Decline] = []
+    postponed: list[Diagnostic] = []
+    taken: list[cst.CSTNode] = []
+    for diag in sorted(diagnostics, key=lambda d: (d.line, d.col, d.code)):
+        fixer = FIXERS.get(diag.code)
+        if fixer is None:
+            declines.append(Decline(diag, "no automatic fix for this rule"))
+            continue
+        try:
+            result = fixer(ctx, diag)
+        except Exception as exc:  # a fixer bug must not lose the file: decline and say so
+            declines.append(Decline(diag, f"internal error in the {diag.code} fix: {type(exc).__name__}: {exc}"))
+            continue
+        if isinstance(result, Decline):
+            declines.append(result)
+            continue
+        if result.applicability == "unsafe" and not ctx.options.unsafe:
+            declines.append(Decline(diag, f"unsafe fix available with --unsafe-fixes: {result.message}",
+                                    unsafe_available=True))
+            continue
+        targets = [node for node, repl in result.edits if not callable(repl)]
+        same = [p for p in plans if targets and _same_nodes([n for n, r in p.edits if not callable(r)], targets)]
+        if same:  # the same repair already covers this site (e.g. a time call inside a guarded print)
+            plans.append(Plan(diag, same[0].message, same[0].applicability, []))
+            continue
+        if any(_overlaps(t, other, ctx) for t in targets for other in taken):
+            postponed.append(diag)
+            continue
+        taken.extend(targets)
+        plans.append(result)
+    return plans, declines, postponed
+
+
+def apply_plans(ctx: FileContext, plans: Sequence[Plan]) -> str:
+    from mend.rewriter.helpers import insert_helpers
+
+    replacements: dict[int, Any] = {}
+    imports: list[tuple[str, str | None, str | None]] = []
+    helpers: list[str] = []
+    for plan in plans:
+        for node, repl in plan.edits:
+            prev = replacements.get(id(node))
+            if prev is not None and callable(prev) and callable(repl):
+                replacements[id(node)] = (lambda a, b: (lambda upd: b(a(upd))))(prev, repl)
+            else:
+                replacements[id(node)] = repl
+        imports.extend(plan.imports)
+        helpers.extend(plan.helpers)
+    module = ctx.module.visit(_Apply(replacements))
+    assert isinstance(module, cst.Module)
+    if imports:
+        context = CodemodContext()
+        for mod, obj, asname in dict.fromkeys(imports):
+            AddImportsVisitor.add_needed_import(context, mod, obj, asname)
+        module = AddImportsVisitor(context).transform_module(module)
+    if helpers:
+        module = insert_helpers(module, list(dict.fromkeys(helpers)))
+    return module.code
+
+
+def _validate(text: str, path: str) -> str | None:
+    try:
+        cst.parse_module(text)
+        compile(text, path, "exec", dont_inherit=True)
+    except (cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def fix_source(
+    source: str,
+    path: str = "<string>",
+    diagnostics: Sequence[Diagnostic] | None = None,
+    options: FixOptions | None = None,
+    diagnose: Diagnose | None = None,
+) -> FileResult:
+    """Repair one file's text. ``diagnostics`` are the sites to fix; with ``diagnose`` (a function
+    returning the diagnostics of a source text) the engine re-checks after every round."""
+    options = options or FixOptions()
+    if diagnostics is None:
+        if diagnose is None:
+            raise ValueError("fix_source needs diagnostics or a diagnose function")
+        diagnostics = diagnose(source)
+    result = FileResult(path=path, original=source, fixed=source)
+    current = source
+    diags = [d for d in diagnostics if options.wants(d.code)]
+    declines: list[Decline] = []
+    postponed: list[Diagnostic] = []
+    for _ in range(options.max_rounds):
+        try:
+            ctx = FileContext(current, path, options)
+        except cst.ParserSyntaxError as exc:
+            result.error = f"cannot parse: {exc.message} (line {exc.raw_line})"
+            return result
+        plans, declines, postponed = plan_round(ctx, diags)
+        if not plans:
+            break
+        new = apply_plans(ctx, plans)
+        problem = _validate(new, path)
+        if problem is not None:
+            result.error = f"a repair produced code that does not parse ({problem}); file left unchanged"
+            result.fixed = source
+            result.applied = []
+            return result
+        for plan in plans:
+            d = plan.diagnostic
+            result.applied.append(AppliedFix(d.code, d.line, d.col, plan.message, plan.applicability))
+        if new == current:
+            break
+        current = new
+        if diagnose is None:
+            break  # positions moved: postponed sites are reported, a second run repairs them
+        diags = [d for d in diagnose(current) if options.wants(d.code)]
+        declines, postponed = [], []
+    result.fixed = current
+    result.remaining = [Remaining(d.diagnostic, d.reason, d.unsafe_available) for d in declines]
+    result.remaining += [Remaining(d, "overlaps another repair in this run; run mend fix again") for d in postponed]
+    return result
+
+
+# --- files -------------------------------------------------------------------------------------
+
+def read_source(path: Path) -> str:
+    data = path.read_bytes()
+    if b"\x00" in data:
+        raise UnicodeDecodeError("utf-8", data, 0, 1, "binary file")
+    return data.decode("utf-8")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` atomically: a temp file in the same folder, then ``os.replace``.
+
+    Permissions are kept. An interrupt at any point leaves either the old or the new file."""
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".mend-tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def qualified_call(ctx: FileContext, node: cst.Call) -> str | None:
+    return ctx.imports.qualify(node.func)
+
+
+__all__ = [
+    "AppliedFix", "Decline", "FileContext", "FileResult", "FixOptions", "Plan", "Remaining",
+    "apply_plans", "dotted", "fix_source", "plan_round", "read_source", "walk", "write_atomic",
+]

@@ -1,0 +1,181 @@
+"""Family 7: recompile triggers.
+
+* MND401 ``self.step += 1`` on an int/float attribute in ``forward``: the attribute becomes a
+  non-persistent registered buffer (``torch.tensor(0)``; floats as float64) in ``__init__``; the
+  in-place update stays as written (a tensor ``+=`` is in place), and ``min(c, <expr of it>)`` /
+  ``max(...)`` become ``torch.clamp``. Declined when the value reaches control flow, a call other than
+  min/max, or is written in any other way. Unsafe: the attribute's type changes for code outside the
+  class (``model.step`` is now a tensor).
+* MND403 ``torch.compile`` inside a loop: ``name = torch.compile(<expr>)`` whose arguments are not
+  rebound in the loop is hoisted before the loop (safe: the same object is compiled once).
+* MND402 varying Python scalars: declined with the two repairs mend recommends (pass a 0-d tensor,
+  or ``torch._dynamo.mark_dynamic``), since the call sites' values are only known from a recorded run.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mend.analyzers.diagnostic import Diagnostic
+from mend.rewriter.analysis import code, is_number, names_in, parse_expr, parse_stmt, walk
+from mend.rewriter.engine import Decline, FileContext, Plan
+
+
+def _self_attr(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return node.attr.value
+    return None
+
+
+def fix_module_attr(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
+    stmt = ctx.find((cst.AugAssign, cst.Assign), diag)
+    if stmt is None:
+        return Decline(diag, "could not find the attribute update at this position")
+    target = stmt.target if isinstance(stmt, cst.AugAssign) else (
+        stmt.targets[0].target if len(stmt.targets) == 1 else None)
+    attr = _self_attr(target) if target is not None else None
+    if attr is None:
+        return Decline(diag, "the update is not to `self.<name>`")
+    cls = ctx.enclosing_class(stmt)
+    if cls is None:
+        return Decline(diag, "the update is not inside a class")
+    init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+    if init is None:
+        return Decline(diag, "the class has no __init__ to register a buffer in")
+    init_assign = None
+    seen_super = False
+    for s in init.body.body:
+        if isinstance(s, cst.SimpleStatementLine):
+            for small in s.body:
+                if "super().__init__" in code(small) or "Module.__init__" in code(small):
+                    seen_super = True
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
+                        _self_attr(small.targets[0].target) == attr:
+                    if init_assign is not None:
+                        return Decline(diag, f"`self.{attr}` is assigned twice in __init__")
+                    if not seen_super:
+                        return Decline(diag, f"`self.{attr}` is set before `super().__init__()`")
+                    init_assign = (s, small)
+    if init_assign is None:
+        return Decline(diag, f"`self.{attr}` is not initialised in __init__ with a number")
+    line, small = init_assign
+    if len(line.body) != 1 or not is_number(small.value):
+        return Decline(diag, f"`self.{attr}` is not initialised with a plain number literal")
+    is_float = isinstance(small.value, cst.Float) or isinstance(getattr(small.value, "expression", None), cst.Float)
+    torch, imports = ctx.torch_name()
+    # Every other write must be an in-place numeric update; every read must stay in tensor arithmetic.
+    edits: list = []
+    for node in walk(cls):
+        if isinstance(node, cst.AugAssign) and _self_attr(node.target) == attr:
+            if not is_number(node.value) and not isinstance(node.value, cst.Name):
+                return Decline(diag, f"`self.{attr}` is updated with a non-number")
+            continue
+        if isinstance(node, cst.Assign) and any(_self_attr(t.target) == attr for t in node.targets):
+            if node is small:
+                continue
+            return Decline(diag, f"`self.{attr}` is rebound with `=`; only `+=`-style updates keep a buffer")
+    for node in walk(cls):
+        if _self_attr(node) != attr or _is_store(ctx, node):
+            continue
+        res = _check_read(ctx, node, torch, edits, set())
+        if res is not None:
+            return Decline(diag, res)
+    value = code(small.value)
+    dtype = f", dtype={torch}.float64" if is_float else ""
+    new_line = line.with_changes(body=[cst.Expr(parse_expr(
+        f'self.register_buffer("{attr}", {torch}.tensor({value}{dtype}), persistent=False)'))])
+    edits.append((line, new_line))
+    return Plan(diag, f"`self.{attr}` becomes a registered buffer updated in place (no recompile per value)",
+                "unsafe", edits, imports=imports)
+
+
+def _is_store(ctx: FileContext, node: cst.CSTNode) -> bool:
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.AugAssign) and parent.target is node:
+        return True
+    return isinstance(parent, cst.AssignTarget)
+
+
+def _check_read(ctx: FileContext, node: cst.CSTNode, torch: str, edits: list, seen: set) -> str | None:
+    """None when the value of ``node`` only flows into tensor arithmetic (adding clamp edits)."""
+    cur = node
+    while True:
+        parent = ctx.parent(cur)
+        if isinstance(parent, cst.BinaryOperation):
+            cur = parent
+            continue
+        if isinstance(parent, cst.Arg):
+            call = ctx.parent(parent)
+            fname = code(call.func) if isinstance(call, cst.Call) else ""
+            others = [a.value for a in call.args if a is not parent] if isinstance(call, cst.Call) else []
+            if fname in {"min", "max"} and len(call.args) == 2 and all(is_number(o) for o in others):
+                kw = "max" if fname == "min" else "min"
+                edits.append((call, parse_expr(f"{torch}.clamp({code(cur)}, {kw}={code(others[0])})")))
+                cur = call
+                continue
+            return f"the value reaches a call to `{fname or '?'}`, which needs a Python number"
+        if isinstance(parent, cst.Assign) and parent.value is cur:
+            if len(parent.targets) != 1 or not isinstance(parent.targets[0].target, cst.Name):
+                return "the value is stored somewhere mend cannot follow"
+            name = parent.targets[0].target.value
+            if name in seen:
+                return None
+            seen.add(name)
+            facts = ctx.facts(ctx.enclosing_function(parent))
+            if len(facts.stores.get(name, [])) != 1:
+                return f"`{name}` is assigned more than once"
+            for use in facts.loads.get(name, []):
+                res = _check_read(ctx, use, torch, edits, seen)
+                if res is not None:
+                    return res
+            return None
+        if isinstance(parent, cst.Return):
+            return "the value is returned (callers may expect a Python number)"
+        if isinstance(parent, (cst.Comparison, cst.If, cst.While, cst.IfExp, cst.BooleanOperation)):
+            return "the value reaches control flow (a tensor there would be a data-dependent branch)"
+        return f"the value is used in a `{type(parent).__name__}` mend does not follow"
+
+
+def fix_compile_in_loop(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
+    call = ctx.find(cst.Call, diag, pred=lambda n: ctx.imports.qualify(n.func) == "torch.compile")
+    if call is None:
+        return Decline(diag, "could not find `torch.compile(...)` at this position")
+    stmt = ctx.statement_line(call)
+    loop = next((a for a in ctx.ancestors(call) if isinstance(a, (cst.For, cst.While, cst.FunctionDef))), None)
+    if not isinstance(loop, (cst.For, cst.While)):
+        return Decline(diag, "the compile call is in a repeatedly called function, not a loop; "
+                             "move it to module level or cache the compiled object")
+    if stmt is None or len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Assign) or \
+            stmt.body[0].value is not call or ctx.parent(stmt) is not loop.body:
+        return Decline(diag, "only `name = torch.compile(...)` directly in the loop body is hoisted")
+    rebound = set()
+    for node in walk(loop.body):
+        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            targets = node.targets if isinstance(node, cst.Assign) else [node]
+            for t in targets:
+                tgt = t.target
+                rebound |= names_in(tgt) if isinstance(tgt, (cst.Name, cst.Tuple, cst.List)) else set()
+    if isinstance(loop, cst.For):
+        rebound |= names_in(loop.target)
+    used = names_in(call)
+    target_name = code(stmt.body[0].targets[0].target)
+    if used & rebound:
+        return Decline(diag, f"the compiled object depends on names rebound in the loop: {sorted(used & rebound)}")
+    if sum(1 for n in walk(loop.body) if isinstance(n, cst.Assign)
+           and any(code(t.target) == target_name for t in n.targets)) != 1:
+        return Decline(diag, f"`{target_name}` is assigned more than once in the loop")
+    hoisted = stmt.with_changes(leading_lines=list(loop.leading_lines))
+
+    def prepend(upd):
+        return cst.FlattenSentinel([hoisted, upd.with_changes(leading_lines=[])])
+
+    return Plan(diag, "hoist `torch.compile` out of the loop (compile once)", "safe",
+                [(stmt, cst.RemovalSentinel.REMOVE), (loop, prepend)])
+
+
+def fix_varying_scalar(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
+    return Decline(diag, "pass the varying number as a 0-d tensor (`torch.tensor(n)`) or mark it dynamic; "
+                         "mend does not change call sites automatically")
+
+
+_ = parse_stmt

@@ -1,0 +1,219 @@
+"""Families 4-6: Python scalars from tensors, dynamic shapes, and ``copy.deepcopy(t)``.
+
+* ``.item()`` (MND301) whose value only feeds tensor arithmetic keeps the 0-d tensor: the ``.item()``
+  is dropped and ``max(n, c)``/``min(n, c)`` around it become ``torch.clamp``. Safe when every use is
+  an operand of arithmetic with a provable tensor (0-d tensors and Python numbers promote alike there).
+  Otherwise, unsafe: ``@torch._dynamo.config.patch(capture_scalar_outputs=True)`` on that function only.
+* ``float(t)``/``int(t)`` (MND302) in arithmetic with a tensor -> ``t`` (unsafe: 0-d tensor promotion
+  differs from Python numbers for mixed int/float operands), else the scalar-capture decorator (unsafe).
+* ``len(t.tolist())`` (MND303) -> ``t.shape[0]`` (safe, exact).
+* ``t[mask].sum()`` / ``.mean()`` (MND305), with elementwise methods in between, ->
+  ``_mend_masked_sum(t, mask)`` / ``_mend_masked_mean(t, mask)`` (static shapes; equal up to float
+  reduction order). Other mask/nonzero/unique uses (MND304/305): unsafe
+  ``@torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)`` on that function only.
+* ``copy.deepcopy(t)`` (MND108) -> ``t.clone()`` when ``t`` is provably a tensor.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mend.analyzers.diagnostic import Diagnostic
+from mend.rewriter.analysis import code, is_number, parse_expr, strip_parens
+from mend.rewriter.engine import Decline, FileContext, Plan
+
+ELEMENTWISE_METHODS = {"float", "double", "half", "bfloat16", "abs", "exp", "log", "sqrt", "neg",
+                       "sigmoid", "tanh", "relu", "square", "detach", "contiguous", "clone"}
+
+
+def _is_method(node: cst.CSTNode, name: str) -> bool:
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == name \
+        and not node.args
+
+
+def _capture_decorator(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode, flag: str, why: str) -> Plan | Decline:
+    func = ctx.enclosing_function(node)
+    if func is None:
+        return Decline(diag, f"{why}; and the site is not inside a function, so capture cannot be scoped")
+    torch, imports = ctx.torch_name()
+    for d in func.decorators:
+        if flag in code(d.decorator):
+            return Decline(diag, f"{why}; {flag} is already enabled for this function")
+
+    def add(upd: cst.FunctionDef) -> cst.FunctionDef:
+        decos = list(upd.decorators)
+        for i, d in enumerate(decos):
+            dec = d.decorator
+            if isinstance(dec, cst.Call) and code(dec.func).endswith("_dynamo.config.patch"):
+                if flag in code(dec):
+                    return upd
+                args = list(dec.args)
+                args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                args.append(cst.Arg(keyword=cst.Name(flag), value=cst.Name("True"),
+                                    equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                                          whitespace_after=cst.SimpleWhitespace(""))))
+                decos[i] = d.with_changes(decorator=dec.with_changes(args=args))
+                return upd.with_changes(decorators=decos)
+        new = cst.Decorator(decorator=parse_expr(f"{torch}._dynamo.config.patch({flag}=True)"))
+        return upd.with_changes(decorators=decos + [new])
+
+    return Plan(diag, f"enable {flag} for `{func.name.value}` only ({why})", "unsafe", [(func, add)],
+                imports=imports)
+
+
+def _tensor_operand(ctx: FileContext, facts, node: cst.CSTNode) -> bool:
+    """``node`` is an operand of arithmetic whose other operand is a provable tensor."""
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.BinaryOperation):
+        other = parent.right if parent.left is node else parent.left
+        return facts.is_tensor(other) or _tensor_operand(ctx, facts, parent)
+    return False
+
+
+def fix_item(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
+    call = ctx.find(cst.Call, diag, pred=lambda n: _is_method(n, "item"))
+    if call is None:
+        return Decline(diag, "could not find `.item()` at this position")
+    func = ctx.enclosing_function(call)
+    facts = ctx.facts(func)
+    receiver = call.func.value
+    parent = ctx.parent(call)
+    why = "the Python number is used outside tensor arithmetic"
+    for anc in ctx.ancestors(call):
+        if isinstance(anc, (cst.If, cst.While, cst.IfExp)) and _in_test(ctx, call, anc):
+            return Decline(diag, "branching on `.item()`: repaired on the tensor by the MND201 fix")
+        if isinstance(anc, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            break
+    if _tensor_operand(ctx, facts, call):
+        return Plan(diag, "keep the 0-d tensor: drop `.item()` in tensor arithmetic", "safe",
+                    [(call, receiver.with_changes(lpar=call.lpar, rpar=call.rpar) if call.lpar else receiver)])
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+        name = parent.targets[0].target.value
+        if len(facts.stores.get(name, [])) == 1:
+            edits: list = [(call, receiver)]
+            torch, imports = ctx.torch_name()
+            ok = bool(facts.loads.get(name))
+            for use in facts.loads.get(name, []):
+                up = ctx.parent(use)
+                if isinstance(up, cst.Arg) and isinstance(ctx.parent(up), cst.Call):
+                    mm = ctx.parent(up)
+                    fname = code(mm.func)
+                    others = [a.value for a in mm.args if a is not up]
+                    if fname in {"max", "min"} and len(mm.args) == 2 and all(is_number(o) for o in others) \
+                            and _tensor_operand(ctx, facts, mm):
+                        kw = "min" if fname == "max" else "max"
+                        edits.append((mm, parse_expr(f"{torch}.clamp({name}, {kw}={code(others[0])})")))
+                        continue
+                    ok = False
+                    break
+                if not _tensor_operand(ctx, facts, use):
+                    ok = False
+                    break
+            if ok:
+                return Plan(diag, f"keep `{name}` a 0-d tensor: it only feeds tensor arithmetic", "safe",
+                            edits, imports=imports)
+    return _capture_decorator(ctx, diag, call, "capture_scalar_outputs", why)
+
+
+def _in_test(ctx: FileContext, node: cst.CSTNode, stmt: cst.CSTNode) -> bool:
+    test = getattr(stmt, "test", None)
+    if test is None:
+        return False
+    cur = node
+    while cur is not None and cur is not stmt:
+        if cur is test:
+            return True
+        cur = ctx.parent(cur)
+    return False
+
+
+def fix_number(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
+    call = ctx.find(cst.Call, diag, pred=lambda n: isinstance(n.func, cst.Name) and n.func.value in {"float", "int"}
+                    and len(n.args) == 1)
+    if call is None:
+        return Decline(diag, "only `float(t)`/`int(t)` are repaired (math.* and bool() need the tensor form)")
+    facts = ctx.facts(ctx.enclosing_function(call))
+    arg = call.args[0].value
+    if call.func.value == "float" and _tensor_operand(ctx, facts, call):
+        return Plan(diag, "keep the 0-d tensor instead of `float(t)` in tensor arithmetic", "unsafe",
+                    [(call, arg)])
+    return _capture_decorator(ctx, diag, call, "capture_scalar_outputs",
+                              "the Python number is used outside tensor arithmetic")
+
+
+def fix_tolist(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
+    call = ctx.find(cst.Call, diag, pred=lambda n: _is_method(n, "tolist"))
+    if call is None:
+        return Decline(diag, "could not find `.tolist()` at this position")
+    parent = ctx.parent(call)
+    outer = ctx.parent(parent) if isinstance(parent, cst.Arg) else None
+    if isinstance(outer, cst.Call) and isinstance(outer.func, cst.Name) and outer.func.value == "len" \
+            and len(outer.args) == 1:
+        new = parse_expr(f"{code(strip_parens(call.func.value))}.shape[0]") if not isinstance(
+            call.func.value, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)) else parse_expr(
+            f"({code(call.func.value)}).shape[0]")
+        return Plan(diag, "`len(t.tolist())` -> `t.shape[0]`", "safe", [(outer, new)])
+    return _capture_decorator(ctx, diag, call, "capture_scalar_outputs",
+                              "a Python list is needed (capture helps integer tensors only)")
+
+
+def fix_mask(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
+    sub = ctx.find(cst.Subscript, diag)
+    if sub is None:
+        return Decline(diag, "could not find the mask index at this position")
+    if len(sub.slice) != 1 or not isinstance(sub.slice[0].slice, cst.Index):
+        return Decline(diag, "only a single boolean-mask index is rewritten")
+    mask = sub.slice[0].slice.value
+    facts = ctx.facts(ctx.enclosing_function(sub))
+    chain = []
+    cur: cst.CSTNode = sub
+    while True:
+        attr = ctx.parent(cur)
+        call = ctx.parent(attr) if isinstance(attr, cst.Attribute) else None
+        if not (isinstance(attr, cst.Attribute) and attr.value is cur and isinstance(call, cst.Call)
+                and not call.args):
+            break
+        meth = attr.attr.value
+        if meth in {"sum", "mean"}:
+            base = code(sub.value)
+            for m in chain:
+                base = f"{base}.{m}()"
+            helper = f"_mend_masked_{meth}"
+            torch, imports = ctx.torch_name()
+            if not facts.is_pure(mask) or not facts.is_pure(sub.value):
+                return Decline(diag, "the tensor or the mask has calls mend cannot prove side-effect free")
+            new = parse_expr(f"{helper}({base}, {code(strip_parens(mask))})")
+            return Plan(diag, f"masked reduction `t[mask].{meth}()` -> `{helper}(t, mask)` (static shape)",
+                        "safe", [(call, new)], imports=imports, helpers=[helper])
+        if meth not in ELEMENTWISE_METHODS:
+            break
+        chain.append(meth)
+        cur = call
+    return _capture_decorator(ctx, diag, sub, "capture_dynamic_output_shape_ops",
+                              "the masked tensor's data-dependent shape is used")
+
+
+def fix_dynamic_op(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
+    call = ctx.find(cst.Call, diag)
+    if call is None:
+        return Decline(diag, "could not find the call at this position")
+    return _capture_decorator(ctx, diag, call, "capture_dynamic_output_shape_ops",
+                              "the operator's output shape depends on tensor data")
+
+
+def fix_deepcopy(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
+    call = ctx.find(cst.Call, diag, pred=lambda n: (ctx.imports.qualify(n.func) or "") == "copy.deepcopy")
+    if call is None:
+        return Decline(diag, "could not find `copy.deepcopy(...)` at this position")
+    if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+        return Decline(diag, "deepcopy with a memo argument is not rewritten")
+    arg = call.args[0].value
+    facts = ctx.facts(ctx.enclosing_function(call))
+    text = code(arg)
+    if not isinstance(arg, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
+        text = f"({text})"
+    new = parse_expr(f"{text}.clone()")
+    if facts.is_tensor(arg):
+        return Plan(diag, "`copy.deepcopy(t)` -> `t.clone()`", "safe", [(call, new)])
+    return Plan(diag, "`copy.deepcopy(x)` -> `x.clone()` (mend cannot prove `x` is a tensor)", "unsafe",
+                [(call, new)])

@@ -1,0 +1,123 @@
+"""Helper functions that repaired code calls, inserted into the repaired file itself.
+
+Decision: helpers are **self-contained** in the user's file (they need only torch), so a repaired
+copy of a library runs with nothing but its own dependencies. Each helper is added once per file,
+after the top-level imports, and never again on a second run. The same sources back
+:mod:`mend.rewriter.runtime`, for compile boundaries that live outside the repaired tree.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+HELPER_SOURCES: dict[str, str] = {
+    "_mend_masked_sum": '''
+def _mend_masked_sum(t, mask):
+    """``t[mask].sum()`` with a static shape (added by mend fix)."""
+    mask = mask.reshape(mask.shape + (1,) * (t.dim() - mask.dim()))
+    return torch.where(mask, t, torch.zeros((), dtype=t.dtype, device=t.device)).sum()
+''',
+    "_mend_masked_mean": '''
+def _mend_masked_mean(t, mask):
+    """``t[mask].mean()`` with a static shape (added by mend fix)."""
+    count = mask.sum() * (t.numel() // max(mask.numel(), 1))
+    mask = mask.reshape(mask.shape + (1,) * (t.dim() - mask.dim()))
+    return torch.where(mask, t, torch.zeros((), dtype=t.dtype, device=t.device)).sum() / count
+''',
+    "_mend_tensor_equal": '''
+def _mend_tensor_equal(a, b):
+    """``torch.equal(a, b)`` as a bool tensor; shapes and dtypes are compared statically (added by mend fix)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return torch.zeros((), dtype=torch.bool, device=a.device)
+    return (a == b).all()
+''',
+    "_mend_restore_exceptions": '''
+def _mend_restore_exceptions(compiled):
+    """Re-raise checks that mend moved into the graph with their original exception type and
+    message (added by mend fix). Wraps a compiled function, or a compiled module in place."""
+    import builtins
+    import functools
+
+    def restored(exc):
+        text = str(exc)
+        start = text.find("[mend:")
+        end = text.find("] ", start)
+        if start < 0 or end < 0:
+            return None
+        cls = getattr(builtins, text[start + 6 : end], None)
+        if not (isinstance(cls, type) and issubclass(cls, Exception)):
+            return None
+        return cls(text[end + 2 :])
+
+    if getattr(compiled, "_mend_restoring", False):
+        return compiled
+    if isinstance(compiled, torch.nn.Module):
+        base = type(compiled)
+
+        def __call__(self, *args, **kwargs):
+            try:
+                return base.__call__(self, *args, **kwargs)
+            except RuntimeError as exc:
+                new = restored(exc)
+                if new is None:
+                    raise
+                raise new from None
+
+        compiled.__class__ = type(base.__name__, (base,), {"__call__": __call__, "_mend_restoring": True})
+        return compiled
+
+    @functools.wraps(compiled)
+    def wrapper(*args, **kwargs):
+        try:
+            return compiled(*args, **kwargs)
+        except RuntimeError as exc:
+            new = restored(exc)
+            if new is None:
+                raise
+            raise new from None
+
+    wrapper._mend_restoring = True
+    return wrapper
+''',
+}
+
+
+def _top_level_defs(module: cst.Module) -> set[str]:
+    return {s.name.value for s in module.body if isinstance(s, cst.FunctionDef)}
+
+
+def _is_import_line(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and all(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+    )
+
+
+def insert_helpers(module: cst.Module, names: list[str]) -> cst.Module:
+    """Add the named helpers after the last top-level import (once per file)."""
+    present = _top_level_defs(module)
+    wanted = [n for n in names if n not in present]
+    if not wanted:
+        return module
+    body = list(module.body)
+    idx = 0
+    for i, stmt in enumerate(body):
+        if _is_import_line(stmt):
+            idx = i + 1
+        elif isinstance(stmt, cst.If) and all(_is_import_line(s) for s in stmt.body.body if True):
+            # ``if TYPE_CHECKING:`` import blocks count as part of the imports
+            if i == idx:
+                idx = i + 1
+    new_defs = []
+    for name in wanted:
+        fdef = cst.parse_statement(HELPER_SOURCES[name].strip() + "\n")
+        assert isinstance(fdef, cst.FunctionDef)
+        fdef = fdef.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+        new_defs.append(fdef)
+    if idx < len(body):
+        nxt = body[idx]
+        if hasattr(nxt, "leading_lines"):
+            body[idx] = nxt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()] + [
+                ln for ln in nxt.leading_lines if ln.comment is not None
+            ])
+    body[idx:idx] = new_defs
+    return module.with_changes(body=body)
