@@ -1,0 +1,328 @@
+"""Running the analysis: one file (:func:`check_source`) or a tree (:func:`check_paths`).
+
+Phase 1 (per file, cacheable, parallel with ``-j``): read, decode, pre-filter, ``ast.parse`` once,
+one pass that records bindings, classes, functions, compile sites and candidate findings.
+Phase 2 (whole tree, in memory): the project index decides which functions are traced; findings in
+untraced code are dropped; calls to ``@torch.compiler.disable`` functions become MND504; rule
+selection, ``per-file-ignores`` and ``noqa`` are applied; findings become :class:`Diagnostic` values.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+import time
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mend.analyzers.diagnostic import Applicability, Diagnostic, Fix
+from mend.analyzers.static.cache import ResultCache, file_key
+from mend.analyzers.static.config import Config
+from mend.analyzers.static.discovery import discover_files
+from mend.analyzers.static.regions import Project
+from mend.analyzers.static.rules import RULES
+from mend.analyzers.static.rules.base import Finding
+from mend.analyzers.static.source import Suppressions, UnreadableSource, decode_source, read_suppressions
+from mend.analyzers.static.summary import FileSummary
+from mend.analyzers.static.visitor import ModuleAnalyzer
+
+# A file that mentions none of these cannot hold a compile root or a module forward on its own; it is
+# only parsed when traced code elsewhere calls into it.
+PREFILTER = (b"torch", b"forward", b"compile", b"Module")
+
+
+def module_name_for(path: Path) -> tuple[str, bool]:
+    """Dotted module name of ``path`` (walking up ``__init__.py`` packages) and whether it is a package."""
+    path = Path(os.path.abspath(path))
+    is_package = path.name == "__init__.py"
+    parts = [] if is_package else [path.stem]
+    d = path.parent
+    for _ in range(64):
+        if not (d / "__init__.py").is_file():
+            break
+        parts.insert(0, d.name)
+        if d.parent == d:
+            break
+        d = d.parent
+    return ".".join(parts), is_package
+
+
+def _meta_summary(path: str, module: str, is_package: bool, code: str, message: str, line: int = 1,
+                  col: int = 1) -> FileSummary:
+    s = FileSummary(path=path, module=module, is_package=is_package)
+    s.findings.append(Finding(code, message, line, col, line, col + 1, None))
+    return s
+
+
+def analyze_bytes(data: bytes, path: str, module: str, is_package: bool, prefilter: bool = True) -> FileSummary:
+    """Phase 1 for one file. Never raises for bad input: MND901/MND902 describe it."""
+    try:
+        source = decode_source(data)
+    except UnreadableSource as exc:
+        return _meta_summary(path, module, is_package, "MND902", f"cannot read file: {exc}")
+    return analyze_text(source, path, module, is_package, prefilter and not any(k in data for k in PREFILTER))
+
+
+def analyze_text(source: str, path: str, module: str, is_package: bool, skip: bool = False) -> FileSummary:
+    if skip:
+        s = FileSummary(path=path, module=module, is_package=is_package, skipped=True)
+        s.lines = source.count("\n") + 1
+        return s
+    try:
+        tree = ast.parse(source, filename=path)
+    except SyntaxError as exc:
+        line = exc.lineno or 1
+        col = exc.offset or 1
+        return _meta_summary(path, module, is_package, "MND901", f"syntax error: {exc.msg}", max(line, 1),
+                             max(col, 1))
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return _meta_summary(path, module, is_package, "MND901", f"cannot parse file: {exc}")
+    try:
+        summary = ModuleAnalyzer(tree, source, path, module, is_package).run()
+    except RecursionError:
+        return _meta_summary(path, module, is_package, "MND901", "file is too deeply nested to analyse")
+    summary.suppressions = read_suppressions(source)
+    return summary
+
+
+def _fix_for(code: str) -> Fix | None:
+    try:
+        from mend.rewriter.registry import fix_info  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        info = fix_info(code)
+    except Exception:  # a broken registry must not break `check`
+        return None
+    if info is None:
+        return None
+    app = Applicability.SAFE if getattr(info, "applicability", "safe") == "safe" else Applicability.UNSAFE
+    return Fix(message=getattr(info, "summary", "") or "", applicability=app)
+
+
+_FIX_CACHE: dict[str, Fix | None] = {}
+
+
+def fix_for(code: str) -> Fix | None:
+    if code not in _FIX_CACHE:
+        _FIX_CACHE[code] = _fix_for(code)
+    return _FIX_CACHE[code]
+
+
+def to_diagnostic(f: Finding, path: str) -> Diagnostic:
+    rule = RULES[f.code]
+    data = dict(f.data)
+    if f.func:
+        data.setdefault("function", f.func)
+    return Diagnostic(
+        code=f.code, message=f.message, path=path, line=f.line, col=f.col, end_line=f.end_line, end_col=f.end_col,
+        severity=rule.severity, name=rule.name, fix=fix_for(f.code),
+        registry_ids=tuple(r for r in rule.registry_ids if r.startswith("GB")), source="static", data=data,
+    )
+
+
+def diagnostics_for(summary: FileSummary, project: Project, config: Config, display_path: str,
+                    ignore_noqa: bool = False) -> list[Diagnostic]:
+    """Phase 2 for one file: keep findings of traced code, add MND504, select, apply noqa."""
+    out: list[Diagnostic] = []
+    findings: list[Finding] = []
+    for f in summary.findings:
+        if f.func is not None and not project.is_traced(summary.path, f.func):
+            continue
+        fn = summary.functions.get(f.func) if f.func else None
+        if any(not project.ref_is(ref, what, summary, fn) for what, ref in f.requires):
+            continue
+        findings.append(f)
+    for tf in project.traced_functions(summary.path):
+        fn = summary.functions[tf.qualname]
+        for site, target in project.disabled_calls(summary, fn):
+            findings.append(Finding(
+                "MND504", f"call to `{target.name}`, decorated with torch.compiler.disable, from compiled code: "
+                          "Dynamo skips the call and breaks the graph",
+                site.line, site.col, site.end_line, site.end_col, fn.id))
+    sup: Suppressions = summary.suppressions
+    seen = set()
+    for f in findings:
+        key = (f.code, f.line, f.col)
+        if key in seen:
+            continue
+        seen.add(key)
+        if not config.enabled(f.code, summary.path):
+            continue
+        if not ignore_noqa and sup.suppressed(f.code, f.line, f.end_line if f.code in ("MND901",) else None):
+            continue
+        out.append(to_diagnostic(f, display_path))
+    out.sort(key=Diagnostic.sort_key)
+    return out
+
+
+def make_loader(config: Config, cache: ResultCache | None = None):
+    """Load modules of the tree that were not given on the command line, when a reference needs them."""
+    roots: list[Path] = []
+
+    def loader(module: str, near: str) -> FileSummary | None:
+        if not module or module.split(".")[0] in sys.stdlib_module_names or module.startswith("torch"):
+            return None
+        cands = []
+        if near:
+            p = Path(os.path.abspath(near)).parent
+            mod_here, _ = module_name_for(Path(near))
+            depth = mod_here.count(".")
+            base = p
+            for _ in range(depth):
+                base = base.parent
+            cands.append(base)
+            cands.append(p)
+        cands.extend(roots)
+        if config.root:
+            cands.append(config.root)
+        rel = Path(*module.split("."))
+        for base in cands:
+            for f in (base / rel.with_suffix(".py"), base / rel / "__init__.py"):
+                if f.is_file():
+                    try:
+                        data = f.read_bytes()
+                    except OSError:
+                        return None
+                    mod, is_pkg = module_name_for(f)
+                    if mod != module:
+                        continue
+                    key = file_key(data, mod, config.fingerprint())
+                    s = cache.get(str(f), key) if cache else None
+                    if s is None or s.skipped:
+                        s = analyze_bytes(data, str(f), mod, is_pkg, prefilter=False)
+                        if cache is not None:
+                            cache.put(str(f), key, s)
+                    return _as_dependency(s)
+        return None
+
+    return loader
+
+
+def _as_dependency(s: FileSummary) -> FileSummary:
+    """A loaded dependency contributes classes and functions, never findings."""
+    dep = FileSummary(path=s.path, module=s.module, is_package=s.is_package, imports=s.imports,
+                      functions=s.functions, classes=s.classes, compile_sites=[], findings=[])
+    dep.path = "<dependency>" + s.path
+    return dep
+
+
+def check_source(source: str, path: str | Path = "<stdin>", config: Config | None = None,
+                 project: Project | None = None, ignore_noqa: bool = False) -> list[Diagnostic]:
+    """Check one file's text. ``project`` (from :func:`build_project`) supplies the other files."""
+    config = config or Config()
+    p = Path(path)
+    module, is_package = module_name_for(p) if str(path) != "<stdin>" else ("__main__", False)
+    summary = analyze_text(source, str(path), module, is_package)
+    others = [s for s in (project.summaries.values() if project else ()) if s.path != str(path)]
+    proj = Project([summary, *others], config.regions, config.entry_points, make_loader(config))
+    return diagnostics_for(summary, proj, config, str(path), ignore_noqa)
+
+
+@dataclass
+class CheckResult:
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+    lines: int = 0
+    cached: int = 0
+    analyzed: int = 0
+    seconds: float = 0.0
+    project: Project | None = None
+
+    @property
+    def errors(self) -> int:
+        return len(self.diagnostics)
+
+
+def _work(item: tuple[str, bytes, str, bool]) -> FileSummary:
+    path, data, module, is_package = item
+    return analyze_bytes(data, path, module, is_package)
+
+
+def _read(path: Path) -> bytes | OSError:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        return exc
+
+
+def summarize_files(files: Iterable[Path], config: Config, jobs: int | None = None, use_cache: bool = True,
+                    progress=None) -> tuple[list[FileSummary], ResultCache | None, int]:
+    cache = None
+    if use_cache:
+        cache = ResultCache(config.cache_dir or ((config.root or Path.cwd()) / ".mend_cache"))
+        cache.load()
+    fp = config.fingerprint()
+    summaries: list[FileSummary] = []
+    todo: list[tuple[str, bytes, str, bool]] = []
+    keys: dict[str, str] = {}
+    for f in files:
+        path = str(f)
+        module, is_package = module_name_for(f)
+        data = _read(f)
+        if isinstance(data, OSError):
+            reason = data.strerror or str(data)
+            summaries.append(_meta_summary(path, module, is_package, "MND902", f"cannot read file: {reason}"))
+            continue
+        key = file_key(data, module, fp)
+        hit = cache.get(path, key) if cache else None
+        if hit is not None:
+            summaries.append(hit)
+            if progress:
+                progress()
+            continue
+        keys[path] = key
+        todo.append((path, data, module, is_package))
+    jobs = jobs if jobs is not None else (os.cpu_count() or 1)
+    if jobs > 1 and len(todo) >= 32:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for s in pool.map(_work, todo, chunksize=max(1, min(16, len(todo) // (jobs * 4) or 1))):
+                summaries.append(s)
+                if progress:
+                    progress()
+    else:
+        for item in todo:
+            summaries.append(_work(item))
+            if progress:
+                progress()
+    if cache is not None:
+        for s in summaries[-len(todo):] if todo else ():
+            cache.put(s.path, keys[s.path], s)
+    return summaries, cache, len(todo)
+
+
+def build_project(summaries: list[FileSummary], config: Config, cache: ResultCache | None = None) -> Project:
+    return Project(summaries, config.regions, config.entry_points, make_loader(config, cache))
+
+
+def display_path(path: Path) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if rel.startswith("..") else rel
+
+
+def check_paths(paths: Iterable[str | Path], config: Config | None = None, jobs: int | None = None,
+                use_cache: bool = True, force_exclude: bool = False, ignore_noqa: bool = False,
+                progress=None) -> CheckResult:
+    """Check every Python file under ``paths``. See :class:`CheckResult`."""
+    t0 = time.perf_counter()
+    config = config or Config()
+    files = discover_files(list(paths), config, force_exclude)
+    summaries, cache, analyzed = summarize_files(files, config, jobs, use_cache, progress)
+    project = build_project(summaries, config, cache)
+    result = CheckResult(files=files, project=project, analyzed=analyzed,
+                         cached=cache.hits if cache else 0)
+    for s in summaries:
+        result.lines += s.lines
+        if s.path.startswith("<dependency>"):
+            continue
+        result.diagnostics.extend(diagnostics_for(s, project, config, display_path(Path(s.path)), ignore_noqa))
+    if cache is not None:
+        cache.save()
+    result.seconds = time.perf_counter() - t0
+    return result

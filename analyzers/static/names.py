@@ -1,0 +1,150 @@
+"""Light name resolution through imports and scopes (no LibCST metadata, no torch import).
+
+A :class:`Scope` maps local names to :class:`Binding` values. ``qualify(expr)`` turns an expression
+such as ``F.relu`` or ``t.compile`` into the dotted name it really refers to (``torch.nn.functional.relu``,
+``torch.compile``), or ``None`` when the name is a local variable, a parameter or otherwise unknown.
+Builtins that are not shadowed qualify as ``builtins.<name>``.
+
+This is deliberately simpler than LibCST's ``QualifiedNameProvider``: one pass over a module's
+imports and assignments, then one pass per function over its parameters, assignments and local
+imports. It is what makes ``mend check`` fast, and it is enough to tell ``torch``, ``logging``,
+``time``, ``random``, ``copy`` and ``warnings`` from a local variable of the same name.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from dataclasses import dataclass
+
+BUILTIN_NAMES = frozenset(dir(builtins))
+
+IMPORT, DEF, CLASS, VAR = "import", "def", "class", "var"
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """What a name is bound to. ``value``: the dotted name (imports), the function or class id
+    (defs, classes), or a tag for variables (``logger``, ``lock``, ``instance:<class>``, ...)."""
+
+    kind: str
+    value: str = ""
+
+
+UNKNOWN_VAR = Binding(VAR)
+
+
+def resolve_relative(module: str, is_package: bool, level: int, target: str | None) -> str:
+    """Absolute module name for ``from <level dots><target> import ...`` inside ``module``."""
+    if level == 0:
+        return target or ""
+    parts = module.split(".") if module else []
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)] if level - 1 <= len(parts) else []
+    if target:
+        parts.append(target)
+    return ".".join(parts)
+
+
+def import_bindings(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[tuple[str, Binding]]:
+    out: list[tuple[str, Binding]] = []
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.asname:
+                out.append((alias.asname, Binding(IMPORT, alias.name)))
+            else:
+                top = alias.name.split(".")[0]
+                out.append((top, Binding(IMPORT, top)))
+    else:
+        base = resolve_relative(module, is_package, node.level, node.module)
+        for alias in node.names:
+            if alias.name == "*":
+                continue
+            qual = f"{base}.{alias.name}" if base else alias.name
+            out.append((alias.asname or alias.name, Binding(IMPORT, qual)))
+    return out
+
+
+class Scope:
+    """A chain of name tables: function locals, enclosing functions, the module."""
+
+    __slots__ = ("names", "parent", "module")
+
+    def __init__(self, module: str, parent: Scope | None = None) -> None:
+        self.names: dict[str, Binding] = {}
+        self.parent = parent
+        self.module = module
+
+    def lookup(self, name: str) -> Binding | None:
+        scope: Scope | None = self
+        while scope is not None:
+            b = scope.names.get(name)
+            if b is not None:
+                return b
+            scope = scope.parent
+        return None
+
+    def qualify(self, expr: ast.AST) -> str | None:
+        """Dotted name of ``expr`` (``Name``/``Attribute`` chains), or ``None``."""
+        attrs: list[str] = []
+        while isinstance(expr, ast.Attribute):
+            attrs.append(expr.attr)
+            expr = expr.value
+        if not isinstance(expr, ast.Name):
+            return None
+        b = self.lookup(expr.id)
+        if b is None:
+            base = f"builtins.{expr.id}" if expr.id in BUILTIN_NAMES else None
+        elif b.kind == IMPORT:
+            base = b.value
+        elif b.kind in (DEF, CLASS):
+            base = f"{self.module}.{b.value}" if self.module else b.value
+        else:
+            base = None
+        if base is None:
+            return None
+        if attrs:
+            return base + "." + ".".join(reversed(attrs))
+        return base
+
+
+def collect_function_locals(fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, module: str,
+                            is_package: bool, func_id: str) -> None:
+    """Fill ``scope`` with ``fn``'s parameters, assigned names, local imports and nested defs."""
+    names = scope.names
+    a = fn.args
+    for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs):
+        names[arg.arg] = UNKNOWN_VAR
+    if a.vararg:
+        names[a.vararg.arg] = UNKNOWN_VAR
+    if a.kwarg:
+        names[a.kwarg.arg] = UNKNOWN_VAR
+    declared_global: set[str] = set()
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names[node.name] = Binding(DEF, f"{func_id}.<locals>.{node.name}")
+            stack.extend(node.decorator_list)
+            continue
+        if isinstance(node, ast.ClassDef):
+            names[node.name] = UNKNOWN_VAR
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for name, b in import_bindings(node, module, is_package):
+                names[name] = b
+            continue
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared_global.update(node.names)
+            continue
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.setdefault(node.id, UNKNOWN_VAR)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.setdefault(node.name, UNKNOWN_VAR)
+        stack.extend(ast.iter_child_nodes(node))
+    for name in declared_global:
+        names.pop(name, None)

@@ -1,0 +1,314 @@
+"""The project index: which functions Dynamo traces, across the files of the checked tree.
+
+Roots are
+
+* functions decorated with ``torch.compile`` (any spelling, with or without arguments);
+* objects wrapped at a call site: ``torch.compile(fn)``, ``torch.compile(Model())``,
+  ``m = Model(); torch.compile(m)``, ``model.compile()``, and ``fn, *_ = harness(); torch.compile(fn)``
+  where ``harness`` returns a tuple whose element is a function of the tree;
+* with ``regions = "modules"`` (the default), ``forward`` of every ``nn.Module`` subclass: a class
+  whose bases reach ``torch.nn.Module`` (or any ``torch.nn`` module class) through classes of the
+  tree, or a class defining ``forward`` whose base is defined outside the checked tree;
+* ``entry-points`` from ``[tool.mend]`` (``"pkg.mod:Class.method"`` or ``"pkg.mod.func"``).
+
+Everything reachable from a root through calls that resolve in the tree is traced too: functions of
+the same module and of imported modules of the tree, ``self.method()`` (through base classes),
+``super().method()``, submodule calls ``self.attn(x)`` when ``__init__`` assigns the attribute a class
+of the tree (also ``nn.ModuleList``/``nn.Sequential`` of them, iterated or indexed), and nested
+functions. Functions decorated ``@torch.compiler.disable`` are never traced; calling one from traced
+code is reported (MND504). Modules imported by the tree but not given on the command line are
+loaded from disk when a reference needs them (so a pre-commit run on one changed file still sees
+its base classes), without reporting their findings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mend.analyzers.static.summary import CompileSite, FileSummary, FuncInfo, Ref
+
+MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"})
+
+
+@dataclass(frozen=True)
+class TracedFunction:
+    """A function Dynamo will trace: where it is and why mend thinks so."""
+
+    path: str
+    qualname: str
+    line: int
+    end_line: int
+    reason: str  # "compiled", "module-forward", "entry-point", "called from <qualname>"
+    root: bool
+
+
+class Project:
+    """Summaries of the checked files plus the traced-function closure over them."""
+
+    def __init__(self, summaries: list[FileSummary], regions: str = "modules", entry_points: tuple[str, ...] = (),
+                 loader: Callable[[str, str], FileSummary | None] | None = None) -> None:
+        self.summaries: dict[str, FileSummary] = {s.path: s for s in summaries}
+        self.by_module: dict[str, list[FileSummary]] = {}
+        for s in summaries:
+            self.by_module.setdefault(s.module, []).append(s)
+        self.regions = regions
+        self.entry_points = entry_points
+        self.loader = loader
+        self._missing: set[str] = set()
+        self.traced: dict[str, dict[str, TracedFunction]] = {}
+        self._module_cache: dict[tuple[str, str], bool] = {}
+        self._compute()
+
+    # -- lookup -------------------------------------------------------------------------------
+    def _module(self, name: str, near: str | None) -> FileSummary | None:
+        cands = self.by_module.get(name)
+        if not cands and self.loader is not None and name not in self._missing and name:
+            s = self.loader(name, near or "")
+            if s is None:
+                self._missing.add(name)
+            else:
+                self.by_module.setdefault(name, []).append(s)
+                cands = self.by_module[name]
+        if not cands:
+            return None
+        for c in cands:
+            if c.skipped:
+                _expand(c)
+        if len(cands) > 1 and near:
+            d = str(Path(near).parent)
+            for c in cands:
+                if str(Path(c.path).parent) == d:
+                    return c
+        return cands[0]
+
+    def resolve(self, q: str, near: str | None = None, depth: int = 0) -> tuple[FileSummary, str, str] | None:
+        """``(summary, "func"|"class", id)`` for a dotted name defined in the tree."""
+        if depth > 6 or not q or q.startswith(("torch.", "builtins.")):
+            return None
+        parts = q.split(".")
+        for i in range(len(parts), 0, -1):
+            s = self._module(".".join(parts[:i]), near)
+            if s is None:
+                continue
+            rest = parts[i:]
+            if not rest:
+                return None
+            name = ".".join(rest)
+            if name in s.functions:
+                return (s, "func", name)
+            if name in s.classes:
+                return (s, "class", name)
+            # nested class/method ids ("Outer.Inner.method") or re-exports ("from .x import Y")
+            head = rest[0]
+            if head in s.imports:
+                target = s.imports[head] + ("." + ".".join(rest[1:]) if rest[1:] else "")
+                return self.resolve(target, s.path, depth + 1)
+            return None
+        return None
+
+    def method(self, s: FileSummary, cls: str, name: str, depth: int = 0) -> tuple[FileSummary, FuncInfo] | None:
+        if depth > 10:
+            return None
+        info = s.classes.get(cls)
+        if info is None:
+            return None
+        fid = info.methods.get(name)
+        if fid is not None:
+            return (s, s.functions[fid])
+        for base in info.bases:
+            r = self._class_ref(base, s)
+            if r is not None:
+                m = self.method(r[0], r[1], name, depth + 1)
+                if m is not None:
+                    return m
+        return None
+
+    def _class_ref(self, q: str, near: FileSummary) -> tuple[FileSummary, str] | None:
+        r = self.resolve(q, near.path)
+        if r is not None and r[1] == "class":
+            return (r[0], r[2])
+        return None
+
+    def is_module_class(self, s: FileSummary, cls: str, depth: int = 0) -> bool:
+        key = (s.path, cls)
+        if key in self._module_cache:
+            return self._module_cache[key]
+        self._module_cache[key] = False
+        info = s.classes[cls]
+        result = False
+        external_base = False
+        for base in info.bases:
+            if base in MODULE_BASES or (base.startswith("torch.nn.") and base.rsplit(".", 1)[-1][:1].isupper()
+                                        and base not in NOT_MODULES):
+                result = True
+                break
+            r = self._class_ref(base, s) if depth < 10 else None
+            if r is not None:
+                if self.is_module_class(r[0], r[1], depth + 1):
+                    result = True
+                    break
+            elif not base.startswith(("builtins.", "typing.", "abc.", "enum.", "collections.")):
+                external_base = True
+        if not result and external_base and "forward" in info.methods:
+            result = True
+        self._module_cache[key] = result
+        return result
+
+    def resolve_ref(self, ref: Ref, s: FileSummary, fn: FuncInfo | None) -> list[tuple[FileSummary, FuncInfo]]:
+        kind = ref[0]
+        out: list[tuple[FileSummary, FuncInfo]] = []
+        cls = _owner_class(s, fn)
+        if kind == "qual":
+            r = self.resolve(ref[1], s.path)
+            if r is not None and r[1] == "func":
+                out.append((r[0], r[0].functions[r[2]]))
+        elif kind == "self" and cls:
+            m = self.method(s, cls, ref[1])
+            if m:
+                out.append(m)
+        elif kind == "super" and cls:
+            for base in s.classes[cls].bases:
+                r = self._class_ref(base, s)
+                if r is not None:
+                    m = self.method(r[0], r[1], ref[1])
+                    if m:
+                        out.append(m)
+                        break
+        elif kind == "selfattr" and cls:
+            for q in self._attr_classes(s, cls, ref[1]):
+                r = self._class_ref(q, s)
+                if r is not None:
+                    m = self.method(r[0], r[1], "forward")
+                    if m:
+                        out.append(m)
+        elif kind == "instance":
+            r = self._class_ref(ref[1], s)
+            if r is not None:
+                m = self.method(r[0], r[1], "forward")
+                if m:
+                    out.append(m)
+        elif kind == "ret":
+            r = self.resolve(ref[1], s.path)
+            if r is not None and r[1] == "func":
+                rs, rid = r[0], r[2]
+                idx = int(ref[2])
+                for ret in rs.functions[rid].returns:
+                    if idx < len(ret) and ret[idx] is not None:
+                        out.extend(self.resolve_ref(ret[idx], rs, rs.functions[rid]))
+        return out
+
+    def _attr_classes(self, s: FileSummary, cls: str, attr: str, depth: int = 0) -> tuple[str, ...]:
+        info = s.classes.get(cls)
+        if info is None or depth > 10:
+            return ()
+        if attr in info.attr_classes:
+            return info.attr_classes[attr]
+        for base in info.bases:
+            r = self._class_ref(base, s)
+            if r is not None:
+                found = self._attr_classes(r[0], r[1], attr, depth + 1)
+                if found:
+                    return found
+        return ()
+
+    # -- closure ------------------------------------------------------------------------------
+    def _compute(self) -> None:
+        work: list[tuple[FileSummary, FuncInfo, str, bool]] = []
+        for s in list(self.summaries.values()):
+            for fn in s.functions.values():
+                if fn.compiled:
+                    work.append((s, fn, "compiled", True))
+            for site in s.compile_sites:
+                if site.target is None or site.kind == "decorator":
+                    continue
+                ctx = s.functions.get(site.func) if site.func else None
+                for ts, tf in self.resolve_ref(site.target, s, ctx):
+                    work.append((ts, tf, "compiled", True))
+            if self.regions == "modules":
+                for cid, c in s.classes.items():
+                    fid = c.methods.get("forward")
+                    if fid and self.is_module_class(s, cid):
+                        work.append((s, s.functions[fid], "module-forward", True))
+        for ep in self.entry_points:
+            q = ep.replace(":", ".")
+            r = self.resolve(q)
+            if r is not None and r[1] == "func":
+                work.append((r[0], r[0].functions[r[2]], "entry-point", True))
+            elif r is not None and r[1] == "class":
+                m = self.method(r[0], r[2], "forward")
+                if m:
+                    work.append((m[0], m[1], "entry-point", True))
+        while work:
+            s, fn, reason, root = work.pop()
+            if fn.disabled:
+                continue
+            traced = self.traced.setdefault(s.path, {})
+            if fn.id in traced:
+                continue
+            traced[fn.id] = TracedFunction(s.path, fn.id, fn.line, fn.end_line, reason, root)
+            for site in fn.calls:
+                for ts, tf in self.resolve_ref(site.ref, s, fn):
+                    if not tf.disabled and tf.id not in self.traced.get(ts.path, {}):
+                        work.append((ts, tf, f"called from {fn.id}", False))
+
+    # -- queries ----------------------------------------------------------------------------
+    def is_traced(self, path: str, func: str) -> bool:
+        return func in self.traced.get(path, {})
+
+    def traced_functions(self, path: str) -> list[TracedFunction]:
+        return sorted(self.traced.get(path, {}).values(), key=lambda t: t.line)
+
+    def compile_boundaries(self, path: str) -> list[CompileSite]:
+        s = self.summaries.get(path)
+        return sorted(s.compile_sites, key=lambda c: (c.line, c.col)) if s else []
+
+    def function_at(self, path: str, line: int) -> TracedFunction | None:
+        """The innermost traced function containing ``line`` (None when that code is not traced)."""
+        best = None
+        for t in self.traced.get(path, {}).values():
+            if t.line <= line <= t.end_line and (best is None or t.line >= best.line):
+                best = t
+        return best
+
+    def disabled_calls(self, s: FileSummary, fn: FuncInfo) -> list:
+        out = []
+        for site in fn.calls:
+            for ts, tf in self.resolve_ref(site.ref, s, fn):
+                if tf.disabled:
+                    out.append((site, tf))
+                    break
+        return out
+
+    def ref_is(self, refstr: str, what: str, s: FileSummary, fn: FuncInfo | None) -> bool:
+        ref = tuple(refstr.split("|"))
+        for _ts, tf in self.resolve_ref(ref, s, fn):
+            if what == "disabled" and tf.disabled:
+                return True
+            if what == "contextmanager" and tf.contextmanager:
+                return True
+        return False
+
+
+def _expand(s: FileSummary) -> None:
+    """Parse a file the pre-filter skipped, now that traced code refers to it (in place)."""
+    from mend.analyzers.static.engine import analyze_bytes
+
+    s.skipped = False
+    try:
+        data = Path(s.path).read_bytes()
+    except OSError:
+        return
+    full = analyze_bytes(data, s.path, s.module, s.is_package, prefilter=False)
+    for name in ("imports", "functions", "classes", "compile_sites", "findings", "suppressions", "lines"):
+        setattr(s, name, getattr(full, name))
+
+
+def _owner_class(s: FileSummary, fn: FuncInfo | None) -> str | None:
+    while fn is not None:
+        if fn.cls:
+            return fn.cls
+        fn = s.functions.get(fn.parent) if fn.parent else None
+    return None

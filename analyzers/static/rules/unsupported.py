@@ -1,0 +1,350 @@
+"""MND5xx: unsupported calls, and breaks that make Dynamo skip the whole frame."""
+
+from __future__ import annotations
+
+import ast
+
+from mend.analyzers.static import tensors as tk
+from mend.analyzers.static.rules.base import Rule, checker, register
+
+_HDR = "import torch\nfrom torch import nn\n"
+
+register(
+    Rule(
+        "MND501", "backward-in-compiled-code",
+        "`.backward()`/`torch.autograd.grad` in compiled code: Dynamo does not trace autograd calls by default "
+        "and breaks the graph",
+        ("GB0123", "GB9186"), "break",
+        what="Finds `loss.backward()`, `torch.autograd.grad(...)` and `torch.autograd.backward(...)` in traced code.",
+        why="""
+            With `trace_autograd_ops=False` (the default) Dynamo breaks at the call (GB0123, GB9186);
+            the backward then runs eagerly, outside the compiled graph.
+        """,
+        use_instead="""
+            Compile the forward and loss, call `.backward()` outside the compiled function (the
+            compiled graph still gets a compiled backward through AOTAutograd).
+        """,
+        invalid=(_HDR + """
+            @torch.compile
+            def train_step(model, x, y):
+                loss = nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                return loss
+        """,),
+        valid=(_HDR + """
+            @torch.compile
+            def loss_fn(model, x, y):
+                return nn.functional.mse_loss(model(x), y)
+
+            def train_step(model, x, y):
+                loss = loss_fn(model, x, y)
+                loss.backward()
+                return loss
+        """,),
+    ),
+    Rule(
+        "MND502", "module-or-parameter-construction-in-forward",
+        "`nn.Parameter`/parametrized module constructed in compiled code: Dynamo cannot create parameters "
+        "in a graph and breaks",
+        ("GB0264",), "break",
+        what="""
+            Finds `nn.Parameter(...)` and constructors of modules that own parameters (`nn.Linear`,
+            `nn.Conv2d`, `nn.LayerNorm`, `nn.Embedding`, ...) in traced code. Parameter-free modules
+            (`nn.ReLU()`, `nn.Dropout()`) are traced and not reported.
+        """,
+        why="Parameters must exist before tracing: Dynamo breaks at the constructor (GB0264).",
+        use_instead="Create modules and parameters in `__init__` and use them in `forward`.",
+        invalid=(_HDR + """
+            class M(nn.Module):
+                def forward(self, x):
+                    proj = nn.Linear(x.shape[-1], 8)
+                    return proj(x)
+        """,),
+        valid=(_HDR + """
+            class M(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.proj = nn.Linear(16, 8)
+
+                def forward(self, x):
+                    return nn.ReLU()(self.proj(x))
+        """,),
+    ),
+    Rule(
+        "MND503", "data-ptr-or-id-arithmetic",
+        "arithmetic on `data_ptr()`/`id()` in compiled code: Dynamo models these values wrongly, raises, and "
+        "skips the whole frame",
+        ("GB0088",), "break",
+        what="Finds arithmetic on `t.data_ptr()` or `id(obj)` values (directly or through a local) in traced code.",
+        why="""
+            Dynamo does not model these integers faithfully: the arithmetic raises inside the tracer
+            ("Observed exception", GB0088) and the whole function falls back to eager, although the
+            code runs fine without compile.
+        """,
+        use_instead="Compute pointer arithmetic outside the compiled function, or in a `@torch.compiler.disable` "
+                    "helper (one graceful break instead of a frame skip).",
+        invalid=(_HDR + """
+            @torch.compile
+            def f(x, y):
+                offset = y.data_ptr() - x.data_ptr()
+                return x + offset
+        """,),
+        valid=(_HDR + """
+            @torch.compile
+            def f(x, y):
+                same = x.data_ptr()
+                return x + y
+        """,),
+    ),
+    Rule(
+        "MND504", "call-to-compiler-disabled-function",
+        "call to a `@torch.compiler.disable` function from compiled code: Dynamo skips the call and breaks the "
+        "graph",
+        ("GB0098",), "break",
+        what="Finds calls from traced code to functions decorated with `@torch.compiler.disable` "
+             "(or `@torch._dynamo.disable`) defined in the checked tree.",
+        why="A disabled function always runs eagerly: the graph ends before the call and restarts after it "
+            "(GB0098). That is often the intent; the finding makes the cost visible.",
+        use_instead="Keep disabled helpers out of hot paths, or make their body traceable and drop the decorator.",
+        invalid=(_HDR + """
+            @torch.compiler.disable
+            def log_stats(x):
+                print(x.mean())
+
+            class M(nn.Module):
+                def forward(self, x):
+                    log_stats(x)
+                    return x.relu()
+        """,),
+        valid=(_HDR + """
+            def scale(x):
+                return x * 2
+
+            class M(nn.Module):
+                def forward(self, x):
+                    return scale(x).relu()
+        """,),
+    ),
+    Rule(
+        "MND505", "graph-break-inside-try",
+        "graph break inside `try`: Dynamo cannot resume inside a try block and skips the whole frame",
+        ("GB0059",), "frame-skip",
+        what="Finds `try` blocks in traced code whose body contains a graph break (any other mend finding).",
+        why="""
+            Dynamo cannot split a graph inside an active `try` block. Instead of breaking gracefully it
+            gives up on the whole function ("Failed to handle graph break gracefully. Skipping the
+            function and falling back to eager"): nothing of that frame is compiled.
+        """,
+        use_instead="Move the breaking call out of the `try`, or guard it with `torch.compiler.is_compiling()`.",
+        invalid=(_HDR + """
+            class M(nn.Module):
+                def forward(self, x):
+                    try:
+                        print("step")
+                    except OSError:
+                        pass
+                    return x.relu()
+        """,),
+        valid=(_HDR + """
+            class M(nn.Module):
+                def forward(self, x):
+                    try:
+                        y = x.relu()
+                    except RuntimeError:
+                        y = x
+                    return y
+        """,),
+    ),
+    Rule(
+        "MND506", "graph-break-inside-loop",
+        "graph break inside a loop: Dynamo does not support breaks in for/while loops and skips the whole frame",
+        ("GB7000",), "frame-skip",
+        what="Finds `for`/`while` loops in traced code whose body contains a graph break.",
+        why="""
+            A graph break directly inside a loop body makes Dynamo skip the frame (GB7000 "graph break
+            in loop"): the whole function runs eagerly. (A break inside a function *called* from the
+            loop is handled gracefully and is not reported here.)
+        """,
+        use_instead="Hoist the breaking call out of the loop, or guard it with `torch.compiler.is_compiling()`.",
+        invalid=(_HDR + """
+            class M(nn.Module):
+                def forward(self, x):
+                    for i in range(3):
+                        x = x + x.sum().item()
+                    return x
+        """,),
+        valid=(_HDR + """
+            class M(nn.Module):
+                def forward(self, x):
+                    for i in range(3):
+                        x = x + x.sum()
+                    return x
+        """,),
+    ),
+    Rule(
+        "MND507", "unsupported-context-manager",
+        "unsupported context manager in compiled code: Dynamo cannot enter it and breaks the graph",
+        ("GB0142",), "break",
+        what="Finds `with` statements on `threading` locks and on `open(...)` in traced code.",
+        why="""
+            Dynamo only knows a fixed set of context managers (grad mode, autocast, ...). Entering a
+            lock skips the whole frame; `with open(...)` breaks twice (GB0059 and GB0142).
+        """,
+        use_instead="Take locks and open files outside the compiled function.",
+        invalid=("import threading\n" + _HDR + """
+            lock = threading.Lock()
+
+            class M(nn.Module):
+                def forward(self, x):
+                    with lock:
+                        y = x.relu()
+                    return y
+        """,),
+        valid=(_HDR + """
+            class M(nn.Module):
+                def forward(self, x):
+                    with torch.no_grad():
+                        y = x.relu()
+                    return y
+        """,),
+    ),
+    Rule(
+        "MND508", "graph-break-inside-user-contextmanager",
+        "graph break inside a user `@contextmanager` block: Dynamo cannot break there and skips the whole frame",
+        ("GB0066",), "frame-skip",
+        what="Finds `with` blocks over `@contextlib.contextmanager` functions of the checked tree whose body "
+             "contains a graph break, in traced code.",
+        why="""
+            Dynamo traces generator-based context managers, but cannot break the graph while one is
+            active (GB0066 "Graph break under GenericContextWrappingVariable"): the frame is skipped.
+        """,
+        use_instead="Move the breaking call outside the `with` block.",
+        invalid=("import contextlib\n" + _HDR + """
+            @contextlib.contextmanager
+            def section(name):
+                yield
+
+            class M(nn.Module):
+                def forward(self, x):
+                    with section("attn"):
+                        print("in section")
+                    return x.relu()
+        """,),
+        valid=("import contextlib\n" + _HDR + """
+            @contextlib.contextmanager
+            def section(name):
+                yield
+
+            class M(nn.Module):
+                def forward(self, x):
+                    with section("attn"):
+                        y = x.relu()
+                    return y
+        """,),
+    ),
+    Rule(
+        "MND509", "explicit-graph-break",
+        "explicit `torch._dynamo.graph_break()`: the graph breaks here on purpose",
+        ("GB0025",), "break",
+        what="Finds `torch._dynamo.graph_break()` calls in traced code.",
+        why="A user-inserted graph break (GB0025) splits the graph; usually left over from debugging.",
+        use_instead="Remove the call.",
+        invalid=(_HDR + """
+            class M(nn.Module):
+                def forward(self, x):
+                    torch._dynamo.graph_break()
+                    return x.relu()
+        """,),
+        valid=(_HDR + """
+            class M(nn.Module):
+                def forward(self, x):
+                    return x.relu()
+        """,),
+    ),
+    Rule(
+        "MND510", "untraceable-builtin-call",
+        "call to an untraceable builtin in compiled code: Dynamo skips C functions it does not know and breaks "
+        "the graph",
+        ("GB0007",), "break",
+        what="""
+            Finds calls to C functions Dynamo marks as skipped: `os.getpid`, `os.getppid`, `os.urandom`,
+            `sys._getframe`, `inspect.stack`/`currentframe`, `zlib.*`, `torch.manual_seed`.
+        """,
+        why="Dynamo cannot trace into C extensions and builtins it has no rule for: the graph breaks (GB0007).",
+        use_instead="Compute the value outside the compiled function and pass it in.",
+        invalid=("import os\n" + _HDR + """
+            class M(nn.Module):
+                def forward(self, x):
+                    pid = os.getpid()
+                    return x + pid
+        """,),
+        valid=("import os\n" + _HDR + """
+            PID = os.getpid()
+
+            class M(nn.Module):
+                def forward(self, x):
+                    return x + PID
+        """,),
+    ),
+)
+
+PARAM_MODULES = frozenset(
+    "Linear Bilinear LazyLinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d Embedding "
+    "EmbeddingBag LayerNorm GroupNorm RMSNorm BatchNorm1d BatchNorm2d BatchNorm3d InstanceNorm1d InstanceNorm2d "
+    "InstanceNorm3d MultiheadAttention LSTM GRU RNN LSTMCell GRUCell RNNCell PReLU Transformer "
+    "TransformerEncoderLayer TransformerDecoderLayer".split()
+)
+UNTRACEABLE = frozenset({
+    "os.getpid", "os.getppid", "os.urandom", "sys._getframe", "inspect.stack", "inspect.currentframe",
+    "inspect.getouterframes", "inspect.trace", "torch.manual_seed", "torch.random.manual_seed",
+    "torch.cuda.manual_seed", "torch.cuda.manual_seed_all",
+})
+
+
+@checker("call")
+def unsupported_calls(w, call: ast.Call) -> None:
+    f = call.func
+    q = w.qualify(f)
+    if q is not None:
+        if q in ("torch.autograd.grad", "torch.autograd.backward"):
+            w.report("MND501", call, f"`{q}` in compiled code: Dynamo does not trace autograd calls by default "
+                                     "and breaks the graph")
+        elif q in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+            w.report("MND502", call, "`nn.Parameter(...)` constructed in compiled code: Dynamo cannot create "
+                                     "parameters in a graph and breaks")
+        elif q.startswith("torch.nn.") and q.rsplit(".", 1)[-1] in PARAM_MODULES:
+            w.report("MND502", call, f"`{q}(...)` constructed in compiled code: its parameters cannot be created in "
+                                     "a graph and Dynamo breaks")
+        elif q == "torch._dynamo.graph_break":
+            w.report("MND509", call)
+        elif q in UNTRACEABLE or q.startswith("zlib."):
+            w.report("MND510", call, f"`{q}()` in compiled code: Dynamo cannot trace this C function and breaks "
+                                     "the graph")
+    elif isinstance(f, ast.Attribute) and f.attr == "backward" and w.kind(f.value) in (tk.T, tk.M):
+        w.report("MND501", call)
+
+
+@checker("binop")
+def pointer_arithmetic(w, node: ast.BinOp) -> None:
+    for side in (node.left, node.right):
+        if isinstance(side, ast.Name) and side.id in w.ptr_names:
+            break
+        if isinstance(side, ast.Call):
+            f = side.func
+            if (isinstance(f, ast.Attribute) and f.attr == "data_ptr") or w.qualify(f) == "builtins.id":
+                break
+    else:
+        return
+    w.report("MND503", node)
+
+
+@checker("with")
+def unsupported_with(w, node: ast.With) -> None:
+    for item in node.items:
+        ctx = item.context_expr
+        if isinstance(ctx, ast.Call) and w.qualify(ctx.func) == "builtins.open":
+            w.report("MND507", ctx, "`with open(...)` in compiled code: Dynamo cannot trace file I/O or enter the "
+                                    "file's context manager, and breaks the graph")
+        elif w.is_lock(ctx):
+            w.report("MND507", ctx, "`with <threading lock>` in compiled code: Dynamo cannot enter a lock and skips "
+                                    "the whole frame")

@@ -1,0 +1,83 @@
+"""What one file tells the project index: functions, classes, compile sites and candidate findings.
+
+A :class:`FileSummary` is the cacheable result of the single pass over one file. It holds only
+plain data (strings, ints, tuples, dicts), so it pickles quickly for the result cache and for the
+worker processes of ``-j``. Call references are symbolic (``("qual", "pkg.mod.fn")``,
+``("self", "method")``, ...) and are resolved across files by :mod:`mend.analyzers.static.regions`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mend.analyzers.static.rules.base import Finding
+from mend.analyzers.static.source import Suppressions
+
+# A reference to something callable, resolved in the project index:
+#   ("qual", "pkg.mod.name")        a module-level function/class (or re-export) by dotted name
+#   ("self", "method")              self.method(...) inside a class (MRO over bases in the tree)
+#   ("selfattr", "attr")            self.attr(...): forward of the classes assigned to self.attr
+#   ("super", "method")             super().method(...)
+#   ("instance", "pkg.mod.Class")   an instance of a class: its forward is what torch.compile traces
+#   ("ret", "pkg.mod.fn", "0")      element 0 of what fn returns (harness-style tuples)
+Ref = tuple[str, ...]
+
+
+@dataclass
+class CallSite:
+    ref: Ref
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+
+@dataclass
+class FuncInfo:
+    id: str  # "forward" | "Block.forward" | "outer.<locals>.inner"
+    name: str
+    line: int
+    end_line: int
+    cls: str | None = None  # owning class id, for methods
+    compiled: bool = False  # decorated with torch.compile (a root)
+    compile_line: int = 0  # where that decorator is
+    disabled: bool = False  # @torch.compiler.disable / @torch._dynamo.disable
+    contextmanager: bool = False  # @contextlib.contextmanager
+    parent: str | None = None  # enclosing function id for nested functions
+    calls: list[CallSite] = field(default_factory=list)
+    returns: list[tuple[Ref | None, ...]] = field(default_factory=list)
+
+
+@dataclass
+class ClassInfo:
+    id: str
+    line: int
+    bases: tuple[str, ...]  # dotted names of the bases, as written (resolved through imports)
+    methods: dict[str, str] = field(default_factory=dict)  # name -> function id
+    attr_classes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # self.attr -> classes
+
+
+@dataclass
+class CompileSite:
+    """A compile boundary: a ``torch.compile`` decorator or call (what it wraps, if known)."""
+
+    line: int
+    col: int
+    kind: str  # "decorator" | "call" | "method"
+    target: Ref | None
+    func: str | None  # the function the site is in (None: module level)
+
+
+@dataclass
+class FileSummary:
+    path: str
+    module: str
+    is_package: bool
+    imports: dict[str, str] = field(default_factory=dict)  # module-level name -> dotted name
+    functions: dict[str, FuncInfo] = field(default_factory=dict)
+    classes: dict[str, ClassInfo] = field(default_factory=dict)
+    compile_sites: list[CompileSite] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    suppressions: Suppressions = field(default_factory=Suppressions)
+    lines: int = 0
+    skipped: bool = False  # pre-filter: the file cannot contain traced code on its own
