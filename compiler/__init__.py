@@ -1,0 +1,55 @@
+"""mend's bundled full-graph compiler: ``torch.compile(model, backend="mend")``.
+
+``mend.compiler.compile(fn_or_module)`` is the convenience entry point (``fullgraph=True`` by default, so a
+graph break is an error that points to ``mend check`` / ``mend fix``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+
+class GraphBreakError(RuntimeError):
+    """Raised by :func:`compile`-d code when Dynamo cannot capture one whole graph."""
+
+
+_HINT = (
+    "torch.compile could not capture the whole graph (fullgraph=True). "
+    "Run `mend check <path>` to see the graph breaks statically, `mend run -- <script>` to record them, "
+    "and `mend fix <path>` to repair the safe ones."
+)
+
+
+def compile(fn_or_module=None, *, fullgraph: bool = True, dynamic: bool = False, mode=None, **options):
+    """``torch.compile(fn_or_module, backend="mend", fullgraph=fullgraph, dynamic=dynamic)``.
+
+    Usable as ``mend.compiler.compile(model)`` or as a decorator ``@mend.compiler.compile``. Under
+    ``fullgraph=True`` a graph break raises :class:`GraphBreakError` (with the Dynamo error as its cause).
+    """
+    if fn_or_module is None:
+        return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, mode=mode, **options)
+    import torch
+
+    from . import compat
+    from .backend import mend_backend
+
+    compiled = torch.compile(fn_or_module, backend=mend_backend, fullgraph=fullgraph, dynamic=dynamic)
+    errors = compat.unsupported_error_types()
+
+    def guard(call):
+        @functools.wraps(call)
+        def run(*args, **kwargs):
+            try:
+                return call(*args, **kwargs)
+            except errors as exc:
+                raise GraphBreakError(f"{_HINT}\n\nDynamo: {str(exc).strip().splitlines()[0]}") from exc
+
+        return run
+
+    if isinstance(fn_or_module, torch.nn.Module):
+        compiled.forward = guard(compiled.forward)
+        return compiled
+    return guard(compiled)
+
+
+__all__ = ["compile", "GraphBreakError"]

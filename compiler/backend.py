@@ -1,0 +1,129 @@
+"""The ``mend`` torch.compile backend.
+
+``torch.compile(model, backend="mend")`` (registered here and through the ``torch_dynamo_backends`` entry
+point) runs Dynamo's graph through aot_autograd with mend's decomposition table; the forward, backward and
+inference ATen graphs each go through :func:`compile_graph`: lowering -> IR -> scheduling/fusion ->
+code generation (C++ for CPU tensors; the generator is chosen by device in ``codegen.generator_for``) ->
+a Python wrapper. Fallbacks, each logged once: an op without lowering becomes an ATen call (op level); a
+kernel that cannot be generated or built runs in the reference interpreter (kernel level); a graph that
+cannot be lowered runs eagerly (graph level).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+
+import torch
+
+from . import compat, debug, ir, wrapper
+from .codegen import KernelCompileError, NoGenerator, generator_for
+from .decomps import decomposition_table
+from .lowering import Lowering, log_once
+from .scheduler import schedule
+
+log = logging.getLogger("mend.compiler")
+
+STATS = {"graphs": 0, "fallback_graphs": 0, "kernels": 0, "interpreted_kernels": 0, "extern_calls": 0,
+         "compile_seconds": 0.0}
+
+
+class GraphFallback(RuntimeError):
+    pass
+
+
+def _device_of(example_inputs, gm) -> torch.device:
+    for t in example_inputs:
+        if isinstance(t, torch.Tensor):
+            return t.device
+    for n in gm.graph.nodes:
+        v = n.meta.get("val")
+        if isinstance(v, torch.Tensor):
+            return v.device
+    return torch.device("cpu")
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "inference"):
+    """Compile one ATen graph; returns a boxed callable ``fn(list_of_args) -> tuple``."""
+    t0 = time.perf_counter()
+    code = gm.code
+    tag = hashlib.sha256(code.encode()).hexdigest()[:10]
+    dump = debug.Dump(f"{kind}_{tag}")
+    dump.write("fx_graph.py", code)
+    STATS["graphs"] += 1
+    try:
+        if os.environ.get("MEND_COMPILER_FALLBACK") == "eager":
+            raise GraphFallback("MEND_COMPILER_FALLBACK=eager")
+        fn = _compile(gm, example_inputs, dump)
+    except Exception as exc:  # graph-level fallback
+        STATS["fallback_graphs"] += 1
+        log_once(f"mend: graph runs eagerly ({type(exc).__name__}: {exc})")
+        if os.environ.get("MEND_COMPILER_STRICT") == "1":
+            raise
+        dump.write("fallback.txt", f"{type(exc).__name__}: {exc}")
+        fn = compat.make_boxed_func(gm.forward)
+    STATS["compile_seconds"] += time.perf_counter() - t0
+    return fn
+
+
+def _compile(gm, example_inputs, dump):
+    device = _device_of(example_inputs, gm)
+    lowering = Lowering(gm, example_inputs)
+    g = lowering.run()
+    STATS["extern_calls"] += len(lowering.extern_ops)
+    dump.write("ir.txt", str(g))
+    sg, decisions = schedule(g, device.type)
+    dump.write("fusion.txt", "\n".join(decisions))
+    dump.write("scheduled.txt", str(sg))
+    try:
+        gen = generator_for(device.type)
+    except NoGenerator as exc:
+        raise GraphFallback(str(exc)) from exc
+    kernels = sg.kernels
+    disabled = debug.disabled_kernels()
+    to_build = [k for k in kernels if k.name not in disabled and "all" not in disabled]
+    try:
+        fns = gen.compile(to_build, dump)
+    except KernelCompileError as exc:
+        log_once(f"mend: kernels {exc.failed} run in the reference interpreter ({exc})")
+        fns = dict(getattr(exc, "partial", {}))
+    from .interpret import run_kernel
+
+    for k in kernels:
+        if k.name not in fns:
+            STATS["interpreted_kernels"] += 1
+            fns[k.name] = (lambda *ts, _k=k: run_kernel(_k, *ts), "tensor")
+    STATS["kernels"] += len(kernels)
+    constants = {c.name: getattr(gm, c.attr) for c in sg.constants}
+    call, src = wrapper.build(sg, fns, constants, device)
+    dump.write("wrapper.py", src)
+    return call
+
+
+def _fw(gm, example_inputs):
+    return compile_graph(gm, example_inputs, kind="forward")
+
+
+def _bw(gm, example_inputs):
+    return compile_graph(gm, example_inputs, kind="backward")
+
+
+def _inf(gm, example_inputs):
+    return compile_graph(gm, example_inputs, kind="inference")
+
+
+def mend_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+    """The Dynamo backend: ``torch.compile(fn, backend=mend_backend)`` or ``backend="mend"``."""
+    return compat.aot_module_simplified(
+        gm,
+        example_inputs,
+        fw_compiler=_fw,
+        bw_compiler=_bw,
+        inference_compiler=_inf,
+        decompositions=decomposition_table(),
+    )
+
+
+compat.register_backend("mend", mend_backend)

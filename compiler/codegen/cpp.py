@@ -1,0 +1,467 @@
+"""C++ code generator for CPU kernels: one translation unit per graph, OpenMP + simd loops.
+
+Pointwise kernels become one flat ``parallel for simd`` loop after dimension coalescing (or a collapsed
+nest with an inner ``simd`` loop over the innermost dimension). Kernels with reduced dims become a parallel
+loop over rows; inside a row each stage is one pass over the row (``simd`` reductions, pointwise passes
+writing row-local scratch), so a row stays in L1/L2 across the passes (the "row group"). float16 and
+bfloat16 are computed in float32. Small kernels (< ``PARALLEL_THRESHOLD`` elements) run single-threaded.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import sympy
+import torch
+
+from .. import ir
+from ..symbolic import print_c, simplify_index, variables
+from .common import coalesce
+
+PARALLEL_THRESHOLD = 32768
+PRELUDE = (Path(__file__).with_name("prelude.h")).read_text()
+
+STORAGE = {
+    torch.float32: "float",
+    torch.float64: "double",
+    torch.float16: "mend_half",
+    torch.bfloat16: "uint16_t",
+    torch.int8: "int8_t",
+    torch.uint8: "uint8_t",
+    torch.int16: "int16_t",
+    torch.int32: "int32_t",
+    torch.int64: "int64_t",
+    torch.bool: "bool",
+}
+
+
+def compute_type(dt) -> str:
+    if dt in (torch.float16, torch.bfloat16, torch.float32):
+        return "float"
+    if dt not in STORAGE:
+        raise NotImplementedError(f"dtype {dt} has no C++ mapping")
+    return STORAGE[dt]
+
+
+def supports(dtype) -> bool:
+    return dtype in STORAGE
+
+
+def _const(value, dt) -> str:
+    ct = compute_type(dt)
+    if dt == torch.bool:
+        return "true" if value else "false"
+    if dt.is_floating_point:
+        v = float(value)
+        if math.isnan(v):
+            return f"std::numeric_limits<{ct}>::quiet_NaN()"
+        if math.isinf(v):
+            return f"{'-' if v < 0 else ''}std::numeric_limits<{ct}>::infinity()"
+        return f"(({ct}){v!r})"
+    v = int(value)
+    if v == -(2**63):
+        return "std::numeric_limits<int64_t>::min()"
+    return f"(({ct}){v}L)"
+
+
+_FLOAT_FN = {
+    "exp": "mend_exp({0})",
+    "log": "mend_log({0})",
+    "sigmoid": "mend_sigmoid({0})",
+    "tanh": "mend_tanh({0})",
+    "erf": "mend_erf({0})",
+    "exp2": "std::exp2({0})",
+    "expm1": "std::expm1({0})",
+    "log2": "std::log2({0})",
+    "log10": "std::log10({0})",
+    "log1p": "std::log1p({0})",
+    "sqrt": "std::sqrt({0})",
+    "rsqrt": "(({t})1 / std::sqrt({0}))",
+    "sin": "std::sin({0})",
+    "cos": "std::cos({0})",
+    "tan": "std::tan({0})",
+    "asin": "std::asin({0})",
+    "acos": "std::acos({0})",
+    "atan": "std::atan({0})",
+    "sinh": "std::sinh({0})",
+    "cosh": "std::cosh({0})",
+    "asinh": "std::asinh({0})",
+    "acosh": "std::acosh({0})",
+    "atanh": "std::atanh({0})",
+    "erfc": "std::erfc({0})",
+    "floor": "std::floor({0})",
+    "ceil": "std::ceil({0})",
+    "trunc": "std::trunc({0})",
+    "round": "std::nearbyint({0})",
+    "atan2": "std::atan2({0}, {1})",
+    "fmod": "std::fmod({0}, {1})",
+    "remainder": "mend_remainder_fp({0}, {1})",
+    "floordiv": "std::floor({0} / {1})",
+    "truncdiv": "std::trunc({0} / {1})",
+    "pow": "std::pow({0}, {1})",
+    "fma": "std::fma({0}, {1}, {2})",
+    "isinf": "(std::fabs({0}) == std::numeric_limits<{t0}>::infinity())",
+}
+_INT_FN = {
+    "fmod": "({0} % {1})",
+    "remainder": "mend_remainder_int({0}, {1})",
+    "floordiv": "mend_floordiv_int({0}, {1})",
+    "truncdiv": "({0} / {1})",
+    "pow": "mend_ipow({0}, {1})",
+    "fma": "({0} * {1} + {2})",
+    "isinf": "false",
+    "floor": "{0}",
+    "ceil": "{0}",
+    "trunc": "{0}",
+    "round": "{0}",
+}
+_ANY_FN = {
+    "add": "({0} + {1})",
+    "sub": "({0} - {1})",
+    "mul": "({0} * {1})",
+    "truediv": "({0} / {1})",
+    "neg": "(-{0})",
+    "abs": "std::abs({0})",
+    "maximum": "mend_max<{t}>({0}, {1})",
+    "minimum": "mend_min<{t}>({0}, {1})",
+    "reciprocal": "(({t})1 / {0})",
+    "sign": "mend_sign<{t}>({0})",
+    "eq": "({0} == {1})",
+    "ne": "({0} != {1})",
+    "lt": "({0} < {1})",
+    "le": "({0} <= {1})",
+    "gt": "({0} > {1})",
+    "ge": "({0} >= {1})",
+    "isnan": "({0} != {0})",
+    "logical_and": "({0} && {1})",
+    "logical_or": "({0} || {1})",
+    "logical_xor": "({0} != {1})",
+    "logical_not": "(!{0})",
+    "bitwise_and": "({0} & {1})",
+    "bitwise_or": "({0} | {1})",
+    "bitwise_xor": "({0} ^ {1})",
+    "bitwise_not": "(~{0})",
+    "where": "({0} ? {1} : {2})",
+}
+
+
+def _cast(src: str, sdt, ddt) -> str:
+    ct = compute_type(ddt)
+    if ddt == torch.bool:
+        return f"({src} != 0)"
+    if ddt == torch.float16:
+        return f"mend_round_half((float){src})"
+    if ddt == torch.bfloat16:
+        return f"mend_round_bf16((float){src})"
+    if sdt == torch.bool and ddt.is_floating_point:
+        return f"(({ct})({src} ? 1 : 0))"
+    return f"static_cast<{ct}>({src})"
+
+
+class _Body:
+    """Emits CSE'd statements for expressions at one iteration point."""
+
+    def __init__(self, kernel_vars: dict, local_ref, mapping=None, ranges=None, prefix="t"):
+        self.lines: list[str] = []
+        self.memo: dict = {}
+        self.ptr = kernel_vars  # buffer name -> C pointer name
+        self.local_ref = local_ref  # Local -> C expression
+        self.mapping = mapping or {}
+        self.ranges = ranges or {}
+        self.n = 0
+        self.prefix = prefix
+
+    def index(self, e) -> str:
+        if self.mapping:
+            e = simplify_index(e.xreplace(self.mapping), self.ranges)
+        return print_c(e)
+
+    def emit(self, expr: ir.Expr) -> str:
+        for e in ir.walk(expr):
+            if e in self.memo:
+                continue
+            self.memo[e] = self._one(e)
+        return self.memo[expr]
+
+    def _tmp(self, dt, text) -> str:
+        name = f"{self.prefix}{self.n}"
+        self.n += 1
+        self.lines.append(f"{compute_type(dt)} {name} = {text};")
+        return name
+
+    def _one(self, e) -> str:
+        if isinstance(e, ir.Const):
+            return _const(e.value, e.dtype)
+        if isinstance(e, ir.Local):
+            return self.local_ref(e)
+        if isinstance(e, ir.Load):
+            p = f"{self.ptr[e.buf]}[{self.index(e.index)}]"
+            if e.dtype == torch.bfloat16:
+                p = f"mend_bf16_to_f32({p})"
+            elif e.dtype == torch.float16:
+                p = f"(float)({p})"
+            return self._tmp(e.dtype, p)
+        if isinstance(e, ir.IndexValue):
+            return self._tmp(e.dtype, f"static_cast<{compute_type(e.dtype)}>({self.index(e.index)})")
+        assert isinstance(e, ir.Op)
+        args = [self.memo[a] for a in e.args]
+        if e.op == "cast":
+            return self._tmp(e.dtype, _cast(args[0], e.args[0].dtype, e.dtype))
+        # the type operations are performed in
+        adt = e.args[-1].dtype if e.op == "where" else e.args[0].dtype
+        t = compute_type(adt)
+        fmt = None
+        if adt.is_floating_point:
+            fmt = _FLOAT_FN.get(e.op)
+        elif e.op in _INT_FN:
+            fmt = _INT_FN[e.op]
+        if fmt is None:
+            fmt = _ANY_FN.get(e.op)
+        if fmt is None:
+            if not adt.is_floating_point and e.op in _FLOAT_FN:
+                # float functions of integer operands compute in float (the lowering casts normally)
+                fmt = _FLOAT_FN[e.op]
+                args = [f"(float){a}" for a in args]
+            else:
+                raise NotImplementedError(f"op {e.op} on {adt}")
+        text = fmt.format(*args, t=t, t0=t)
+        return self._tmp(e.dtype, text)
+
+
+def _store(ptr: str, idx: str, value: str, dt) -> str:
+    if dt == torch.bfloat16:
+        return f"{ptr}[{idx}] = mend_f32_to_bf16({value});"
+    if dt == torch.float16:
+        return f"{ptr}[{idx}] = (mend_half)({value});"
+    return f"{ptr}[{idx}] = static_cast<{STORAGE[dt]}>({value});"
+
+
+_INIT = {
+    "sum": "0",
+    "prod": "1",
+    "any": "0",
+    "all": "1",
+}
+
+
+def _red_init(kind, dt) -> str:
+    ct = compute_type(dt)
+    if kind in _INIT:
+        return f"(({ct}){_INIT[kind]})"
+    big = f"std::numeric_limits<{ct}>::infinity()" if dt.is_floating_point else f"std::numeric_limits<{ct}>::max()"
+    low = f"-std::numeric_limits<{ct}>::infinity()" if dt.is_floating_point else f"std::numeric_limits<{ct}>::lowest()"
+    if kind in ("max", "argmax"):
+        return low
+    return big
+
+
+class CppKernelSource:
+    def __init__(self, kernel: ir.Kernel):
+        self.k = kernel
+
+    def signature_args(self) -> list[str]:
+        return list(self.k.inputs) + list(self.k.outputs)
+
+    def render(self) -> str:
+        k = self.k
+        ptrs = {}
+        lines = []
+        params = []
+        for i, b in enumerate(self.signature_args()):
+            ptrs[b] = f"p{i}"
+            dt = k.dtype_of(b)
+            const = "const " if b in k.inputs else ""
+            params.append(f"void* v{i}")
+            lines.append(f"  {const}{STORAGE[dt]}* __restrict__ p{i} = ({const}{STORAGE[dt]}*)v{i};")
+        body = self._pointwise(ptrs) if not k.rdims else self._rows(ptrs)
+        return "\n".join([f'extern "C" void {k.name}({", ".join(params)}) {{'] + lines + body + ["}"])
+
+    # --------------------------------------------------------------------- pointwise kernels
+    def _pointwise(self, ptrs) -> list[str]:
+        k = self.k
+        sizes, mapping = coalesce(k)
+        nv = variables(len(sizes))
+        ranges = dict(zip(nv, sizes))
+        values = {}
+        body = _Body(ptrs, lambda e: values[e.name], mapping, ranges)
+        stores = []
+        for st in k.stages:
+            v = body.emit(st.expr)
+            values[st.name] = v
+            if st.store is not None:
+                idx = body.index(st.store.index(variables(len(k.size))))
+                stores.append(_store(ptrs[st.name], idx, v, st.dtype))
+        inner = ["    " + ln for ln in body.lines + stores]
+        numel = math.prod(sizes) if sizes else 1
+        par = numel >= PARALLEL_THRESHOLD
+        out = []
+        if not sizes:
+            return ["  {"] + inner + ["  }"]
+        if len(sizes) == 1:
+            out.append("  #pragma omp parallel for simd schedule(static)" if par else "  #pragma omp simd")
+            out.append(f"  for (int64_t x0 = 0; x0 < {sizes[0]}L; ++x0) {{")
+            return out + inner + ["  }"]
+        nouter = len(sizes) - 1
+        if par:
+            coll = f" collapse({nouter})" if nouter > 1 else ""
+            out.append(f"  #pragma omp parallel for schedule(static){coll}")
+        for i in range(nouter):
+            out.append(f"  for (int64_t x{i} = 0; x{i} < {sizes[i]}L; ++x{i})")
+        out.append("  #pragma omp simd")
+        out.append(f"  for (int64_t x{nouter} = 0; x{nouter} < {sizes[nouter]}L; ++x{nouter}) {{")
+        return out + inner + ["  }"]
+
+    # ------------------------------------------------------------------------- row kernels
+    def _rows(self, ptrs) -> list[str]:
+        k = self.k
+        xs = variables(len(k.size))
+        outer = k.outer_dims
+        rdims = k.rdims
+        rsizes = [k.size[d] for d in rdims]
+        rnumel = math.prod(rsizes)
+        rstrides = []
+        acc = 1
+        for s in reversed(rsizes):
+            rstrides.append(acc)
+            acc *= s
+        rstrides = list(reversed(rstrides))
+        ridx = " + ".join(f"x{d}*{st}L" for d, st in zip(rdims, rstrides)) or "0"
+        scratch = {st.name: f"s_{st.name}" for st in k.stages if st.kind == "pointwise" and st.local_users}
+        scalars = {st.name: f"v_{st.name}" for st in k.stages if st.kind != "pointwise"}
+
+        def local_ref(e):
+            if e.name in scalars:
+                return scalars[e.name]
+            return f"{scratch[e.name]}[ridx]"
+
+        row_lines = []
+        for si, st in enumerate(k.stages):
+            b = _Body(ptrs, local_ref, prefix=f"t{si}_")
+            if st.kind == "outer":
+                v = b.emit(st.expr)
+                row_lines += b.lines
+                row_lines.append(f"{compute_type(st.dtype)} {scalars[st.name]} = {v};")
+                if st.store is not None:
+                    row_lines.append(_store(ptrs[st.name], print_c(st.store.index(self._outer_point(st))), v,
+                                            st.dtype))
+                continue
+            loop = self._rloops(rdims)
+            if st.kind == "reduction":
+                lines, pragma = self._reduction(st, b, scalars[st.name])
+                row_lines += lines[:-1]
+                row_lines += [ln if "#pragma" not in ln else ln + pragma for ln in loop[0]
+                              if pragma is not None or "#pragma" not in ln]
+                row_lines += ["  int64_t ridx = " + ridx + ";"] + ["  " + ln for ln in b.lines + lines[-1]]
+                row_lines += loop[1]
+                row_lines += self._reduction_finish(st, scalars[st.name])
+                if st.reduction in ("argmax", "argmin"):
+                    row_lines.append(f"int64_t {scalars[st.name]}_r = {scalars[st.name]}_i;")
+                    scalars[st.name] = f"{scalars[st.name]}_r"
+                if st.store is not None:
+                    row_lines.append(_store(ptrs[st.name], print_c(st.store.index(self._outer_point(st))),
+                                            scalars[st.name], st.dtype))
+            else:
+                v = b.emit(st.expr)
+                inner = list(b.lines)
+                if st.name in scratch:
+                    inner.append(f"{scratch[st.name]}[ridx] = {v};")
+                if st.store is not None:
+                    inner.append(_store(ptrs[st.name], print_c(st.store.index(xs)), v, st.dtype))
+                row_lines += loop[0] + ["  int64_t ridx = " + ridx + ";"] + ["  " + ln for ln in inner] + loop[1]
+        numel = k.numel
+        par = numel >= PARALLEL_THRESHOLD and outer and math.prod(k.size[d] for d in outer) > 1
+        out = []
+        alloc = [f"{compute_type(k.stages[[s.name for s in k.stages].index(n)].dtype)}* {s} = "
+                 f"new {compute_type(k.stages[[s.name for s in k.stages].index(n)].dtype)}[{max(rnumel, 1)}];"
+                 for n, s in scratch.items()]
+        free = [f"delete[] {s};" for s in scratch.values()]
+        if par:
+            out.append("  #pragma omp parallel")
+        out.append("  {")
+        out += ["    " + a for a in alloc]
+        if outer:
+            if par:
+                coll = f" collapse({len(outer)})" if len(outer) > 1 else ""
+                out.append(f"    #pragma omp for schedule(static){coll}")
+            for d in outer:
+                out.append(f"    for (int64_t x{d} = 0; x{d} < {k.size[d]}L; ++x{d})")
+            out.append("    {")
+            out += ["      " + ln for ln in row_lines]
+            out.append("    }")
+        else:
+            out.append("    {")
+            out += ["      " + ln for ln in row_lines]
+            out.append("    }")
+        out += ["    " + f for f in free]
+        out.append("  }")
+        return out
+
+    def _outer_point(self, st):
+        xs = variables(len(self.k.size))
+        n = len(st.store.size)
+        outer = self.k.outer_dims
+        if n == len(outer):
+            return [xs[d] for d in outer]
+        return [sympy.Integer(0) if i in self.k.rdims else xs[i] for i in range(len(self.k.size))]
+
+    def _rloops(self, rdims):
+        opens = []
+        closes = []
+        for j, d in enumerate(rdims):
+            if j == len(rdims) - 1:
+                opens.append("#pragma omp simd")
+            opens.append(f"for (int64_t x{d} = 0; x{d} < {self.k.size[d]}L; ++x{d}) {{")
+            closes.append("}")
+        return opens, closes
+
+    def _reduction(self, st, b: _Body, acc):
+        """(lines: [init..., [loop-body lines]], pragma suffix for the innermost loop)."""
+        v = b.emit(st.expr)
+        kind = st.reduction
+        dt = st.expr.dtype if kind in ("argmax", "argmin") else st.dtype
+        ct = compute_type(dt)
+        init = [f"{ct} {acc} = {_red_init(kind, dt)};"]
+        fp = dt.is_floating_point
+        if kind == "sum":
+            return init + [[f"{acc} += {v};"]], f" reduction(+:{acc})"
+        if kind == "prod":
+            return init + [[f"{acc} *= {v};"]], f" reduction(*:{acc})"
+        if kind == "any":
+            return init + [[f"{acc} = {acc} || {v};"]], ""
+        if kind == "all":
+            return init + [[f"{acc} = {acc} && {v};"]], ""
+        if kind in ("max", "min"):
+            op = ">" if kind == "max" else "<"
+            body = [f"{acc} = ({v} {op} {acc}) ? {v} : {acc};"]
+            pragma = f" reduction({kind}:{acc})"
+            if fp:
+                init.append(f"int {acc}_nan = 0;")
+                body.append(f"{acc}_nan |= ({v} != {v});")
+                pragma += f" reduction(|:{acc}_nan)"
+            return init + [body], pragma
+        if kind in ("argmax", "argmin"):
+            op = ">" if kind == "argmax" else "<"
+            init += [f"int64_t {acc}_i = 0;"]
+            cond = f"({v} {op} {acc})"
+            if fp:
+                cond = f"(({v} {op} {acc}) || ({v} != {v} && {acc} == {acc}))"
+            body = [f"if ({cond}) {{ {acc} = {v}; {acc}_i = ridx; }}"]
+            return init + [body], None
+        raise NotImplementedError(kind)
+
+    def _reduction_finish(self, st, acc):
+        if st.reduction in ("max", "min") and st.dtype.is_floating_point:
+            return [f"if ({acc}_nan) {acc} = std::numeric_limits<{compute_type(st.dtype)}>::quiet_NaN();"]
+        return []
+
+
+def render_kernel(kernel: ir.Kernel) -> str:
+    return CppKernelSource(kernel).render()
+
+
+def render_graph(kernels: list[ir.Kernel]) -> str:
+    parts = [PRELUDE]
+    for k in kernels:
+        parts.append(render_kernel(k))
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,49 @@
+"""The CPU generator: render every kernel of a graph into one C++ translation unit, build it (cached) and
+bind each ``extern "C"`` kernel as a ctypes function taking data pointers."""
+
+from __future__ import annotations
+
+from .. import ir, runtime_cpp
+from . import KernelCompileError
+from .cpp import render_graph, render_kernel
+
+
+def _bind(lib, kernels):
+    return {k.name: (runtime_cpp.kernel_function(lib, k.name, len(k.inputs) + len(k.outputs)), "ptr")
+            for k in kernels}
+
+
+class CppGenerator:
+    name = "cpp"
+
+    def compile(self, kernels: list[ir.Kernel], dump) -> dict:
+        good, bad, errors = [], [], []
+        for k in kernels:
+            try:
+                render_kernel(k)
+                good.append(k)
+            except NotImplementedError as exc:
+                bad.append(k.name)
+                errors.append(f"{k.name}: {exc}")
+        out = {}
+        if good:
+            src = render_graph(good)
+            dump.write("kernels.cpp", src)
+            try:
+                out = _bind(runtime_cpp.load(runtime_cpp.build(src)), good)
+            except runtime_cpp.CompileError as whole:
+                errors.append(str(whole))
+                ok = []
+                for k in good:  # find the kernels that do not build; keep the others
+                    try:
+                        runtime_cpp.build(render_graph([k]))
+                        ok.append(k)
+                    except runtime_cpp.CompileError:
+                        bad.append(k.name)
+                if ok:
+                    out = _bind(runtime_cpp.load(runtime_cpp.build(render_graph(ok))), ok)
+        if bad:
+            err = KernelCompileError(f"kernels {bad} not built: " + "; ".join(errors)[:2000], bad)
+            err.partial = out
+            raise err
+        return out

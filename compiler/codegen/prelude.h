@@ -1,0 +1,144 @@
+// mend C++ kernel prelude: storage types, half/bfloat16 conversions and inline, branch-free, vectorizable
+// float math (no libm calls in hot loops, no -ffast-math). Double precision uses <cmath>.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <cmath>
+#include <limits>
+#include <algorithm>
+
+typedef _Float16 mend_half;
+
+static inline float mend_bf16_to_f32(uint16_t v) {
+  uint32_t u = ((uint32_t)v) << 16; float f; std::memcpy(&f, &u, 4); return f;
+}
+static inline uint16_t mend_f32_to_bf16(float f) {
+  uint32_t u; std::memcpy(&u, &f, 4);
+  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return (f != f) ? (uint16_t)0x7fc0 : (uint16_t)r;
+}
+static inline float mend_round_bf16(float f) { return mend_bf16_to_f32(mend_f32_to_bf16(f)); }
+static inline float mend_round_half(float f) { return (float)(mend_half)f; }
+
+static inline float mend_from_bits(int32_t i) { float f; std::memcpy(&f, &i, 4); return f; }
+static inline int32_t mend_to_bits(float f) { int32_t i; std::memcpy(&i, &f, 4); return i; }
+
+// exp: Cephes-style range reduction + degree-6 polynomial; exact special cases.
+static inline float mend_exp(float x) {
+  float xc = x < -87.33654f ? -87.33654f : (x > 88.72283f ? 88.72283f : x);
+  float n = __builtin_floorf(xc * 1.44269504088896341f + 0.5f);
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  float y = p * r * r + r + 1.0f;
+  int32_t ni = (int32_t)n;
+  int32_t n1 = ni / 2;
+  float res = y * mend_from_bits((n1 + 127) << 23) * mend_from_bits((ni - n1 + 127) << 23);
+  res = x > 88.72283f ? std::numeric_limits<float>::infinity() : res;
+  res = x < -87.33654f ? 0.0f : res;
+  return x != x ? x : res;
+}
+static inline double mend_exp(double x) { return std::exp(x); }
+
+// log: Cephes logf with subnormal scaling; exact special cases.
+static inline float mend_log(float x0) {
+  bool sub = x0 < 1.17549435e-38f;
+  float x = sub ? x0 * 8388608.0f : x0;
+  int32_t bits = mend_to_bits(x);
+  float e = (float)(((bits >> 23) & 0xff) - 126) - (sub ? 23.0f : 0.0f);
+  float m = mend_from_bits((bits & 0x807fffff) | 0x3f000000);  // mantissa in [0.5, 1)
+  bool small = m < 0.707106781186547524f;
+  e = small ? e - 1.0f : e;
+  float t = small ? m + m - 1.0f : m - 1.0f;
+  float z = t * t;
+  float y = 7.0376836292E-2f;
+  y = y * t - 1.1514610310E-1f;
+  y = y * t + 1.1676998740E-1f;
+  y = y * t - 1.2420140846E-1f;
+  y = y * t + 1.4249322787E-1f;
+  y = y * t - 1.6668057665E-1f;
+  y = y * t + 2.0000714765E-1f;
+  y = y * t - 2.4999993993E-1f;
+  y = y * t + 3.3333331174E-1f;
+  y = y * t * z;
+  y = y + e * -2.12194440e-4f;
+  y = y - 0.5f * z;
+  float res = t + y + e * 0.693359375f;
+  res = x0 == std::numeric_limits<float>::infinity() ? x0 : res;
+  res = x0 == 0.0f ? -std::numeric_limits<float>::infinity() : res;
+  res = (x0 < 0.0f || x0 != x0) ? std::numeric_limits<float>::quiet_NaN() : res;
+  return res;
+}
+static inline double mend_log(double x) { return std::log(x); }
+
+static inline float mend_sigmoid(float x) { return 1.0f / (1.0f + mend_exp(-x)); }
+static inline double mend_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// tanh: odd polynomial near 0, 1 - 2/(exp(2|x|)+1) elsewhere.
+static inline float mend_tanh(float x) {
+  float ax = std::fabs(x);
+  float z = x * x;
+  float p = -5.70498872745E-3f;
+  p = p * z + 2.06390887954E-2f;
+  p = p * z - 5.37397155531E-2f;
+  p = p * z + 1.33314422036E-1f;
+  p = p * z - 3.33332819422E-1f;
+  float small = p * z * x + x;
+  float big = 1.0f - 2.0f / (mend_exp(2.0f * ax) + 1.0f);
+  big = x < 0.0f ? -big : big;
+  float res = ax < 0.625f ? small : big;
+  return x != x ? x : res;
+}
+static inline double mend_tanh(double x) { return std::tanh(x); }
+
+// erf: Taylor series for |x| < 0.5, Numerical Recipes' erfc (fractional error < 1.2e-7) above.
+static inline float mend_erf(float x) {
+  float ax = std::fabs(x);
+  float z = x * x;
+  float s = -1.0f / 1320.0f;
+  s = s * z + 1.0f / 216.0f;
+  s = s * z - 1.0f / 42.0f;
+  s = s * z + 1.0f / 10.0f;
+  s = s * z - 1.0f / 3.0f;
+  s = s * z + 1.0f;
+  float small = 1.1283791670955126f * x * s;
+  float t = 1.0f / (1.0f + 0.5f * ax);
+  float q = 0.17087277f;
+  q = q * t - 0.82215223f;
+  q = q * t + 1.48851587f;
+  q = q * t - 1.13520398f;
+  q = q * t + 0.27886807f;
+  q = q * t - 0.18628806f;
+  q = q * t + 0.09678418f;
+  q = q * t + 0.37409196f;
+  q = q * t + 1.00002368f;
+  q = q * t - 1.26551223f;
+  float erfc = t * mend_exp(-z + q);
+  float big = 1.0f - erfc;
+  big = x < 0.0f ? -big : big;
+  float res = ax < 0.5f ? small : big;
+  return x != x ? x : res;
+}
+static inline double mend_erf(double x) { return std::erf(x); }
+
+template <typename T> static inline T mend_max(T a, T b) { return (a > b || a != a) ? a : b; }
+template <typename T> static inline T mend_min(T a, T b) { return (a < b || a != a) ? a : b; }
+template <typename T> static inline T mend_floordiv_int(T a, T b) {
+  T q = a / b; return ((a % b != 0) && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+template <typename T> static inline T mend_remainder_int(T a, T b) {
+  T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> static inline T mend_remainder_fp(T a, T b) {
+  T r = std::fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> static inline T mend_ipow(T a, T b) {
+  if (b < 0) return (a == 1) ? 1 : ((a == -1) ? ((b & 1) ? -1 : 1) : 0);
+  T r = 1; while (b) { if (b & 1) r *= a; a *= a; b >>= 1; } return r;
+}
+template <typename T> static inline T mend_sign(T a) { return a != a ? a : (T)((a > 0) - (a < 0)); }

@@ -1,0 +1,74 @@
+"""The one place where mend.compiler touches private torch APIs.
+
+Everything from ``torch._dynamo``, ``torch._functorch`` and ``torch._decomp`` that the compiler needs is
+imported here, so a torch upgrade is a change to this file only. Supported: torch >= 2.8 (tested on 2.11
+and 2.13).
+"""
+
+from __future__ import annotations
+
+import torch
+
+TORCH_VERSION = torch.__version__
+
+
+def aot_module_simplified(gm, example_inputs, *, fw_compiler, bw_compiler, inference_compiler, decompositions):
+    from torch._functorch.aot_autograd import aot_module_simplified as _aot
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    return _aot(
+        gm,
+        example_inputs,
+        fw_compiler=fw_compiler,
+        bw_compiler=bw_compiler,
+        inference_compiler=inference_compiler,
+        decompositions=decompositions,
+        partition_fn=min_cut_rematerialization_partition,
+        keep_inference_input_mutations=True,
+    )
+
+
+def make_boxed_func(fn):
+    from torch._functorch.aot_autograd import make_boxed_func as _box
+
+    return _box(fn)
+
+
+def core_aten_decompositions() -> dict:
+    from torch._decomp import core_aten_decompositions as _core
+
+    return dict(_core())
+
+
+def get_decompositions(ops) -> dict:
+    from torch._decomp import get_decompositions as _get
+
+    return dict(_get(ops))
+
+
+def register_backend(name: str, fn) -> None:
+    from torch._dynamo.backends.registry import register_backend as _reg
+
+    try:
+        _reg(name=name)(fn)
+    except Exception as exc:  # registered twice (re-import): the registry refuses duplicates
+        if "duplicate" not in str(exc).lower() and "already" not in str(exc).lower():
+            raise
+
+
+def unsupported_error_types() -> tuple[type[BaseException], ...]:
+    """Exception types Dynamo raises for a graph break under ``fullgraph=True``."""
+    from torch._dynamo import exc
+
+    types = [exc.Unsupported]
+    for name in ("UserError", "UncapturedHigherOrderOpError"):
+        t = getattr(exc, name, None)
+        if isinstance(t, type):
+            types.append(t)
+    return tuple(types)
+
+
+def is_fake(t) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(t, FakeTensor)

@@ -1,0 +1,45 @@
+"""Debug switches of the compiler.
+
+* ``MEND_COMPILER_DEBUG=DIR``: dump, per compiled graph, the ATen FX graph, the lowered IR, the fusion
+  decisions, the scheduled kernels, the generated kernel source and the Python wrapper into
+  ``DIR/graph_<n>_<hash>/``.
+* ``MEND_DISABLE_KERNELS=k0,k3`` (names as printed in the dumps, or ``all``): run those kernels through the
+  reference interpreter instead of generated code, for bisecting a miscompile.
+* ``MEND_COMPILER_FALLBACK=eager``: run every graph eagerly (whole-graph fallback), for comparison.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+_counter = itertools.count()
+
+
+def debug_dir() -> Path | None:
+    d = os.environ.get("MEND_COMPILER_DEBUG")
+    return Path(d) if d else None
+
+
+def disabled_kernels() -> set[str]:
+    v = os.environ.get("MEND_DISABLE_KERNELS", "")
+    return {s.strip() for s in v.split(",") if s.strip()}
+
+
+class Dump:
+    """Writes debug artifacts for one graph when ``MEND_COMPILER_DEBUG`` is set; otherwise does nothing."""
+
+    def __init__(self, tag: str):
+        base = debug_dir()
+        self.dir = None
+        if base is not None:
+            self.dir = base / f"graph_{next(_counter):03d}_{tag}"
+            self.dir.mkdir(parents=True, exist_ok=True)
+
+    def __bool__(self) -> bool:
+        return self.dir is not None
+
+    def write(self, name: str, text: str) -> None:
+        if self.dir is not None:
+            (self.dir / name).write_text(text if text.endswith("\n") else text + "\n")

@@ -1,0 +1,244 @@
+"""Index arithmetic for the loop IR: integer floor division and modulo as sympy functions, simplification
+with known variable ranges, and a C printer.
+
+All index expressions in mend's IR are integer-valued sympy expressions over non-negative loop variables
+``x0, x1, ...`` (each ranging over ``[0, size)``). Index expressions are never negative at run time, so
+``FloorDiv`` and ``IMod`` print as C's ``/`` and ``%``. ``sympy.simplify`` is never used (slow); instead
+``simplify_index`` applies the two rules that matter for views and reshapes:
+
+* ``(k*d*v + r) // d  ==  k*v + r // d`` and ``r // d == 0`` when ``0 <= r < d``;
+* ``(k*m*v + r) mod m ==  r mod m``      and ``r mod m == r`` when ``0 <= r < m``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import sympy
+
+
+class FloorDiv(sympy.Function):
+    """Integer floor division of non-negative integer expressions."""
+
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, a, d):
+        if d == 1:
+            return a
+        if a.is_Integer and d.is_Integer:
+            return sympy.Integer(int(a) // int(d))
+        if a == 0:
+            return sympy.Integer(0)
+        return None
+
+
+class IMod(sympy.Function):
+    """Integer modulo of a non-negative integer expression."""
+
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, a, m):
+        if m == 1:
+            return sympy.Integer(0)
+        if a.is_Integer and m.is_Integer:
+            return sympy.Integer(int(a) % int(m))
+        if a == 0:
+            return sympy.Integer(0)
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def var(i: int, prefix: str = "x") -> sympy.Symbol:
+    """The canonical iteration variable ``x{i}`` (integer, non-negative)."""
+    return sympy.Symbol(f"{prefix}{i}", integer=True, nonnegative=True)
+
+
+def variables(n: int, prefix: str = "x") -> tuple[sympy.Symbol, ...]:
+    return tuple(var(i, prefix) for i in range(n))
+
+
+def contiguous_strides(size) -> tuple[int, ...]:
+    strides = []
+    acc = 1
+    for s in reversed(tuple(size)):
+        strides.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(strides))
+
+
+def _bounds(e, ranges) -> tuple[int, int] | None:
+    """Inclusive (min, max) of an integer expression, or None when unknown."""
+    if e.is_Integer:
+        return int(e), int(e)
+    if e.is_Symbol:
+        n = ranges.get(e)
+        if n is None:
+            return None
+        return 0, max(int(n) - 1, 0)
+    if isinstance(e, FloorDiv):
+        b = _bounds(e.args[0], ranges)
+        d = int(e.args[1])
+        if b is None or b[0] < 0:
+            return None
+        return b[0] // d, b[1] // d
+    if isinstance(e, IMod):
+        b = _bounds(e.args[0], ranges)
+        m = int(e.args[1])
+        if b is not None and b[0] >= 0 and b[1] < m:
+            return b
+        return 0, m - 1
+    if e.is_Add:
+        lo = hi = 0
+        for t in e.args:
+            b = _bounds(t, ranges)
+            if b is None:
+                return None
+            lo += b[0]
+            hi += b[1]
+        return lo, hi
+    if e.is_Mul:
+        c, rest = e.as_coeff_Mul()
+        if c.is_Integer and rest is not e:
+            b = _bounds(rest, ranges)
+            if b is None:
+                return None
+            c = int(c)
+            return (c * b[0], c * b[1]) if c >= 0 else (c * b[1], c * b[0])
+        return None
+    if isinstance(e, (sympy.Min, sympy.Max)):
+        bs = [_bounds(a, ranges) for a in e.args]
+        if any(b is None for b in bs):
+            return None
+        f = min if isinstance(e, sympy.Min) else max
+        return f(b[0] for b in bs), f(b[1] for b in bs)
+    return None
+
+
+def _split_terms(a, k: int):
+    """Split ``a`` into (sum of terms whose integer coefficient is a multiple of k, the rest)."""
+    mult = []
+    rest = []
+    for t in sympy.Add.make_args(a):
+        c, _ = t.as_coeff_Mul()
+        if c.is_Integer and int(c) % k == 0:
+            mult.append(t)
+        else:
+            rest.append(t)
+    return sympy.Add(*mult), sympy.Add(*rest)
+
+
+def _floordiv(a, d: int, ranges):
+    if d == 1:
+        return a
+    mult, rest = _split_terms(sympy.expand(a), d)
+    b = _bounds(rest, ranges)
+    if b is not None and b[0] >= 0 and b[1] < d:
+        rest_q = sympy.Integer(0)
+    elif rest == 0:
+        rest_q = sympy.Integer(0)
+    else:
+        rest_q = FloorDiv(rest, sympy.Integer(d))
+    return sympy.expand(mult / d) + rest_q
+
+
+def _mod(a, m: int, ranges):
+    if m == 1:
+        return sympy.Integer(0)
+    _, rest = _split_terms(sympy.expand(a), m)
+    b = _bounds(rest, ranges)
+    if b is not None and b[0] >= 0 and b[1] < m:
+        return rest
+    if rest == 0:
+        return sympy.Integer(0)
+    return IMod(rest, sympy.Integer(m))
+
+
+def simplify_index(expr, ranges: dict) -> sympy.Expr:
+    """Simplify an index expression given ``ranges`` (symbol -> size). Bottom-up, rules above."""
+    expr = sympy.sympify(expr)
+    if not expr.has(FloorDiv, IMod):
+        return sympy.expand(expr)
+
+    def rec(e):
+        if e.is_Atom:
+            return e
+        args = [rec(a) for a in e.args]
+        if isinstance(e, FloorDiv):
+            return _floordiv(args[0], int(args[1]), ranges)
+        if isinstance(e, IMod):
+            return _mod(args[0], int(args[1]), ranges)
+        return e.func(*args)
+
+    return sympy.expand(rec(expr))
+
+
+def unravel(flat, size) -> tuple[sympy.Expr, ...]:
+    """Row-major indices of a flat index into ``size``."""
+    strides = contiguous_strides(size)
+    out = []
+    for s, st in zip(size, strides):
+        if s == 1:
+            out.append(sympy.Integer(0))
+        else:
+            out.append(IMod(FloorDiv(flat, sympy.Integer(st)), sympy.Integer(s)))
+    return tuple(out)
+
+
+def print_c(e) -> str:
+    """Print an integer index expression as C (int64_t arithmetic)."""
+    if e.is_Integer:
+        v = int(e)
+        return f"{v}L" if abs(v) > 2**31 - 1 else str(v)
+    if e.is_Symbol:
+        return e.name
+    if e.is_Add:
+        terms = [print_c(t) for t in e.args]
+        s = terms[0]
+        for t in terms[1:]:
+            s = f"{s} - {t[1:]}" if t.startswith("-") else f"{s} + {t}"
+        return f"({s})"
+    if e.is_Mul:
+        c, rest = e.as_coeff_Mul()
+        if c == -1:
+            return f"-{print_c(rest)}"
+        return "*".join(f"{print_c(a)}" for a in e.args)
+    if isinstance(e, FloorDiv):
+        return f"({print_c(e.args[0])} / {print_c(e.args[1])})"
+    if isinstance(e, IMod):
+        return f"({print_c(e.args[0])} % {print_c(e.args[1])})"
+    if isinstance(e, sympy.Min):
+        s = print_c(e.args[0])
+        for a in e.args[1:]:
+            s = f"std::min<int64_t>({s}, {print_c(a)})"
+        return s
+    if isinstance(e, sympy.Max):
+        s = print_c(e.args[0])
+        for a in e.args[1:]:
+            s = f"std::max<int64_t>({s}, {print_c(a)})"
+        return s
+    raise NotImplementedError(f"cannot print index expression {e!r}")
+
+
+def print_py(e) -> str:
+    """Print an index expression as Python/Triton integer arithmetic (``//``, ``%``)."""
+    if e.is_Integer:
+        return str(int(e))
+    if e.is_Symbol:
+        return e.name
+    if e.is_Add:
+        return "(" + " + ".join(print_py(t) for t in e.args) + ")"
+    if e.is_Mul:
+        return "*".join(f"{print_py(a)}" for a in e.args)
+    if isinstance(e, FloorDiv):
+        return f"({print_py(e.args[0])} // {print_py(e.args[1])})"
+    if isinstance(e, IMod):
+        return f"({print_py(e.args[0])} % {print_py(e.args[1])})"
+    if isinstance(e, sympy.Min):
+        return "min(" + ", ".join(print_py(a) for a in e.args) + ")"
+    if isinstance(e, sympy.Max):
+        return "max(" + ", ".join(print_py(a) for a in e.args) + ")"
+    raise NotImplementedError(f"cannot print index expression {e!r}")
