@@ -1,9 +1,124 @@
-"""Commands registered by this module are under construction."""
+"""``mend fix``: apply the rewriter's repairs (a thin layer over ``mend.rewriter.api.fix_paths``)."""
 
 from __future__ import annotations
 
+import difflib
+import sys
+from pathlib import Path
+
 import typer
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _split(values: list[str] | None) -> tuple[str, ...]:
+    out: list[str] = []
+    for v in values or []:
+        out.extend(x.strip().upper() for x in v.split(",") if x.strip())
+    return tuple(out)
+
+
+def fix(
+    paths: list[Path] = typer.Argument(None, help="Files or folders to repair (default: the current folder)."),
+    diff: bool = typer.Option(False, "--diff", help="Print a unified diff of the repairs; write nothing."),
+    unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="Also apply fixes that may change behaviour."),
+    select: list[str] = typer.Option(None, "--select", help="Only these rule codes or prefixes (comma-separated)."),
+    ignore: list[str] = typer.Option(None, "--ignore", help="Skip these rule codes or prefixes (comma-separated)."),
+    exit_non_zero_on_fix: bool = typer.Option(False, "--exit-non-zero-on-fix",
+                                              help="Exit 1 when any file was repaired."),
+    side_effects: str = typer.Option(None, "--side-effects",
+                                     help="Side-effect policy: guard (default), defer or drop; "
+                                          "overrides [tool.mend] side-effects."),
+    torch_rng: bool = typer.Option(False, "--torch-rng",
+                                   help="Allow replacing random.random() with torch's RNG (unsafe)."),
+    from_run: Path = typer.Option(None, "--from-run", help="Also repair the sites recorded by `mend run` "
+                                                           "in this data file (e.g. .mend/run.json)."),
+    verify_harness: str = typer.Option(None, "--verify", metavar="HARNESS",
+                                       help="path.py:function returning (model_or_fn, args, kwargs): run the "
+                                            "original and the repaired code and compare; writes nothing."),
+    config: Path = typer.Option(None, "--config", help="Read [tool.mend] from this pyproject.toml."),
+    isolated: bool = typer.Option(False, "--isolated", help="Ignore configuration files."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only print the summary line."),
+) -> None:
+    """Repair graph breaks and recompile triggers in place (safe fixes; --unsafe-fixes for more)."""
+    from mend.rewriter.api import FixError, fix_paths
+    from mend.rewriter.engine import FixOptions
+
+    targets = [Path(p) for p in (paths or [Path(".")])]
+    missing = [str(p) for p in targets if not p.exists()]
+    if missing:
+        typer.echo(f"error: no such file or folder: {', '.join(missing)}", err=True)
+        raise typer.Exit(EXIT_ERROR)
+    if side_effects is not None and side_effects not in {"guard", "defer", "drop"}:
+        typer.echo(f"error: --side-effects must be guard, defer or drop, got {side_effects!r}", err=True)
+        raise typer.Exit(EXIT_ERROR)
+    options = FixOptions(unsafe=unsafe_fixes, torch_rng=torch_rng, select=_split(select), ignore=_split(ignore))
+    write = not diff and verify_harness is None
+    try:
+        run = fix_paths(targets, options, write=write, side_effects=side_effects,
+                        config_file=str(config) if config else None, isolated=isolated, from_run=from_run)
+    except (FixError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_ERROR) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted: every file is either unchanged or fully repaired", err=True)
+        raise typer.Exit(130) from None
+
+    if diff:
+        for res in run.changed:
+            sys.stdout.writelines(difflib.unified_diff(
+                res.original.splitlines(keepends=True), res.fixed.splitlines(keepends=True),
+                fromfile=f"a/{res.path}", tofile=f"b/{res.path}"))
+    if not quiet:
+        for res in run.files:
+            for a in res.applied:
+                mark = "fixed" if write else "would fix"
+                typer.echo(f"{res.path}:{a.line}:{a.col}: {a.code} {mark}: {a.message}"
+                           + (" [unsafe]" if a.applicability == "unsafe" else ""))
+            for r in res.remaining:
+                d = r.diagnostic
+                typer.echo(f"{res.path}:{d.line}:{d.col}: {d.code} not fixed: {r.reason}")
+    for path, msg in run.errors:
+        typer.echo(f"error: {path}: {msg}", err=True)
+    verb = "Fixed" if write else "Would fix"
+    unsafe_hidden = sum(1 for f in run.files for r in f.remaining if r.unsafe_available)
+    summary = f"{verb} {run.applied} finding(s) in {len(run.changed)} file(s); {run.remaining} remaining"
+    if unsafe_hidden and not unsafe_fixes:
+        summary += f" ({unsafe_hidden} fixable with --unsafe-fixes)"
+    typer.echo(summary + ".")
+
+    if verify_harness is not None:
+        from mend.analyzers.runtime.harness import HarnessError
+        from mend.rewriter.verify import verify
+
+        fixed = {Path(r.path): r.fixed for r in run.changed}
+        root = _common_root([*targets, Path(verify_harness.rpartition(":")[0])])
+        try:
+            verdict = verify(verify_harness, root, fixed)
+        except (HarnessError, RuntimeError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(EXIT_ERROR) from None
+        for r in run.changed:
+            typer.echo(f"repaired: {r.path} ({len(r.applied)} fix(es))")
+        for line in verdict.lines():
+            typer.echo(line)
+        raise typer.Exit(EXIT_OK if verdict.ok else EXIT_FINDINGS)
+
+    if run.errors:
+        raise typer.Exit(EXIT_ERROR)
+    if diff and run.changed:
+        raise typer.Exit(EXIT_FINDINGS)
+    if exit_non_zero_on_fix and run.applied:
+        raise typer.Exit(EXIT_FINDINGS)
+    raise typer.Exit(EXIT_FINDINGS if run.remaining else EXIT_OK)
+
+
+def _common_root(paths: list[Path]) -> Path:
+    import os
+
+    resolved = [str((p if p.is_dir() else p.parent).resolve()) for p in paths]
+    return Path(os.path.commonpath(resolved))
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app`` (none yet)."""
+    app.command("fix")(fix)

@@ -199,9 +199,11 @@ def is_container_or_none(expr: cst.BaseExpression) -> bool:
 class FunctionFacts:
     """Per-function facts: parameters, tensor-valued names, stores and loads of each name."""
 
-    def __init__(self, func: cst.FunctionDef | None, imports: ImportMap) -> None:
+    def __init__(self, func: cst.FunctionDef | None, imports: ImportMap,
+                 module_attrs: set[str] | None = None) -> None:
         self.func = func
         self.imports = imports
+        self.module_attrs = module_attrs or set()
         self.params: set[str] = set()
         self.tensor_names: set[str] = set()
         self.stores: dict[str, list[cst.CSTNode]] = {}
@@ -250,11 +252,22 @@ class FunctionFacts:
             elif isinstance(node, cst.WithItem) and node.asname is not None:
                 for name in _target_names(node.asname.name):
                     self._store_values.setdefault(name, []).append(None)
+        stored: set[int] = set()
+        for node in _walk(body):
+            target = None
+            if isinstance(node, cst.AssignTarget):
+                target = node.target
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr)):
+                target = node.target
+            elif isinstance(node, cst.AsName):
+                target = node.name
+            if target is not None:
+                stored |= {id(n) for n in _target_name_nodes(target)}
         for node in _walk(body):
             if isinstance(node, cst.Attribute):
                 continue
             for child in node.children:
-                if isinstance(child, cst.Name) and not _is_attr_or_keyword(node, child):
+                if isinstance(child, cst.Name) and not _is_attr_or_keyword(node, child) and id(child) not in stored:
                     self.loads.setdefault(child.value, []).append(child)
 
     # --- tensor-ness -------------------------------------------------------------------------
@@ -267,6 +280,9 @@ class FunctionFacts:
                                      or qual.startswith("torch.nn.functional.")):
                 if qual in NON_TENSOR_TORCH or qual.startswith(NON_TENSOR_TORCH_PREFIXES):
                     return False
+                return True
+            if isinstance(expr.func, cst.Attribute) and isinstance(expr.func.value, cst.Name) and \
+                    expr.func.value.value == "self" and expr.func.attr.value in self.module_attrs:
                 return True
             if isinstance(expr.func, cst.Attribute):
                 meth = expr.func.attr.value
@@ -406,6 +422,16 @@ def _target_names(target: cst.CSTNode) -> list[str]:
 target_names = _target_names
 
 
+def _target_name_nodes(target: cst.CSTNode) -> list[cst.Name]:
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in _target_name_nodes(el.value)]
+    if isinstance(target, cst.StarredElement):
+        return _target_name_nodes(target.value)
+    return []
+
+
 def _all_params(params: cst.Parameters) -> list[cst.Param]:
     out = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
     if isinstance(params.star_arg, cst.Param):
@@ -489,4 +515,26 @@ def sequence_names(nodes: Sequence[cst.CSTNode]) -> set[str]:
     out: set[str] = set()
     for n in nodes:
         out |= names_in(n)
+    return out
+
+
+# torch.nn modules that return something other than one tensor.
+NON_TENSOR_MODULES = {"LSTM", "GRU", "RNN", "MultiheadAttention", "ModuleList", "ModuleDict", "ParameterList",
+                      "ParameterDict", "Identity", "Dropout"}
+
+
+def module_attributes(cls: cst.ClassDef, imports: ImportMap) -> set[str]:
+    """``self.X`` set in ``__init__`` to a ``torch.nn`` module that returns one tensor when called."""
+    out: set[str] = set()
+    for stmt in cls.body.body:
+        if not (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__"):
+            continue
+        for node in _walk(stmt.body):
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
+                t = node.targets[0].target
+                qual = imports.qualify(node.value.func) or ""
+                if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self" \
+                        and qual.startswith("torch.nn.") and qual.rsplit(".", 1)[-1][:1].isupper() \
+                        and qual.rsplit(".", 1)[-1] not in NON_TENSOR_MODULES:
+                    out.add(t.attr.value)
     return out

@@ -167,7 +167,11 @@ class FileContext:
     def facts(self, func: cst.FunctionDef | None) -> FunctionFacts:
         key = id(func)
         if key not in self._facts:
-            self._facts[key] = FunctionFacts(func, self.imports)
+            from mend.rewriter.analysis import module_attributes
+
+            cls = self.enclosing_class(func) if func is not None else None
+            attrs = module_attributes(cls, self.imports) if cls is not None else set()
+            self._facts[key] = FunctionFacts(func, self.imports, attrs)
         return self._facts[key]
 
     def statement_line(self, node: cst.CSTNode) -> cst.SimpleStatementLine | None:

@@ -102,6 +102,10 @@ def _check_read(ctx: FileContext, node: cst.CSTNode, torch: str, edits: list, se
     while True:
         parent = ctx.parent(cur)
         if isinstance(parent, cst.BinaryOperation):
+            other = parent.right if parent.left is cur else parent.left
+            facts = ctx.facts(ctx.enclosing_function(parent))
+            if facts.is_tensor(other):
+                return None  # meets a tensor: the result is a tensor either way
             cur = parent
             continue
         if isinstance(parent, cst.Arg):

@@ -1,0 +1,125 @@
+"""The fix registry of the shared contract: what ``mend fix`` does for each rule (no torch import).
+
+``fix_info(code)`` returns a :class:`FixInfo` or ``None`` when mend has no fix for that rule.
+``availability`` says whether every finding of the rule gets a fix (``always``) or only those whose
+safety conditions the fix can prove (``sometimes``); ``applicability`` is the class of the fix in its
+most common form (``safe`` fixes are applied by ``mend fix``, ``unsafe`` ones need ``--unsafe-fixes``).
+``safety_doc`` (markdown) says what the fix changes and when it declines; ``mend rule CODE`` shows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FixInfo:
+    code: str
+    availability: str  # "always" | "sometimes"
+    applicability: str  # "safe" | "unsafe"
+    summary: str
+    safety_doc: str
+
+
+_SIDE_EFFECT_DOC = """\
+Policy `[tool.mend] side-effects` (or `mend fix --side-effects`):
+
+- `guard` (default, **safe**): wraps the statement in `if not torch.compiler.is_compiling():`.
+  Eager runs exactly as before and program results are unchanged; under `torch.compile` the
+  statement does not run (no output from inside the graph).
+- `defer` (**unsafe**): `fn(args)` becomes `mend.rewriter.runtime.defer(fn, args)`. Eager calls it
+  at once; under compile the call is buffered with a snapshot (clone) of its tensor arguments and
+  replayed after the graph by `mend.rewriter.runtime.flush()` / a boundary wrapped with
+  `mend.rewriter.runtime.boundary(...)`. Output moves in time; the repaired code needs mend.
+- `drop` (**unsafe**): removes the statement (its output is lost in eager too).
+
+A time call whose value is assigned (`t0 = time.perf_counter()`) becomes
+`time.perf_counter() if not torch.compiler.is_compiling() else 0.0`: safe when the name only feeds
+output calls (which are guarded too), unsafe otherwise.
+Declines: a call whose value is used elsewhere, several statements on one line, `*args` with defer.
+"""
+
+_INFO = {
+    "MND101": ("sometimes", "safe", "guard (or defer/drop) the print", _SIDE_EFFECT_DOC),
+    "MND102": ("sometimes", "safe", "guard (or defer/drop) the logger call", _SIDE_EFFECT_DOC),
+    "MND103": ("sometimes", "safe", "guard (or defer/drop) warnings.warn", _SIDE_EFFECT_DOC),
+    "MND104": ("sometimes", "safe", "read the clock only in eager", _SIDE_EFFECT_DOC),
+    "MND105": ("sometimes", "unsafe", "replace random.random() with torch.rand(()) (opt-in: --torch-rng)",
+               "Declined by default: Python's random stream cannot be traced and a torch replacement "
+               "draws different numbers. With `--torch-rng --unsafe-fixes`, `random.random()` becomes "
+               "`torch.rand(())`, a 0-d tensor from torch's generator (**unsafe**)."),
+    "MND106": ("sometimes", "safe", "guard the debugger stop",
+               "Wraps `pdb.set_trace()`/`breakpoint()` in `if not torch.compiler.is_compiling():` "
+               "(**safe**): eager still stops, compiled code does not."),
+    "MND108": ("sometimes", "safe", "copy.deepcopy(t) -> t.clone()",
+               "**Safe** when the argument is provably a tensor (annotated `torch.Tensor`, or a torch "
+               "result): values are identical. The clone stays connected to autograd where deepcopy "
+               "makes an independent leaf; deepcopy of a non-leaf tensor raises in eager, so in practice "
+               "the argument is a leaf or a no-grad tensor. Unproven argument: **unsafe**."),
+    "MND201": ("sometimes", "safe", "data-dependent if -> torch.where",
+               "Predicates the branch: conditions are computed first, each assignment becomes "
+               "`x = torch.where(cond, new, x)` (elif chains in order, `return` branches as one "
+               "`return torch.where(...)`), a static prefix of an `and` chain stays a Python `if`. "
+               "Both sides are computed; values are unchanged. **Safe** when each new value is an "
+               "elementwise, bounded-derivative function (clamp, nan_to_num, masked_fill, +, -) of the "
+               "name it replaces; otherwise **unsafe** (torch.where broadcasts; equal shapes and dtypes "
+               "cannot be proven). When a gradient could be infinite on the unselected side, the "
+               "original code is kept under `torch.is_grad_enabled()`. Declines: calls that may have "
+               "effects (a torch.cond rewrite is not automated), nested statements, `x += ...`, names "
+               "first defined inside the branch, non-tensor values, `torch.equal` conditions."),
+    "MND203": ("sometimes", "unsafe", "validation guard -> torch._assert_async with the exception restored",
+               "Eager keeps the original `if ...: raise E(msg)` (behind "
+               "`if not torch.compiler.is_compiling():`); compiled code runs "
+               "`torch._assert_async(torch.logical_not(cond), '[mend:E] msg')` in the graph, and each "
+               "`torch.compile` boundary in the file is wrapped with `_mend_restore_exceptions`, which "
+               "re-raises `E(msg)`. **Unsafe**: the check becomes asynchronous on CUDA, and where the "
+               "compile boundary is outside the repaired tree (e.g. a repaired library compiled by the "
+               "user's script) it surfaces as `RuntimeError('[mend:E] msg')` unless the caller wraps "
+               "its compiled object with `mend.rewriter.runtime.restore_exceptions`. Declines: non-"
+               "builtin exceptions, non-literal messages, `raise ... from`, guards inside `try`."),
+    "MND301": ("sometimes", "safe", "keep the 0-d tensor instead of .item()",
+               "**Safe** when the number only feeds arithmetic with a tensor: `.item()` is dropped and "
+               "`max(n, c)`/`min(n, c)` become `torch.clamp`. Otherwise **unsafe**: "
+               "`@torch._dynamo.config.patch(capture_scalar_outputs=True)` on that function only. "
+               "Branching on `.item()` is repaired by the MND201 fix on the tensor."),
+    "MND302": ("sometimes", "unsafe", "keep the 0-d tensor instead of float(t)",
+               "`float(t)` in tensor arithmetic becomes `t` (**unsafe**: a 0-d tensor promotes "
+               "differently from a Python float when an integer tensor meets a float). Otherwise the "
+               "scalar-capture decorator (**unsafe**)."),
+    "MND303": ("sometimes", "safe", "len(t.tolist()) -> t.shape[0]",
+               "`len(t.tolist())` becomes `t.shape[0]` (**safe**, exact). Other uses: the "
+               "scalar-capture decorator (**unsafe**; helps integer tensors only)."),
+    "MND304": ("always", "unsafe", "enable dynamic-output capture for the function",
+               "Adds `@torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)` to the "
+               "enclosing function only (**unsafe**: a private Dynamo config, data-dependent shapes in "
+               "the graph)."),
+    "MND305": ("sometimes", "safe", "masked reduction -> static-shape torch.where form",
+               "`t[mask].sum()`/`.mean()` (elementwise methods in between allowed) become "
+               "`_mend_masked_sum(t, mask)`/`_mend_masked_mean(t, mask)`, helpers added to the file "
+               "(**safe**: equal up to floating-point reduction order, checked with allclose). Other "
+               "mask uses: dynamic-output capture for the function (**unsafe**)."),
+    "MND401": ("sometimes", "unsafe", "int/float attribute -> registered buffer updated in place",
+               "`self.step = 0` in `__init__` becomes a non-persistent buffer (`torch.tensor(0)`), "
+               "`self.step += 1` stays (in place), `min`/`max` around its value become `torch.clamp`. "
+               "**Unsafe**: the attribute is a tensor for code outside the class. Declines when the value "
+               "reaches control flow, another call, a return, or is rebound with `=`."),
+    "MND403": ("sometimes", "safe", "hoist torch.compile out of the loop",
+               "`name = torch.compile(expr)` directly in a loop body is moved before the loop when its "
+               "arguments are not rebound in the loop (**safe**: the same object, compiled once)."),
+}
+
+
+def fix_info(code: str) -> FixInfo | None:
+    """Fix metadata for a rule code, or None when mend has no fix for it."""
+    entry = _INFO.get(code)
+    if entry is None:
+        return None
+    availability, applicability, summary, doc = entry
+    return FixInfo(code, availability, applicability, summary, doc)
+
+
+def codes_with_fixes() -> list[str]:
+    return sorted(_INFO)
+
+
+__all__ = ["FixInfo", "codes_with_fixes", "fix_info"]

@@ -1,0 +1,234 @@
+"""``mend fix --verify HARNESS``: run the original and the repaired code side by side and compare.
+
+The harness (``path.py:function`` returning ``(model_or_fn, args, kwargs)``) is loaded twice, in two
+separate worker processes: once against the original tree and once against a repaired copy of it
+(a temporary copy of the tree with the fixed files written in, first on ``sys.path``). Each worker
+seeds every RNG with 0, then
+
+* calls the target eagerly ``calls`` times on a freshly loaded harness, and
+* calls ``torch.compile(target, backend=<counting backend>)`` ``calls`` times on another fresh
+  harness (the compiled object wrapped with ``mend.rewriter.runtime.boundary``, so checks moved
+  into the graph re-raise their original exception and deferred output is flushed),
+
+recording outputs (or exception type and message) and the number of graphs. The parent compares:
+outputs exactly (``torch.equal``) or, failing that, with ``torch.allclose(rtol=1.3e-6, atol=1e-5)``
+(float32 defaults: rewrites such as masked reductions change the summation order); exceptions must
+match in type and message. This module imports torch only inside functions; the worker runs as
+``python -m mend.rewriter.verify``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RTOL = 1.3e-6
+ATOL = 1e-5
+IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", "node_modules", ".mend*", "*.pyc",
+                                ".pytest_cache", "build", "dist", "*.egg-info")
+
+
+@dataclass
+class Verdict:
+    harness: str
+    graphs_before: int
+    graphs_after: int
+    eager_same: str
+    compiled_vs_eager: str
+    ok: bool
+    details: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        status = "PASS" if self.ok else "FAIL"
+        return [
+            f"verify {self.harness}: {status}",
+            f"  graphs (first call): {self.graphs_before} -> {self.graphs_after}",
+            f"  repaired eager vs original eager: {self.eager_same}",
+            f"  repaired compiled vs original eager: {self.compiled_vs_eager}",
+            *[f"  {d}" for d in self.details],
+        ]
+
+
+def make_repaired_copy(root: Path, fixed: dict[Path, str], dest: Path) -> Path:
+    """Copy ``root`` to ``dest/root.name`` and write the repaired files into the copy."""
+    target = dest / root.name
+    shutil.copytree(root, target, ignore=IGNORE, symlinks=True)
+    for path, text in fixed.items():
+        rel = path.resolve().relative_to(root.resolve())
+        out = target / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    return target
+
+
+def _run_worker(harness: str, search_path: list[str], out: Path, calls: int, timeout: float) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "mend.rewriter.verify", harness, str(out), str(calls), *search_path]
+    env = dict(os.environ)
+    env["PYTHONHASHSEED"] = "0"
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    if proc.returncode != 0 or not out.exists():
+        raise RuntimeError(f"verification worker failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    meta = json.loads(out.with_suffix(".json").read_text())
+    meta["stdout"] = proc.stdout
+    return meta
+
+
+def verify(harness: str, root: Path, fixed: dict[Path, str], calls: int = 3, timeout: float = 600) -> Verdict:
+    """Compare the original tree and its repair on ``harness`` (see the module docstring)."""
+    import torch
+
+    from mend.analyzers.runtime.harness import parse_spec
+
+    spec = parse_spec(harness)
+    root = root.resolve()
+    with tempfile.TemporaryDirectory(prefix="mend-verify-") as tmp:
+        tmp_path = Path(tmp)
+        copy = make_repaired_copy(root, fixed, tmp_path)
+        try:
+            rel = spec.path.relative_to(root)
+            fixed_harness = f"{copy / rel}:{spec.function}"
+            search = [str((copy / rel).parent), str(copy)]
+        except ValueError:  # the harness lives outside the repaired tree
+            fixed_harness = harness
+            search = [str(copy)]
+        orig_search = [str(spec.path.parent), str(root)]
+        before = _run_worker(f"{spec.path}:{spec.function}", orig_search, tmp_path / "before.pt", calls, timeout)
+        after = _run_worker(fixed_harness, search, tmp_path / "after.pt", calls, timeout)
+        a = torch.load(tmp_path / "before.pt", weights_only=False)
+        b = torch.load(tmp_path / "after.pt", weights_only=False)
+    eager_same = compare(a["eager"], b["eager"])
+    compiled = compare(a["eager"], b["compiled"])
+    details = []
+    if before.get("errors"):
+        details.append(f"original worker: {before['errors']}")
+    if after.get("errors"):
+        details.append(f"repaired worker: {after['errors']}")
+    ok = not eager_same.startswith("DIFFERENT") and not compiled.startswith("DIFFERENT")
+    return Verdict(harness, before["graphs_first_call"], after["graphs_first_call"], eager_same, compiled, ok,
+                   details + [f"graphs over {calls} calls: {before['graphs_total']} -> {after['graphs_total']}"])
+
+
+def compare(x: list[Any], y: list[Any]) -> str:
+    """'identical', 'close (max |d| = ...)' or 'DIFFERENT: ...' for two lists of call results."""
+    import torch
+
+    worst = 0.0
+    exact = True
+    for i, (p, q) in enumerate(zip(x, y)):
+        if p["kind"] != q["kind"]:
+            return f"DIFFERENT: call {i}: {_describe(p)} vs {_describe(q)}"
+        if p["kind"] == "error":
+            if (p["type"], p["message"]) != (q["type"], q["message"]):
+                return f"DIFFERENT: call {i}: {_describe(p)} vs {_describe(q)}"
+            continue
+        leaves_p, leaves_q = _leaves(p["value"]), _leaves(q["value"])
+        if len(leaves_p) != len(leaves_q):
+            return f"DIFFERENT: call {i}: output structure differs"
+        for lp, lq in zip(leaves_p, leaves_q):
+            if isinstance(lp, torch.Tensor) and isinstance(lq, torch.Tensor):
+                if lp.shape != lq.shape or lp.dtype != lq.dtype:
+                    return f"DIFFERENT: call {i}: shape/dtype {tuple(lp.shape)}/{lp.dtype} vs {tuple(lq.shape)}/{lq.dtype}"
+                if torch.equal(lp, lq):
+                    continue
+                exact = False
+                if not torch.allclose(lp.double(), lq.double(), rtol=RTOL, atol=ATOL, equal_nan=True):
+                    d = (lp.double() - lq.double()).abs().max().item()
+                    return f"DIFFERENT: call {i}: max |d| = {d:.3g} (rtol={RTOL}, atol={ATOL})"
+                worst = max(worst, (lp.double() - lq.double()).abs().nan_to_num().max().item())
+            elif lp != lq and not (isinstance(lp, torch.Tensor) or isinstance(lq, torch.Tensor)):
+                return f"DIFFERENT: call {i}: {lp!r} vs {lq!r}"
+            elif isinstance(lp, torch.Tensor) != isinstance(lq, torch.Tensor):
+                return f"DIFFERENT: call {i}: tensor vs {type(lq).__name__}"
+    if len(x) != len(y):
+        return "DIFFERENT: number of calls"
+    if exact:
+        return "identical"
+    return f"close (max |d| = {worst:.3g}, rtol={RTOL}, atol={ATOL})"
+
+
+def _describe(r: dict[str, Any]) -> str:
+    if r["kind"] == "error":
+        return f"{r['type']}({r['message']!r})"
+    return "a value"
+
+
+def _leaves(v: Any) -> list[Any]:
+    if isinstance(v, (list, tuple)):
+        return [x for item in v for x in _leaves(item)]
+    if isinstance(v, dict):
+        return [x for k in sorted(v, key=str) for x in _leaves(v[k])]
+    if hasattr(v, "to_tuple"):  # transformers ModelOutput
+        return _leaves(v.to_tuple())
+    return [v]
+
+
+def _worker(harness: str, out: str, calls: int, search_path: list[str]) -> None:
+    import random
+
+    import numpy as np
+    import torch
+
+    from mend.analyzers.runtime.harness import load
+    from mend.rewriter.runtime import boundary
+
+    def seeded_load():
+        random.seed(0)
+        np.random.seed(0)
+        torch.manual_seed(0)
+        return load(harness, search_path=search_path)
+
+    def call(fn, h):
+        try:
+            with torch.no_grad():
+                value = fn(*h.args, **h.kwargs)
+            return {"kind": "value", "value": _to_cpu(value)}
+        except Exception as exc:  # the harness may be meant to fail (same exception expected)
+            return {"kind": "error", "type": type(exc).__name__, "message": str(exc)}
+
+    h = seeded_load()
+    eager = [call(h.target, h) for _ in range(calls)]
+    graphs: list[Any] = []
+
+    def counting_backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    h2 = seeded_load()
+    compiled_fn = boundary(torch.compile(h2.target, backend=counting_backend))
+    compiled = []
+    first = None
+    for _ in range(calls):
+        compiled.append(call(compiled_fn, h2))
+        if first is None:
+            first = len(graphs)
+    torch.save({"eager": eager, "compiled": compiled}, out)
+    Path(out).with_suffix(".json").write_text(json.dumps({
+        "graphs_first_call": first or 0, "graphs_total": len(graphs),
+        "errors": sorted({f"{r['type']}: {r['message'][:200]}" for r in compiled if r["kind"] == "error"}),
+    }))
+
+
+def _to_cpu(v: Any) -> Any:
+    import torch
+
+    if isinstance(v, torch.Tensor):
+        return v.detach().cpu().clone()
+    if isinstance(v, (list, tuple)):
+        return type(v)(_to_cpu(x) for x in v) if not hasattr(v, "_fields") else [_to_cpu(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _to_cpu(x) for k, x in v.items()}
+    if hasattr(v, "to_tuple"):
+        return _to_cpu(tuple(v.to_tuple()))
+    return v
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:])
