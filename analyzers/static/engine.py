@@ -138,6 +138,7 @@ def diagnostics_for(summary: FileSummary, project: Project, config: Config, disp
         findings.append(f)
     for tf in project.traced_functions(summary.path):
         fn = summary.functions[tf.qualname]
+        findings.extend(project.call_region_findings(summary, fn))
         for site, target in project.disabled_calls(summary, fn):
             findings.append(Finding(
                 "MND504", f"call to `{target.name}`, decorated with torch.compiler.disable, from compiled code: "
@@ -205,7 +206,7 @@ def make_loader(config: Config, cache: ResultCache | None = None):
 def _as_dependency(s: FileSummary) -> FileSummary:
     """A loaded dependency contributes classes and functions, never findings."""
     dep = FileSummary(path=s.path, module=s.module, is_package=s.is_package, imports=s.imports,
-                      functions=s.functions, classes=s.classes, compile_sites=[], findings=[])
+                      functions=s.functions, classes=s.classes, compile_sites=[], findings=list(s.findings))
     dep.path = "<dependency>" + s.path
     return dep
 

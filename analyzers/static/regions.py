@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mend.analyzers.static.rules import RULES
+from mend.analyzers.static.rules.base import Finding
 from mend.analyzers.static.summary import CompileSite, FileSummary, FuncInfo, Ref
 
 MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
@@ -60,6 +62,8 @@ class Project:
         self._missing: set[str] = set()
         self.traced: dict[str, dict[str, TracedFunction]] = {}
         self._module_cache: dict[tuple[str, str], bool] = {}
+        self._break_memo: dict[tuple[str, str], tuple[str, int, str] | None] = {}
+        self._by_func: dict[str, dict[str, list[Finding]]] = {}
         self._compute()
 
     # -- lookup -------------------------------------------------------------------------------
@@ -280,6 +284,74 @@ class Project:
                 if tf.disabled:
                     out.append((site, tf))
                     break
+        return out
+
+    def _findings_of(self, s: FileSummary, fid: str) -> list[Finding]:
+        table = self._by_func.get(s.path)
+        if table is None:
+            table = self._by_func[s.path] = {}
+            for f in s.findings:
+                if f.func:
+                    table.setdefault(f.func, []).append(f)
+        return table.get(fid, [])
+
+    def first_break(self, s: FileSummary, fn: FuncInfo, depth: int = 0) -> tuple[str, int, str] | None:
+        """Where ``fn`` breaks the graph when traced: ``(path, line, code)`` of its first break, directly
+        or in a function it calls (transitively), or ``None``."""
+        key = (s.path, fn.id)
+        if key in self._break_memo:
+            return self._break_memo[key]
+        self._break_memo[key] = None  # cycle guard
+        result = None
+        for f in self._findings_of(s, fn.id):
+            if RULES[f.code].kind in ("break", "frame-skip") and all(
+                    self.ref_is(ref, what, s, fn) for what, ref in f.requires):
+                result = (s.path.removeprefix("<dependency>"), f.line, f.code)
+                break
+        if result is None and depth < 50:
+            for site in fn.calls:
+                for ts, tf in self.resolve_ref(site.ref, s, fn):
+                    r = (s.path.removeprefix("<dependency>"), site.line, "MND504") if tf.disabled else \
+                        self.first_break(ts, tf, depth + 1)
+                    if r is not None:
+                        result = r
+                        break
+                if result is not None:
+                    break
+        self._break_memo[key] = result
+        return result
+
+    def call_region_findings(self, s: FileSummary, fn: FuncInfo) -> list[Finding]:
+        """Frame skips caused by *calls* inside try/loop/contextmanager blocks to functions that break."""
+        out = []
+        direct = {(f.code, f.line) for f in self._findings_of(s, fn.id)}
+        for kind, line, col, start, end, requires in fn.regions:
+            code = {"try": "MND505", "loop": "MND506", "ctx": "MND508"}[kind]
+            if (code, line) in direct:
+                continue
+            if any(not self.ref_is(ref, what, s, fn) for what, ref in requires):
+                continue
+            for site in fn.calls:
+                if not (start <= site.line <= end):
+                    continue
+                hit = None
+                for ts, tf in self.resolve_ref(site.ref, s, fn):
+                    r = (s.path, site.line, "MND504") if tf.disabled else self.first_break(ts, tf)
+                    if r is not None:
+                        hit = (tf, r)
+                        break
+                if hit is None:
+                    continue
+                tf, (bpath, bline, bcode) = hit
+                what = {"try": "inside `try`", "loop": "inside a loop",
+                        "ctx": "inside a user @contextmanager block"}[kind]
+                where = f"line {bline}" if bpath == s.path else f"{bpath}:{bline}"
+                msg = (f"call to `{tf.name}()` at line {site.line} breaks the graph ({RULES[bcode].name} at {where}) "
+                       f"{what}: Dynamo cannot resume here and skips the whole frame "
+                       f"({', '.join(RULES[code].registry_ids)})")
+                out.append(Finding(code, msg, line, col, line, col + 1, fn.id, (),
+                                   {"inner_line": site.line, "inner_code": bcode}))
+                break
         return out
 
     def ref_is(self, refstr: str, what: str, s: FileSummary, fn: FuncInfo | None) -> bool:

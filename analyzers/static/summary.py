@@ -46,6 +46,8 @@ class FuncInfo:
     parent: str | None = None  # enclosing function id for nested functions
     calls: list[CallSite] = field(default_factory=list)
     returns: list[tuple[Ref | None, ...]] = field(default_factory=list)
+    # try/loop/with-contextmanager statements: (kind, line, col, body_start, body_end, requires)
+    regions: list[tuple] = field(default_factory=list)
 
 
 @dataclass

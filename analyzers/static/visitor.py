@@ -78,6 +78,7 @@ class ModuleAnalyzer:
         self.scope = Scope(module)
         self.summary = FileSummary(path=path, module=module, is_package=is_package, lines=len(self.index.lines))
         self.facts: dict[str, ClassFacts] = {}
+        self.compiled_names: set[str] = set()
         self.func_nodes: list[tuple[FuncInfo, ast.FunctionDef | ast.AsyncFunctionDef, Scope, dict]] = []
 
     # -- positions -------------------------------------------------------------------------
@@ -92,12 +93,25 @@ class ModuleAnalyzer:
     # -- module level ----------------------------------------------------------------------
     def run(self) -> FileSummary:
         self._bind_module(self.tree.body)
+        self.compiled_names = self._compiled_names()
         self._collect(self.tree.body, None, None, self.scope)
         for info, node, scope, env in self.func_nodes:
             FunctionWalker(self, info, node, scope, env).walk()
         DriverPass(self).run()
         self.summary.imports = {k: b.value for k, b in self.scope.names.items() if b.kind == IMPORT}
         return self.summary
+
+    def _compiled_names(self) -> set[str]:
+        """Names of functions wrapped by ``torch.compile(name)`` anywhere in this file."""
+        out: set[str] = set()
+        if "compile" not in self.scope.names and "torch" not in self.scope.names and not any(
+                b.value.startswith("torch") for b in self.scope.names.values() if b.kind == IMPORT):
+            return out
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
+                if self.scope.qualify(node.func) in COMPILE_NAMES:
+                    out.add(node.args[0].id)
+        return out
 
     def _module_stmts(self, body: list[ast.stmt]) -> Iterator[ast.stmt]:
         for stmt in body:
@@ -325,6 +339,8 @@ class FunctionWalker:
         self.facts = mod.facts.get(self.cls) if self.cls else None
         self.self_name = node.args.args[0].arg if (self.cls and node.args.args) else None
         self.is_forward = bool(self.cls) and info.name == "forward"
+        self.compiled_root = info.compiled or (info.parent is None and not info.cls
+                                               and info.name in mod.compiled_names)
         self.loop_vars: dict[str, str] = {}  # loop variable -> self attribute it iterates
         self.regions: list[tuple[str, ast.AST, int, int, tuple]] = []  # (kind, node, start, end, requires)
         self.findings: list[Finding] = []
@@ -405,11 +421,12 @@ class FunctionWalker:
             kind = tk.is_tensor_annotation(arg.annotation, self.qualify)
             if kind == tk.T and isinstance(default, ast.Constant) and default.value is None:
                 kind = tk.M
-            if kind == tk.N and arg.annotation is None and self.is_forward:
-                # forward's parameters are tensors in practice: without a default, T; default None, M.
-                if default is None:
-                    kind = tk.T
-                elif isinstance(default, ast.Constant) and default.value is None:
+            if kind == tk.N and arg.annotation is None:
+                if self.is_forward and default is None:
+                    kind = tk.T  # forward's parameters are tensors in practice
+                elif default is None or (isinstance(default, ast.Constant) and default.value is None):
+                    # unannotated parameters may be tensors: enough for `.item()`-style method rules,
+                    # never for truthiness rules
                     kind = tk.M
             if kind:
                 self.env[arg.arg] = kind
@@ -729,6 +746,10 @@ class FunctionWalker:
     def _frame_skip_findings(self) -> None:
         """A break inside ``try``, a loop, or a user ``@contextmanager`` makes Dynamo skip the frame."""
         for kind, node, start, end, requires in self.regions:
+            body = node.body
+            line, col, _, _ = self.mod.span(node)
+            self.info.regions.append((kind, line, col, body[0].lineno, body[-1].end_lineno or body[-1].lineno,
+                                      tuple(requires)))
             inner = [f for f in self.findings[start:end] if RULES[f.code].kind == "break"]
             if kind == "loop":
                 inner = [f for f in inner if not (f.code == "MND202" and f.line == node.lineno)]

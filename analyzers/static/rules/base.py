@@ -35,6 +35,10 @@ KINDS = ("break", "frame-skip", "recompile", "meta")
 
 
 def _dedent(text: str) -> str:
+    """Dedent an example; a header of unindented lines (shared imports) may precede an indented body."""
+    head, sep, body = text.partition("\n\n")
+    if sep and head.strip() and all(not line[:1].isspace() for line in head.splitlines() if line):
+        return (head.strip("\n") + "\n\n" + textwrap.dedent(body).strip("\n")).strip("\n")
     return textwrap.dedent(text).strip("\n")
 
 

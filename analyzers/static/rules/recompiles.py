@@ -392,7 +392,7 @@ def check_drivers(mod) -> None:
         _varying_scalars(mod, name, sites)
         _varying_dtypes(mod, name, sites)
     for name, ts in toggles.items():
-        if name not in calls:
+        if name not in calls or not _training_dependent(mod, name, compiled, per_scope):
             continue
         ts.sort(key=lambda t: (t[0].lineno, t[0].col_offset))
         first_mode = ts[0][1]
@@ -402,6 +402,54 @@ def check_drivers(mod) -> None:
                                f"`{name}` is switched between train() and eval(): Dynamo guards on the `training` "
                                "flag and compiles once more for the other mode")
                 break
+
+
+TRAINING_MODULES = ("Dropout", "BatchNorm", "AlphaDropout", "FeatureAlphaDropout", "InstanceNorm", "SyncBatchNorm")
+
+
+def _training_dependent(mod, name: str, compiled: dict, per_scope) -> bool:
+    """Whether the module behind ``name`` reads its ``training`` flag (so toggling it is guarded).
+
+    True for instances of classes of this file whose methods read ``self.training`` or which hold
+    dropout/batch-norm layers, and for ``nn.Sequential(...)``-style expressions containing such
+    layers. Unknown modules are not reported (precision over recall).
+    """
+    target = compiled.get(name) or name
+    values = []
+    for nodes, _scope, _fid in per_scope:
+        for n, _loops in nodes:
+            if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id in (target, name)
+                                                 for t in n.targets):
+                values.append(n.value)
+    for v in values:
+        if isinstance(v, ast.Call) and v.args and mod.scope.qualify(v.func) == "torch.compile":
+            v = v.args[0]
+        for sub in ast.walk(v):
+            if isinstance(sub, ast.Call):
+                q = mod.scope.qualify(sub.func) or ""
+                tail = q.rsplit(".", 1)[-1]
+                if q.startswith("torch.nn.") and tail.startswith(TRAINING_MODULES):
+                    return True
+                local = q[len(mod.module) + 1:] if q.startswith(mod.module + ".") else None
+                if local in mod.summary.classes and _class_reads_training(mod, local):
+                    return True
+    return False
+
+
+def _class_reads_training(mod, cls: str) -> bool:
+    for _info, node, scope, _env in mod.func_nodes:
+        if _info.cls != cls:
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Attribute) and sub.attr == "training":
+                return True
+            if isinstance(sub, ast.Call):
+                q = scope.qualify(sub.func) or ""
+                if q.startswith("torch.nn.") and q.rsplit(".", 1)[-1].startswith(TRAINING_MODULES):
+                    return True
+                if q.startswith("torch.nn.functional.") and "dropout" in q:
+                    return True
+    return False
 
 
 def _driver_report(mod, code: str, node: ast.AST, fid: str | None, message: str) -> None:

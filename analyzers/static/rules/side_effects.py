@@ -238,10 +238,15 @@ register(
         "MND109", "tensor-to-string",
         "tensor formatted as a string in compiled code: Dynamo cannot trace tensor `__str__`/`__format__`",
         ("GB0088", "GB0059"), "break",
-        what="Finds `f\"{t}\"`, `str(t)` and `repr(t)` where `t` is a tensor, in traced code.",
+        what="""
+            Finds `str(t)` and `repr(t)` where `t` is a tensor, and f-strings holding a tensor whose
+            text is used (`len(f"{t}")`), in traced code. An f-string that is only built (or only
+            printed, see MND101) is formatted lazily by Dynamo and is not reported.
+        """,
         why="""
             Formatting a tensor needs its values. `str(t)`/`repr(t)` break the graph (GB0059);
-            `f"{t}"` is worse: Dynamo raises inside the frame and skips the whole function (GB0088).
+            using the text of `f"{t}"` is worse: Dynamo raises inside the frame and skips the whole
+            function (GB0088).
         """,
         use_instead="Format shapes and dtypes (static), or format values outside the compiled region.",
         invalid=(_HDR + """
@@ -328,15 +333,28 @@ def side_effect_calls(w, call: ast.Call) -> None:
         elif q == "builtins.open" and not _with_context_expr(w, call):
             w.report("MND110", call)
         return
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+        v = w.local_values.get(f.value.id)
+        if isinstance(v, ast.Call) and w.qualify(v.func) == "builtins.open":
+            w.report("MND110", call, f"`.{f.attr}()` on a file object in compiled code: Dynamo cannot trace file "
+                                     "I/O and breaks the graph")
+            return
     if isinstance(f, ast.Attribute) and f.attr in LOGGER_METHODS and w.is_logger(f.value):
         w.report("MND102", call, f"`.{f.attr}()` on a logging.Logger in compiled code: Dynamo does not trace "
                                  "Logger methods and breaks the graph")
 
 
-@checker("fstring")
-def tensor_in_fstring(w, node: ast.JoinedStr) -> None:
-    for v in node.values:
-        if isinstance(v, ast.FormattedValue) and w.kind(v.value) == tk.T:
-            w.report("MND109", node, "tensor formatted in an f-string in compiled code: Dynamo raises inside the "
-                                     "frame and skips the whole function")
-            return
+def _tensor_fstring(w, e: ast.AST) -> bool:
+    if isinstance(e, ast.Name):
+        e = w.local_values.get(e.id)
+    if not isinstance(e, ast.JoinedStr):
+        return False
+    return any(isinstance(v, ast.FormattedValue) and w.kind(v.value) == tk.T for v in e.values)
+
+
+@checker("call")
+def consumed_tensor_fstring(w, call: ast.Call) -> None:
+    """``len(f"{t}")``: Dynamo formats f-strings lazily; using the text makes it raise (GB0088)."""
+    if w.qualify(call.func) in ("builtins.len", "builtins.hash") and call.args and _tensor_fstring(w, call.args[0]):
+        w.report("MND109", call, "the text of an f-string holding a tensor is used in compiled code: Dynamo "
+                                 "cannot format tensors, raises inside the frame and skips the whole function")
