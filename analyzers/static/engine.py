@@ -238,9 +238,9 @@ class CheckResult:
         return len(self.diagnostics)
 
 
-def _work(item: tuple[str, bytes, str, bool]) -> FileSummary:
-    path, data, module, is_package = item
-    return analyze_bytes(data, path, module, is_package)
+def _work(item: tuple[str, bytes, str, bool, bool]) -> FileSummary:
+    path, data, module, is_package, prefilter = item
+    return analyze_bytes(data, path, module, is_package, prefilter)
 
 
 def _read(path: Path) -> bytes | OSError:
@@ -251,7 +251,9 @@ def _read(path: Path) -> bytes | OSError:
 
 
 def summarize_files(files: Iterable[Path], config: Config, jobs: int | None = None, use_cache: bool = True,
-                    progress=None) -> tuple[list[FileSummary], ResultCache | None, int]:
+                    progress=None, explicit: frozenset[str] = frozenset()) -> tuple[list[FileSummary], ResultCache | None, int]:
+    """Phase 1 over ``files``. Files in ``explicit`` (named on the command line) skip the pre-filter:
+    they are always parsed, so a syntax error in a file handed over by pre-commit is reported."""
     cache = None
     if use_cache:
         cache = ResultCache(config.cache_dir or ((config.root or Path.cwd()) / ".mend_cache"))
@@ -268,7 +270,8 @@ def summarize_files(files: Iterable[Path], config: Config, jobs: int | None = No
             reason = data.strerror or str(data)
             summaries.append(_meta_summary(path, module, is_package, "MND902", f"cannot read file: {reason}"))
             continue
-        key = file_key(data, module, fp)
+        prefilter = path not in explicit
+        key = file_key(data, module, fp + ("" if prefilter else "|explicit"))
         hit = cache.get(path, key) if cache else None
         if hit is not None:
             summaries.append(hit)
@@ -276,7 +279,7 @@ def summarize_files(files: Iterable[Path], config: Config, jobs: int | None = No
                 progress()
             continue
         keys[path] = key
-        todo.append((path, data, module, is_package))
+        todo.append((path, data, module, is_package, prefilter))
     jobs = jobs if jobs is not None else (os.cpu_count() or 1)
     if jobs > 1 and len(todo) >= 32:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
@@ -313,8 +316,10 @@ def check_paths(paths: Iterable[str | Path], config: Config | None = None, jobs:
     """Check every Python file under ``paths``. See :class:`CheckResult`."""
     t0 = time.perf_counter()
     config = config or Config()
-    files = discover_files(list(paths), config, force_exclude)
-    summaries, cache, analyzed = summarize_files(files, config, jobs, use_cache, progress)
+    paths = list(paths)
+    files = discover_files(paths, config, force_exclude)
+    explicit = frozenset(str(Path(p)) for p in paths if Path(p).is_file())
+    summaries, cache, analyzed = summarize_files(files, config, jobs, use_cache, progress, explicit)
     project = build_project(summaries, config, cache)
     result = CheckResult(files=files, project=project, analyzed=analyzed,
                          cached=cache.hits if cache else 0)
