@@ -73,10 +73,12 @@ def _compile(gm, example_inputs, dump):
     lowering = Lowering(gm, example_inputs)
     g = lowering.run()
     STATS["extern_calls"] += len(lowering.extern_ops)
-    dump.write("ir.txt", str(g))
+    if dump:
+        dump.write("ir.txt", str(g))
     sg, decisions = schedule(g, device.type)
-    dump.write("fusion.txt", "\n".join(decisions))
-    dump.write("scheduled.txt", str(sg))
+    if dump:
+        dump.write("fusion.txt", "\n".join(decisions))
+        dump.write("scheduled.txt", str(sg))
     try:
         gen = generator_for(device.type)
     except NoGenerator as exc:

@@ -13,7 +13,7 @@ import sympy
 import torch
 
 from . import ir
-from .symbolic import FloorDiv, IMod, variables
+from .symbolic import FloorDiv, IMax, IMin, IMod, variables
 
 _HALF = (torch.float16, torch.bfloat16)
 
@@ -42,12 +42,12 @@ def _eval_index(e, grid: dict, shape, device):
         return torch.div(args[0], args[1], rounding_mode="floor")
     if isinstance(e, IMod):
         return torch.remainder(args[0], args[1])
-    if isinstance(e, sympy.Min):
+    if isinstance(e, IMin):
         out = args[0]
         for a in args[1:]:
             out = torch.minimum(out, a)
         return out
-    if isinstance(e, sympy.Max):
+    if isinstance(e, IMax):
         out = args[0]
         for a in args[1:]:
             out = torch.maximum(out, a)
@@ -161,18 +161,9 @@ def run_kernel(kernel: ir.Kernel, *tensors: torch.Tensor) -> None:
             v = v[tuple(slice(0, 1) if i in rdims else slice(None) for i in range(len(size)))]
         locals_[st.name] = v
         if st.store is not None:
-            if st.kind == "pointwise":
-                point = list(xs)
-                vals = v
-            else:
-                n = len(st.store.size)
-                outer = [i for i in range(len(size)) if i not in rdims]
-                point = [xs[i] for i in outer] if n == len(outer) else [
-                    sympy.Integer(0) if i in rdims else xs[i] for i in range(len(size))]
-                vals = v
-            shape = tuple(vals.shape)
-            g2 = {x: grid[x][tuple(slice(0, 1) if (i in rdims and st.kind != "pointwise") else slice(None)
-                                   for i in range(len(size)))] for i, x in enumerate(xs)}
-            idx = _eval_index(st.store.index(point), g2, shape, device)
-            flat[st.name][idx.reshape(-1)] = vals.reshape(-1).to(st.dtype)
-    _ = math
+            sl = tuple(slice(0, 1) if (i in rdims and st.kind != "pointwise") else slice(None)
+                       for i in range(len(size)))
+            g2 = {x: grid[x][sl] for x in xs}
+            shape = tuple(v.shape)
+            idx = _eval_index(st.store_index, g2, shape, device)
+            flat[st.name][idx.reshape(-1)] = v.reshape(-1).to(st.dtype)

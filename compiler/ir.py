@@ -44,10 +44,10 @@ non-reduced ("outer") dimensions:
 * ``Stage(kind="outer")`` computes ``expr`` once per row; its expression does not depend on the ``rdims``
   variables.
 
-A stage's ``store`` is a :class:`Layout` (size, stride, offset in elements, dtype) of the global buffer
-``stage.name`` it writes, indexed by the stage's own point (``store.index(point)`` where the point is the
-full ``x`` tuple for pointwise stages and the outer ``x`` values for reduction/outer stages); ``store`` is
-None when the value never leaves the kernel (the scheduler eliminated the buffer). ``Kernel.inputs`` /
+A stage's ``store`` is the :class:`Layout` (size, stride, offset in elements, dtype) of the global buffer
+``stage.name`` it writes, and ``store_index`` the element offset it writes at the current point, over the
+kernel's variables (only outer variables for ``reduction``/``outer`` stages); ``store`` is None when the value
+never leaves the kernel (the scheduler eliminated the buffer). ``Kernel.inputs`` /
 ``Kernel.outputs`` name the buffers it reads / writes; the wrapper passes their base data pointers in that
 order (inputs then outputs).
 
@@ -386,10 +386,11 @@ class Stage:
     store: Layout | None
     reduction: str | None = None
     local_users: bool = False  # read (as Local) by a later stage of the same kernel
+    store_index: sympy.Expr | None = None  # element offset written at the current point (kernel variables)
 
     def __str__(self) -> str:
         red = f"{self.reduction} " if self.reduction else ""
-        dest = f" -> {self.store}" if self.store is not None else " (kernel-local)"
+        dest = f" -> {self.store} @ {self.store_index}" if self.store is not None else " (kernel-local)"
         return f"  {self.name} = {self.kind} {red}{self.expr}{dest}"
 
 

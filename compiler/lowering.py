@@ -29,7 +29,8 @@ import torch.fx
 from . import ir
 from .ir import Const, IndexValue, Layout, Load, Op, TensorRef
 from .ops import MAX_INLINE_COST, REALIZE_COST
-from .symbolic import FloorDiv, IMod, simplify_index, unravel, variables
+from .symbolic import clamp, contiguous_strides, simplify_index, unravel, variables
+from .views import Strided, ViewError
 
 log = logging.getLogger("mend.compiler")
 aten = torch.ops.aten
@@ -146,6 +147,14 @@ class Lowering:
 
     def _origin(self) -> str:
         return self.current.name if self.current is not None else ""
+
+    def realize_shared(self, src_node, v: Value) -> Value:
+        """A lazy value that is viewed and also used elsewhere is stored once, so the view is free."""
+        if isinstance(v, Lazy) and isinstance(src_node, torch.fx.Node) and len(src_node.users) > 1 \
+                and ir.op_count(v.expr) > 0:
+            v = self.realize(v)
+            self.env[src_node] = v
+        return v
 
     def maybe_realize(self, v: Value, node) -> Value:
         if isinstance(v, Lazy):
@@ -297,18 +306,15 @@ class Lowering:
         """Apply view function ``fn`` (on a meta tensor) to ``v``: a layout change or an index remap."""
         if isinstance(v, Realized):
             lay = v.ref.layout
-            base = torch.empty(max(lay.storage_span(), 1), dtype=lay.dtype, device="meta")
-            t = base.as_strided(lay.size, lay.stride, lay.offset)
             try:
-                r = fn(t)
-            except RuntimeError:
+                r = fn(Strided(lay.size, lay.stride, lay.offset))
+            except ViewError:
                 r = None
             if r is not None:
                 return Realized(TensorRef(v.ref.buf, Layout(tuple(r.shape), tuple(r.stride()),
                                                             int(r.storage_offset()), lay.dtype)))
             v = Lazy(tuple(lay.size), lay.dtype, self.load(v, variables(len(lay.size)), _ranges(lay.size)))
-        t = torch.empty(v.size, dtype=v.dtype, device="meta")
-        r = fn(t)
+        r = fn(Strided(v.size, contiguous_strides(v.size), 0))
         size, stride, off = tuple(r.shape), tuple(r.stride()), int(r.storage_offset())
         xs = variables(len(size))
         flat = sympy.Integer(off) + sum((st * x for st, x, s in zip(stride, xs, size) if s != 1), sympy.Integer(0))
@@ -327,7 +333,7 @@ class Lowering:
         if nd == 0:
             size = (1,)
             rdims = (0,)
-            v = self.view(v, lambda t: t.reshape(1))
+            v = self.view(v, lambda t: t.view((1,)))
         expr = self.load(v, variables(len(size)), _ranges(size))
         expr = cast(expr, body_dtype or acc_dtype)
         red = ir.Reduction(size, rdims, kind, expr)
@@ -341,7 +347,7 @@ class Lowering:
 
     def keepdim(self, r: Value, in_size, rdims) -> Value:
         shape = [1 if i in rdims else s for i, s in enumerate(in_size)]
-        return self.view(r, lambda t: t.reshape(shape))
+        return self.view(r, lambda t: t.view(shape))
 
 
 class Unsupported(Exception):
@@ -627,6 +633,7 @@ def _view_lowering(fn):
     def low(L, node, a, *args, **kwargs):
         if not _is_value(a):
             raise Unsupported("view of non-tensor")
+        a = L.realize_shared(node.args[0], a)
         return L.view(a, lambda t: fn(t, *args, **kwargs))
 
     return low
@@ -642,7 +649,7 @@ register(aten.unsqueeze.default)(_view_lowering(lambda t, d: t.unsqueeze(d)))
 register(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)(_view_lowering(lambda t, *d: t.squeeze(*d)))
 register(aten.select.int)(_view_lowering(lambda t, d, i: t.select(d, i)))
 register(aten.slice.Tensor)(_view_lowering(
-    lambda t, dim=0, start=None, end=None, step=1: torch.ops.aten.slice.Tensor(t, dim, start, end, step)))
+    lambda t, dim=0, start=None, end=None, step=1: t.slice(dim, start, end, step)))
 register(aten.alias.default, aten.detach.default)(_view_lowering(lambda t: t))
 register(aten.as_strided.default)(_view_lowering(
     lambda t, size, stride, storage_offset=None: t.as_strided(size, stride, storage_offset)
@@ -654,12 +661,13 @@ register(aten.unfold.default)(_view_lowering(lambda t, d, s, st: t.unfold(d, s, 
 @register(aten.split.Tensor, aten.split_with_sizes.default)
 def _split(L, node, a, sizes, dim=0):
     val = meta_of(node)
+    a = L.realize_shared(node.args[0], a)
     outs = []
     start = 0
     for piece in val:
         n = piece.shape[dim]
         s0 = start
-        outs.append(L.view(a, lambda t, s0=s0, n=n: torch.ops.aten.slice.Tensor(t, dim, s0, s0 + n)))
+        outs.append(L.view(a, lambda t, s0=s0, n=n: t.slice(dim, s0, s0 + n)))
         start += n
     return outs
 
@@ -693,7 +701,7 @@ def _cat(L, node, tensors, dim=0):
         if n == 0:
             continue
         idx = list(xs)
-        idx[dim] = sympy.Min(sympy.Max(xs[dim] - off, 0), n - 1) if len(tensors) > 1 else xs[dim]
+        idx[dim] = clamp(xs[dim] - off, 0, n - 1) if len(tensors) > 1 else xs[dim]
         part = cast(L.load(t, idx, rng), val.dtype)
         if expr is None:
             expr = part
@@ -719,7 +727,7 @@ def _pad(L, node, a, pad, value=0):
         n = a.size[d]
         if pad[2 * i] == 0 and pad[2 * i + 1] == 0:
             continue
-        idx[d] = sympy.Min(sympy.Max(xs[d] - lo, 0), max(n - 1, 0))
+        idx[d] = clamp(xs[d] - lo, 0, max(n - 1, 0))
         xv = IndexValue(xs[d], torch.int64)
         c = Op("logical_and", (Op("ge", (xv, Const(lo, torch.int64)), torch.bool),
                                Op("lt", (xv, Const(lo + n, torch.int64)), torch.bool)), torch.bool)

@@ -20,13 +20,14 @@ A fused value that nobody outside its kernel reads and that is not a graph outpu
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import sympy
 
 from . import ir
 from .ir import ComputedBuffer, ExternKernel, Kernel, Load, Local, Stage
-from .symbolic import simplify_index, variables
+from .symbolic import simplify_index, unravel, variables
 
 WINDOW = 64
 MAX_STAGES = 64
@@ -62,28 +63,41 @@ def _map_into(node: ComputedBuffer, size, rdims):
     p = tuple(body.size)
     if p == tuple(size):
         return "pointwise", {}
+    if math.prod(p) == math.prod(size) and math.prod(p) > 0:
+        # same elements in row-major order (a reshape of the space): re-express p's variables
+        return "pointwise", _reinterpret(p, list(xs), size)
     if not rdims:
         return None
     outer = [i for i in range(len(size)) if i not in rdims]
-    if p == tuple(size[i] for i in outer):
+    osize = tuple(size[i] for i in outer)
+    if p == osize:
         return "outer", {variables(len(p))[j]: xs[i] for j, i in enumerate(outer)}
     keep = tuple(1 if i in rdims else s for i, s in enumerate(size))
     if p == keep:
         return "outer", {xs[i]: sympy.Integer(0) for i in rdims}
+    if math.prod(p) == math.prod(osize) and math.prod(p) > 0:
+        return "outer", _reinterpret(p, [xs[i] for i in outer], osize)
     return None
 
 
-def _store_point(node: ComputedBuffer, kind, size, rdims):
-    xs = variables(len(size))
+def _reinterpret(p, vars_, vsize):
+    """Variables of a row-major space ``p`` in terms of ``vars_`` (ranging over ``vsize``, same numel)."""
+    flat = sympy.Integer(0)
+    acc = 1
+    for v, n in reversed(list(zip(vars_, vsize))):
+        flat = flat + acc * v
+        acc *= n
+    rng = dict(zip(vars_, vsize))
+    return {variables(len(p))[j]: simplify_index(e, rng) for j, e in enumerate(unravel(flat, p))}
+
+
+def _store_point(node: ComputedBuffer, mapping):
+    """The node's own iteration point expressed in the group's variables."""
     body = node.body
     if isinstance(body, ir.Reduction):
-        return [xs[i] for i in range(len(size)) if i not in body.rdims]
-    if kind == "pointwise":
-        return list(xs)
-    outer = [i for i in range(len(size)) if i not in rdims]
-    if len(body.size) == len(outer):
-        return [xs[i] for i in outer]
-    return [sympy.Integer(0) if i in rdims else xs[i] for i in range(len(size))]
+        return [variables(len(body.size))[i] for i in range(len(body.size)) if i not in body.rdims]
+    own = variables(len(body.size))
+    return [mapping.get(v, v) for v in own]
 
 
 def _ranges(size):
@@ -196,7 +210,7 @@ def _try_join(grp: _Group, node: ComputedBuffer, reads, ui, unit_of, external):
             return f"per-row value reads row element of {ld.buf}"
         if sympy.expand(ld.index - mm.store_index) != 0:
             return f"reads {ld.buf} at {ld.index}, written at {mm.store_index}"
-    point = _store_point(node, kind, grp.size, rdims)
+    point = _store_point(node, mapping)
     store_index = simplify_index(node.layout.index(point), rng)
     grp.rdims = rdims
     grp.members.append(_Member(node, kind, expr, store_index))
@@ -233,7 +247,8 @@ def _make_kernel(grp: _Group, name, ui, readers, out_bufs) -> Kernel:
             dtypes[n.name] = n.layout.dtype
         kind = m.kind
         red = n.body.kind if isinstance(n.body, ir.Reduction) else None
-        stages.append(Stage(n.name, kind, expr, n.layout.dtype, store, red, n.name in local_read))
+        stages.append(Stage(n.name, kind, expr, n.layout.dtype, store, red, n.name in local_read,
+                            m.store_index if store is not None else None))
     rdims = grp.rdims or ()
     return Kernel(name, tuple(grp.size), tuple(rdims), tuple(stages), tuple(inputs), tuple(outputs),
                   tuple(dtypes.items()))

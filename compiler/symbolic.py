@@ -13,6 +13,7 @@ All index expressions in mend's IR are integer-valued sympy expressions over non
 from __future__ import annotations
 
 import functools
+import math
 
 import sympy
 
@@ -49,6 +50,35 @@ class IMod(sympy.Function):
         if a == 0:
             return sympy.Integer(0)
         return None
+
+
+class IMin(sympy.Function):
+    """Integer minimum (cheap: sympy.Min's constructor runs an expensive dominance search)."""
+
+    is_integer = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(min(int(a), int(b)))
+        return None
+
+
+class IMax(sympy.Function):
+    """Integer maximum."""
+
+    is_integer = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(max(int(a), int(b)))
+        return None
+
+
+def clamp(e, lo: int, hi: int):
+    """``min(max(e, lo), hi)`` as an index expression."""
+    return IMin(IMax(e, sympy.Integer(lo)), sympy.Integer(hi))
 
 
 @functools.lru_cache(maxsize=None)
@@ -109,11 +139,11 @@ def _bounds(e, ranges) -> tuple[int, int] | None:
             c = int(c)
             return (c * b[0], c * b[1]) if c >= 0 else (c * b[1], c * b[0])
         return None
-    if isinstance(e, (sympy.Min, sympy.Max)):
+    if isinstance(e, (IMin, IMax)):
         bs = [_bounds(a, ranges) for a in e.args]
         if any(b is None for b in bs):
             return None
-        f = min if isinstance(e, sympy.Min) else max
+        f = min if isinstance(e, IMin) else max
         return f(b[0] for b in bs), f(b[1] for b in bs)
     return None
 
@@ -134,15 +164,57 @@ def _split_terms(a, k: int):
 def _floordiv(a, d: int, ranges):
     if d == 1:
         return a
-    mult, rest = _split_terms(sympy.expand(a), d)
+    a = sympy.expand(a)
+    mult, rest = _split_terms(a, d)
     b = _bounds(rest, ranges)
     if b is not None and b[0] >= 0 and b[1] < d:
-        rest_q = sympy.Integer(0)
-    elif rest == 0:
-        rest_q = sympy.Integer(0)
-    else:
-        rest_q = FloorDiv(rest, sympy.Integer(d))
-    return sympy.expand(mult / d) + rest_q
+        return sympy.expand(mult / d)
+    if rest == 0:
+        return sympy.expand(mult / d)
+    # (g*b + r) // d == b // (d/g) when g | d and 0 <= r < g
+    cands = set()
+    for t in sympy.Add.make_args(rest):
+        c, _ = t.as_coeff_Mul()
+        if c.is_Integer and int(c) > 0:
+            g = math.gcd(int(c), d)
+            if 1 < g < d:
+                cands.add(g)
+    for g in sorted(cands, reverse=True):
+        m2, r2 = _split_terms(rest, g)
+        b2 = _bounds(r2, ranges)
+        if b2 is not None and b2[0] >= 0 and b2[1] < g:
+            inner = sympy.expand(m2 / g)
+            return sympy.expand(mult / d) + _floordiv(inner, d // g, ranges)
+    return sympy.expand(mult / d) + FloorDiv(rest, sympy.Integer(d))
+
+
+def _recombine(e):
+    """``c*m*(a // (d*m)) + c*((a // d) mod m)  ->  c*(a // d)``, repeated (undoes unravel of a flat index)."""
+    changed = True
+    while changed and e.is_Add:
+        changed = False
+        terms = {}
+        for t in e.args:
+            c, rest = t.as_coeff_Mul()
+            terms[rest] = terms.get(rest, 0) + c
+        for rest, c in list(terms.items()):
+            if not isinstance(rest, IMod):
+                continue
+            inner, m = rest.args
+            if isinstance(inner, FloorDiv):
+                a, d = inner.args
+            else:
+                a, d = inner, sympy.Integer(1)
+            partner = FloorDiv(a, d * m) if d * m != 1 else a
+            pc = terms.get(partner)
+            if pc is not None and pc == c * m:
+                del terms[rest]
+                del terms[partner]
+                new = c * (FloorDiv(a, d) if d != 1 else a)
+                e = sympy.expand(sympy.Add(*[cc * r for r, cc in terms.items()]) + new)
+                changed = True
+                break
+    return e
 
 
 def _mod(a, m: int, ranges):
@@ -171,9 +243,24 @@ def simplify_index(expr, ranges: dict) -> sympy.Expr:
             return _floordiv(args[0], int(args[1]), ranges)
         if isinstance(e, IMod):
             return _mod(args[0], int(args[1]), ranges)
-        return e.func(*args)
+        if isinstance(e, (IMin, IMax)):
+            b0, b1 = _bounds(args[0], ranges), _bounds(args[1], ranges)
+            if b0 is not None and b1 is not None:
+                if isinstance(e, IMin):
+                    if b0[1] <= b1[0]:
+                        return args[0]
+                    if b1[1] <= b0[0]:
+                        return args[1]
+                else:
+                    if b0[0] >= b1[1]:
+                        return args[0]
+                    if b1[0] >= b0[1]:
+                        return args[1]
+            return e.func(*args)
+        r = e.func(*args)
+        return _recombine(sympy.expand(r)) if r.is_Add else r
 
-    return sympy.expand(rec(expr))
+    return _recombine(sympy.expand(rec(expr)))
 
 
 def unravel(flat, size) -> tuple[sympy.Expr, ...]:
@@ -210,15 +297,15 @@ def print_c(e) -> str:
         return f"({print_c(e.args[0])} / {print_c(e.args[1])})"
     if isinstance(e, IMod):
         return f"({print_c(e.args[0])} % {print_c(e.args[1])})"
-    if isinstance(e, sympy.Min):
+    if isinstance(e, IMin):
         s = print_c(e.args[0])
         for a in e.args[1:]:
-            s = f"std::min<int64_t>({s}, {print_c(a)})"
+            s = f"mend_imin({s}, {print_c(a)})"
         return s
-    if isinstance(e, sympy.Max):
+    if isinstance(e, IMax):
         s = print_c(e.args[0])
         for a in e.args[1:]:
-            s = f"std::max<int64_t>({s}, {print_c(a)})"
+            s = f"mend_imax({s}, {print_c(a)})"
         return s
     raise NotImplementedError(f"cannot print index expression {e!r}")
 
@@ -237,8 +324,8 @@ def print_py(e) -> str:
         return f"({print_py(e.args[0])} // {print_py(e.args[1])})"
     if isinstance(e, IMod):
         return f"({print_py(e.args[0])} % {print_py(e.args[1])})"
-    if isinstance(e, sympy.Min):
+    if isinstance(e, IMin):
         return "min(" + ", ".join(print_py(a) for a in e.args) + ")"
-    if isinstance(e, sympy.Max):
+    if isinstance(e, IMax):
         return "max(" + ", ".join(print_py(a) for a in e.args) + ")"
     raise NotImplementedError(f"cannot print index expression {e!r}")

@@ -5,24 +5,23 @@ from __future__ import annotations
 import sympy
 
 from .. import ir
-from ..symbolic import FloorDiv, IMod, variables
+from ..symbolic import FloorDiv, IMax, IMin, IMod, variables
 
 
 def _index_exprs(kernel: ir.Kernel) -> list[sympy.Expr]:
-    xs = variables(len(kernel.size))
     out = []
     for st in kernel.stages:
         for e in ir.walk(st.expr):
             if isinstance(e, (ir.Load, ir.IndexValue)):
                 out.append(e.index)
         if st.store is not None:
-            out.append(st.store.index(xs))
+            out.append(st.store_index)
     return out
 
 
 def _linear_coeff(e: sympy.Expr, v) -> int | None:
     """Integer coefficient of ``v`` in ``e`` if ``e`` is linear in ``v`` (v not inside a function)."""
-    for f in e.atoms(FloorDiv, IMod, sympy.Min, sympy.Max):
+    for f in e.atoms(FloorDiv, IMod, IMin, IMax):
         if v in f.free_symbols:
             return None
     d = sympy.expand(e).coeff(v)

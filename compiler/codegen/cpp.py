@@ -55,13 +55,13 @@ def _const(value, dt) -> str:
     if dt.is_floating_point:
         v = float(value)
         if math.isnan(v):
-            return f"std::numeric_limits<{ct}>::quiet_NaN()"
+            return f"(({ct})MEND_NAN_F)"
         if math.isinf(v):
-            return f"{'-' if v < 0 else ''}std::numeric_limits<{ct}>::infinity()"
+            return f"({'-' if v < 0 else ''}({ct})MEND_INF_F)"
         return f"(({ct}){v!r})"
     v = int(value)
     if v == -(2**63):
-        return "std::numeric_limits<int64_t>::min()"
+        return "INT64_MIN"
     return f"(({ct}){v}L)"
 
 
@@ -71,37 +71,37 @@ _FLOAT_FN = {
     "sigmoid": "mend_sigmoid({0})",
     "tanh": "mend_tanh({0})",
     "erf": "mend_erf({0})",
-    "exp2": "std::exp2({0})",
-    "expm1": "std::expm1({0})",
-    "log2": "std::log2({0})",
-    "log10": "std::log10({0})",
-    "log1p": "std::log1p({0})",
-    "sqrt": "std::sqrt({0})",
-    "rsqrt": "(({t})1 / std::sqrt({0}))",
-    "sin": "std::sin({0})",
-    "cos": "std::cos({0})",
-    "tan": "std::tan({0})",
-    "asin": "std::asin({0})",
-    "acos": "std::acos({0})",
-    "atan": "std::atan({0})",
-    "sinh": "std::sinh({0})",
-    "cosh": "std::cosh({0})",
-    "asinh": "std::asinh({0})",
-    "acosh": "std::acosh({0})",
-    "atanh": "std::atanh({0})",
-    "erfc": "std::erfc({0})",
-    "floor": "std::floor({0})",
-    "ceil": "std::ceil({0})",
-    "trunc": "std::trunc({0})",
-    "round": "std::nearbyint({0})",
-    "atan2": "std::atan2({0}, {1})",
-    "fmod": "std::fmod({0}, {1})",
+    "exp2": "mend_exp2({0})",
+    "expm1": "mend_expm1({0})",
+    "log2": "mend_log2({0})",
+    "log10": "mend_log10({0})",
+    "log1p": "mend_log1p({0})",
+    "sqrt": "mend_sqrt({0})",
+    "rsqrt": "(({t})1 / mend_sqrt({0}))",
+    "sin": "mend_sin({0})",
+    "cos": "mend_cos({0})",
+    "tan": "mend_tan({0})",
+    "asin": "mend_asin({0})",
+    "acos": "mend_acos({0})",
+    "atan": "mend_atan({0})",
+    "sinh": "mend_sinh({0})",
+    "cosh": "mend_cosh({0})",
+    "asinh": "mend_asinh({0})",
+    "acosh": "mend_acosh({0})",
+    "atanh": "mend_atanh({0})",
+    "erfc": "mend_erfc({0})",
+    "floor": "mend_floor({0})",
+    "ceil": "mend_ceil({0})",
+    "trunc": "mend_trunc({0})",
+    "round": "mend_nearbyint({0})",
+    "atan2": "mend_atan2({0}, {1})",
+    "fmod": "mend_fmod({0}, {1})",
     "remainder": "mend_remainder_fp({0}, {1})",
-    "floordiv": "std::floor({0} / {1})",
-    "truncdiv": "std::trunc({0} / {1})",
-    "pow": "std::pow({0}, {1})",
-    "fma": "std::fma({0}, {1}, {2})",
-    "isinf": "(std::fabs({0}) == std::numeric_limits<{t0}>::infinity())",
+    "floordiv": "mend_floor({0} / {1})",
+    "truncdiv": "mend_trunc({0} / {1})",
+    "pow": "mend_pow({0}, {1})",
+    "fma": "mend_fma({0}, {1}, {2})",
+    "isinf": "(mend_fabs({0}) == ({t0})MEND_INF_F)",
 }
 _INT_FN = {
     "fmod": "({0} % {1})",
@@ -122,7 +122,7 @@ _ANY_FN = {
     "mul": "({0} * {1})",
     "truediv": "({0} / {1})",
     "neg": "(-{0})",
-    "abs": "std::abs({0})",
+    "abs": "mend_abs({0})",
     "maximum": "mend_max<{t}>({0}, {1})",
     "minimum": "mend_min<{t}>({0}, {1})",
     "reciprocal": "(({t})1 / {0})",
@@ -245,12 +245,22 @@ _INIT = {
 }
 
 
+_INT_LIMITS = {
+    "int8_t": ("INT8_MIN", "INT8_MAX"),
+    "uint8_t": ("0", "UINT8_MAX"),
+    "int16_t": ("INT16_MIN", "INT16_MAX"),
+    "int32_t": ("INT32_MIN", "INT32_MAX"),
+    "int64_t": ("INT64_MIN", "INT64_MAX"),
+    "bool": ("false", "true"),
+}
+
+
 def _red_init(kind, dt) -> str:
     ct = compute_type(dt)
     if kind in _INIT:
         return f"(({ct}){_INIT[kind]})"
-    big = f"std::numeric_limits<{ct}>::infinity()" if dt.is_floating_point else f"std::numeric_limits<{ct}>::max()"
-    low = f"-std::numeric_limits<{ct}>::infinity()" if dt.is_floating_point else f"std::numeric_limits<{ct}>::lowest()"
+    big = f"(({ct})MEND_INF_F)" if dt.is_floating_point else _INT_LIMITS[ct][1]
+    low = f"(-({ct})MEND_INF_F)" if dt.is_floating_point else _INT_LIMITS[ct][0]
     if kind in ("max", "argmax"):
         return low
     return big
@@ -290,7 +300,7 @@ class CppKernelSource:
             v = body.emit(st.expr)
             values[st.name] = v
             if st.store is not None:
-                idx = body.index(st.store.index(variables(len(k.size))))
+                idx = body.index(st.store_index)
                 stores.append(_store(ptrs[st.name], idx, v, st.dtype))
         inner = ["    " + ln for ln in body.lines + stores]
         numel = math.prod(sizes) if sizes else 1
@@ -343,7 +353,7 @@ class CppKernelSource:
                 row_lines += b.lines
                 row_lines.append(f"{compute_type(st.dtype)} {scalars[st.name]} = {v};")
                 if st.store is not None:
-                    row_lines.append(_store(ptrs[st.name], print_c(st.store.index(self._outer_point(st))), v,
+                    row_lines.append(_store(ptrs[st.name], print_c(st.store_index), v,
                                             st.dtype))
                 continue
             loop = self._rloops(rdims)
@@ -359,7 +369,7 @@ class CppKernelSource:
                     row_lines.append(f"int64_t {scalars[st.name]}_r = {scalars[st.name]}_i;")
                     scalars[st.name] = f"{scalars[st.name]}_r"
                 if st.store is not None:
-                    row_lines.append(_store(ptrs[st.name], print_c(st.store.index(self._outer_point(st))),
+                    row_lines.append(_store(ptrs[st.name], print_c(st.store_index),
                                             scalars[st.name], st.dtype))
             else:
                 v = b.emit(st.expr)
@@ -367,7 +377,7 @@ class CppKernelSource:
                 if st.name in scratch:
                     inner.append(f"{scratch[st.name]}[ridx] = {v};")
                 if st.store is not None:
-                    inner.append(_store(ptrs[st.name], print_c(st.store.index(xs)), v, st.dtype))
+                    inner.append(_store(ptrs[st.name], print_c(st.store_index), v, st.dtype))
                 row_lines += loop[0] + ["  int64_t ridx = " + ridx + ";"] + ["  " + ln for ln in inner] + loop[1]
         numel = k.numel
         par = numel >= PARALLEL_THRESHOLD and outer and math.prod(k.size[d] for d in outer) > 1
@@ -396,14 +406,6 @@ class CppKernelSource:
         out += ["    " + f for f in free]
         out.append("  }")
         return out
-
-    def _outer_point(self, st):
-        xs = variables(len(self.k.size))
-        n = len(st.store.size)
-        outer = self.k.outer_dims
-        if n == len(outer):
-            return [xs[d] for d in outer]
-        return [sympy.Integer(0) if i in self.k.rdims else xs[i] for i in range(len(self.k.size))]
 
     def _rloops(self, rdims):
         opens = []
@@ -452,7 +454,7 @@ class CppKernelSource:
 
     def _reduction_finish(self, st, acc):
         if st.reduction in ("max", "min") and st.dtype.is_floating_point:
-            return [f"if ({acc}_nan) {acc} = std::numeric_limits<{compute_type(st.dtype)}>::quiet_NaN();"]
+            return [f"if ({acc}_nan) {acc} = ({compute_type(st.dtype)})MEND_NAN_F;"]
         return []
 
 
