@@ -246,10 +246,11 @@ def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFac
     follow_return = None
     if any(ends_in_return):
         if not all(ends_in_return):
-            if else_stmts is None and all(ends_in_return[: len(bodies)]):
-                follow_return = _next_return(ctx, node)
+            raise _Declined("only some branches return")
+        if else_stmts is None:
+            follow_return = _next_return(ctx, node)
             if follow_return is None:
-                raise _Declined("only some branches return")
+                raise _Declined("the branches return but the code after the `if` does not")
     for b in all_bodies:
         for s in b[:-1] if (b and isinstance(b[-1], cst.Return)) else b:
             if isinstance(s, cst.Return):
@@ -318,7 +319,7 @@ def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFac
         needs_grad_gate = not all(facts.is_grad_safe(v) for v in ret_vals)
     else:
         # Assignments.
-        if len(conds) == 1 and not static_prefix:
+        if len(conds) == 1:
             cond_names = [conds[0]]
         else:
             cond_names = []

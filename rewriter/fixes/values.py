@@ -81,7 +81,9 @@ def fix_item(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     why = "the Python number is used outside tensor arithmetic"
     for anc in ctx.ancestors(call):
         if isinstance(anc, (cst.If, cst.While, cst.IfExp)) and _in_test(ctx, call, anc):
-            return Decline(diag, "branching on `.item()`: repaired on the tensor by the MND201 fix")
+            from mend.rewriter.fixes.branches import fix_branch
+
+            return fix_branch(ctx, diag)  # branching on `.item()`: predicate the branch on the tensor
         if isinstance(anc, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             break
     if _tensor_operand(ctx, facts, call):

@@ -1,0 +1,22 @@
+"""Shared helpers for the rewriter tests."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from mend.analyzers.diagnostic import Diagnostic
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def header_diagnostics(source: str, path: str = "fixture.py") -> tuple[list[Diagnostic], bool]:
+    """Sites from a fixture's first line: ``# fixes: MND201@6:5 ... [unsafe]``."""
+    first = source.splitlines()[0]
+    sites = re.findall(r"(MND\d+)@(\d+):(\d+)", first)
+    diags = [Diagnostic(code=c, message="fixture", path=path, line=int(ln), col=int(col)) for c, ln, col in sites]
+    return diags, "unsafe" in first
+
+
+def diag(code: str, line: int, col: int, path: str = "t.py") -> Diagnostic:
+    return Diagnostic(code=code, message="test", path=path, line=line, col=col)
