@@ -1,0 +1,278 @@
+"""Rule metadata, embedded VALID/INVALID examples, generated docs, SARIF validity, precision cases."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mend.analyzers.static import Config, check_source
+from mend.analyzers.static.docs import generated_files
+from mend.analyzers.static.output import sarif
+from mend.analyzers.static.rules import RULES
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+CONTRACT = {
+    "MND101": "print-in-compiled-code", "MND102": "logger-call-in-compiled-code",
+    "MND103": "warnings-warn-in-compiled-code", "MND104": "time-call-in-compiled-code",
+    "MND105": "python-random-in-compiled-code", "MND106": "debugger-in-compiled-code",
+    "MND107": "torch-save-in-compiled-code", "MND108": "deepcopy-in-compiled-code", "MND109": "tensor-to-string",
+    "MND110": "file-io-in-compiled-code", "MND201": "data-dependent-if", "MND202": "data-dependent-while",
+    "MND203": "data-dependent-validation-raise", "MND301": "tensor-item", "MND302": "tensor-to-python-number",
+    "MND303": "tensor-tolist", "MND304": "dynamic-shape-op", "MND305": "boolean-mask-indexing",
+    "MND401": "module-int-attribute-mutated-in-forward", "MND402": "varying-python-scalar-argument",
+    "MND403": "compile-in-loop", "MND404": "train-eval-toggle", "MND405": "changing-dtype",
+    "MND501": "backward-in-compiled-code", "MND502": "module-or-parameter-construction-in-forward",
+    "MND503": "data-ptr-or-id-arithmetic", "MND504": "call-to-compiler-disabled-function",
+    "MND505": "graph-break-inside-try", "MND506": "graph-break-inside-loop",
+    "MND507": "unsupported-context-manager", "MND508": "graph-break-inside-user-contextmanager",
+    "MND509": "explicit-graph-break", "MND510": "untraceable-builtin-call", "MND901": "syntax-error",
+    "MND902": "unreadable-file",
+}
+
+
+def test_rule_codes_and_names_follow_the_contract():
+    assert {c: r.name for c, r in RULES.items()} == CONTRACT
+    for code, rule in RULES.items():
+        assert re.fullmatch(r"MND\d{3}", code)
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name)
+        assert rule.what and rule.why and rule.summary
+        if rule.kind != "meta":
+            assert rule.registry_ids and rule.invalid and rule.valid, code
+            assert rule.use_instead, code
+
+
+CASES = [(code, "invalid", i, ex) for code, r in sorted(RULES.items()) for i, ex in enumerate(r.invalid)] + [
+    (code, "valid", i, ex) for code, r in sorted(RULES.items()) for i, ex in enumerate(r.valid)]
+
+
+@pytest.mark.parametrize("code, kind, i, example", CASES, ids=[f"{c}-{k}{i}" for c, k, i, _ in CASES])
+def test_embedded_examples(code, kind, i, example, tmp_path):
+    codes = [d.code for d in check_source(example, str(tmp_path / "example.py"), Config())]
+    if kind == "invalid":
+        assert code in codes
+    else:
+        assert codes == []
+
+
+def test_generated_rule_docs_are_current():
+    folder = REPO / "docs" / "rules"
+    want = generated_files()
+    have = {p.name: p.read_text(encoding="utf-8") for p in folder.glob("*.md")}
+    stale = sorted(n for n in want if have.get(n) != want[n])
+    extra = sorted(set(have) - set(want))
+    assert not stale and not extra, (
+        f"docs/rules is out of date (stale: {stale}, extra: {extra}); run "
+        "`mend rule --write-docs docs/rules`")
+
+
+def test_sarif_output_validates_against_the_sarif_2_1_0_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((HERE / "sarif-schema-2.1.0.json").read_text())
+    from mend.analyzers.static import check_paths
+
+    result = check_paths([HERE / "fixtures"], Config(), use_cache=False)
+    assert len({d.code for d in result.diagnostics}) >= 30
+    doc = json.loads(sarif(result.diagnostics))
+    jsonschema.Draft4Validator(schema).validate(doc)
+    empty = json.loads(sarif([]))
+    jsonschema.Draft4Validator(schema).validate(empty)
+
+
+def check(src: str, select: str | None = None) -> list[tuple[int, str]]:
+    cfg = Config().with_overrides(select=(select,) if select else None)
+    return [(d.line, d.code) for d in check_source(textwrap.dedent(src), "m.py", cfg)]
+
+
+PRECISION_NEGATIVES = {
+    "static conditions": """
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, x, mask=None, kv=None):
+                if x is None or mask is None:
+                    return x
+                if self.training and x.dim() == 3 and x.shape[0] > 1 and len(x) > 2:
+                    x = x * 2
+                if x.dtype == torch.float16 or x.is_floating_point() or isinstance(x, tuple):
+                    x = x.float()
+                if torch.jit.is_scripting() or not torch.is_grad_enabled():
+                    x = x + 1
+                if kv is not None and x.size(-1) == 4 and x.numel() > 0 and x.device.type == "cpu":
+                    x = x + 2
+                return x
+    """,
+    "dead branches under compile": """
+        import logging
+        import torch
+        from torch import nn
+        logger = logging.getLogger(__name__)
+
+        class M(nn.Module):
+            def forward(self, x):
+                if not torch.compiler.is_compiling():
+                    print("eager", x.sum().item())
+                if torch._dynamo.is_compiling():
+                    y = x
+                else:
+                    logger.info("eager only")
+                if torch.compiler.is_dynamo_compiling():
+                    return x + 1
+                print("unreachable under compile")
+                return x
+    """,
+    "untraced code": """
+        import time
+        import torch
+
+        def train(model, batches):
+            t0 = time.time()
+            for b in batches:
+                loss = model(b)
+                print(loss.item())
+            return time.time() - t0
+
+        class NotAModule:
+            def forward(self, x):
+                print(x)
+    """,
+    "shadowed and non-torch names": """
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, x, print=None, time=None):
+                print(x)
+                time.time()
+                random = object()
+                random.random()
+                return x
+    """,
+    "disabled functions are not traced": """
+        import torch
+        from torch import nn
+
+        @torch.compiler.disable
+        def debug_dump(x):
+            print(x.sum().item())
+
+        class M(nn.Module):
+            def forward(self, x):
+                return x.relu()
+    """,
+}
+
+
+@pytest.mark.parametrize("name", list(PRECISION_NEGATIVES))
+def test_precision_negatives(name):
+    assert check(PRECISION_NEGATIVES[name]) == []
+
+
+def test_name_resolution_through_aliases():
+    src = """
+        import logging as lg
+        import torch as t
+        from torch import nn as tnn
+        import time as clock
+        from copy import deepcopy as dc
+        from random import random as rnd
+        from warnings import warn
+
+        log = lg.getLogger("x")
+
+        class M(tnn.Module):
+            def forward(self, x):
+                log.warning("a")
+                clock.monotonic()
+                y = dc(x)
+                r = rnd()
+                warn("w")
+                import pdb
+                pdb.set_trace()
+                return t.nonzero(x)
+    """
+    assert check(src) == [(14, "MND102"), (15, "MND104"), (16, "MND108"), (17, "MND105"), (18, "MND103"),
+                          (20, "MND106"), (21, "MND304")]
+
+
+def test_submodule_calls_and_bases_across_files(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "base.py").write_text(textwrap.dedent("""
+        from torch import nn
+
+        class Base(nn.Module):
+            def helper(self, x):
+                print("helper")
+                return x
+    """))
+    (pkg / "blocks.py").write_text(textwrap.dedent("""
+        from .base import Base
+
+        class Attention(Base):
+            def forward(self, x):
+                if x.sum() > 0:
+                    x = x * 2
+                return self.helper(x)
+    """))
+    (pkg / "model.py").write_text(textwrap.dedent("""
+        import torch
+        from torch import nn
+        from pkg.blocks import Attention
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([Attention() for _ in range(2)])
+
+            def forward(self, x):
+                for layer in self.layers:
+                    x = layer(x)
+                return x
+    """))
+    from mend.analyzers.static import check_paths
+
+    cfg = Config().with_overrides(regions="compiled-only")
+    (tmp_path / "main.py").write_text("import torch\nfrom pkg.model import Model\nm = torch.compile(Model())\n")
+    res = check_paths([tmp_path], cfg, use_cache=False)
+    got = sorted((Path(d.path).name, d.line, d.code) for d in res.diagnostics)
+    assert got == [("base.py", 6, "MND101"), ("blocks.py", 6, "MND201"), ("model.py", 12, "MND506")]
+    # compiled-only without the compile call: nothing is traced
+    (tmp_path / "main.py").write_text("import torch\nfrom pkg.model import Model\nm = Model()\n")
+    assert check_paths([tmp_path], cfg, use_cache=False).diagnostics == []
+    # pre-commit style: only the changed file is given; its bases are loaded from disk
+    res = check_paths([pkg / "blocks.py"], Config(), use_cache=False)
+    assert [(d.line, d.code) for d in res.diagnostics] == [(6, "MND201")]
+
+
+def test_project_index_api(tmp_path):
+    from mend.analyzers.static import build_project_for
+
+    (tmp_path / "m.py").write_text(textwrap.dedent("""
+        import torch
+
+        def helper(x):
+            return x + 1
+
+        @torch.compile(fullgraph=False)
+        def step(x):
+            return helper(x)
+
+        def untouched(x):
+            return x
+
+        g = torch.compile(untouched)
+    """))
+    project = build_project_for([tmp_path], Config(), use_cache=False)
+    path = str(tmp_path / "m.py")
+    traced = {t.qualname: t.reason for t in project.traced_functions(path)}
+    assert traced == {"step": "compiled", "helper": "called from step", "untouched": "compiled"}
+    assert project.function_at(path, 5).qualname == "helper"
+    kinds = [(c.line, c.kind) for c in project.compile_boundaries(path)]
+    assert kinds == [(7, "decorator"), (14, "call")]
