@@ -119,6 +119,7 @@ class _Worker:
             "source": variant.source,
         }
         self.times: list[list[float]] = []
+        self.harness_error: str | None = None
         self.alive = False
         tmp.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
@@ -129,6 +130,7 @@ class _Worker:
                 "MEND_CACHE_DIR": str(tmp / "mend"),
                 "TORCHINDUCTOR_COMPILE_THREADS": str(cfg["compile_threads"]),
                 "PYTHONUNBUFFERED": "1",
+                "PYTHONDONTWRITEBYTECODE": "1",
             }
         )
         env.pop("TORCH_LOGS", None)  # torch's own log handlers would duplicate our capture on stderr
@@ -182,6 +184,8 @@ class _Worker:
         if event.get("event") in ("error", "unavailable"):
             status = event["event"]
             reason = event.get("error", "")
+            if event.get("harness_error"):
+                self.harness_error = reason
             if status == "error":
                 reason = f"{event.get('phase', '?')}: {reason}"
             self._fail(status, reason)
@@ -271,20 +275,20 @@ def run(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
         spec = parse_spec(settings.harness)
     except HarnessError as exc:
         raise BenchError(str(exc)) from exc
+    variant_list = [variants_mod.original(spec)]
+    if settings.fixed:
+        try:
+            variant_list.append(variants_mod.from_fixed_dir(spec, settings.fixed))
+        except HarnessError as exc:
+            raise BenchError(str(exc)) from exc
     device = resolve_device(settings.device)
     backends = list(settings.backends or default_backends(device))
     _check_backends(backends)
 
     notes = list(settings.extra_notes)
     work = Path(tempfile.mkdtemp(prefix="mend-bench-"))
-    variant_list = [variants_mod.original(spec)]
     try:
-        if settings.fixed:
-            try:
-                variant_list.append(variants_mod.from_fixed_dir(spec, settings.fixed))
-            except HarnessError as exc:
-                raise BenchError(str(exc)) from exc
-        elif settings.repair:
+        if not settings.fixed and settings.repair:
             step("repairing a copy with mend fix", 0)
             try:
                 v, more = variants_mod.auto_repair(spec, work)
@@ -345,6 +349,10 @@ def _measure(
                 if w.variant.fixed:
                     w.row["shadowed"] = ev["shadowed"]
             step("", 1)
+        bad = next((w for w in workers if w.harness_error), None)
+        if bad is not None:
+            where = f" (repaired variant from {bad.variant.fixed})" if bad.variant.fixed else ""
+            raise BenchError(f"the harness cannot be loaded{where}: {bad.harness_error}")
         for i, w in enumerate(workers):
             step(f"compiling {w.variant.name} / {w.backend} (cold)", 0)
             ev = w.command({"cmd": "cold"}, "ready", settings.timeout_s)
@@ -368,7 +376,7 @@ def _measure(
         for w in workers:
             ev = w.command({"cmd": "finish"}, "finished", settings.timeout_s)
             if ev:
-                for key in ("graphs", "breaks", "break_events", "frames_skipped", "recompiles", "break_sites",
+                for key in ("counted_by", "graphs", "breaks", "break_events", "frames_skipped", "recompiles", "break_sites",
                             "recompile_reasons", "compile_total_s", "peak_memory"):
                     w.row[key] = ev[key]
                 w.stop()

@@ -125,7 +125,7 @@ class Worker:
                 if f and os.path.realpath(f).startswith(root + os.sep):
                     self.shadowed.append(os.path.relpath(os.path.realpath(f), root))
             if not self.shadowed:
-                raise RuntimeError(
+                raise harness_mod.HarnessError(
                     f"--fixed {cfg['fixed']}: the harness imported nothing from that folder, so the "
                     "'repaired' variant would run the original code. Point --fixed at the folder that "
                     "holds the repaired modules (it is put first on sys.path) or the repaired harness file."
@@ -141,6 +141,15 @@ class Worker:
         self.grad = bool(cfg.get("grad"))
         self.counter = _compat.Counter()
         self._compat = _compat
+        self.recorder_cm = None
+        self.recorder = None
+        if self.backend is not None:
+            try:
+                from mend.analyzers.runtime import record
+            except ImportError:
+                record = None
+            if record is not None:
+                self.recorder_cm = record(source=_project_dirs(cfg, target, search))
         if self.cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -192,6 +201,8 @@ class Worker:
             self._compat.reset()
             self.fn = torch.compile(self.target, **kwargs)
         self.counter.start()
+        if self.recorder_cm is not None:
+            self.recorder = self.recorder_cm.__enter__()
         self.phase = "first call"
         first = self._call_once()
         compile_cold = self.counter.compile_seconds()
@@ -209,6 +220,8 @@ class Worker:
         import torch
 
         self.counter.stop()
+        if self.recorder_cm is not None:
+            self.recorder_cm.__exit__(None, None, None)
         if self.cuda:
             mem = {"kind": "cuda_max_memory_allocated", "bytes": int(torch.cuda.max_memory_allocated())}
         else:
@@ -220,8 +233,10 @@ class Worker:
 
     def _counts(self) -> dict[str, Any]:
         if self.backend is None:
-            return {"graphs": None, "breaks": None, "break_events": None, "frames_skipped": None,
+            return {"counted_by": None, "graphs": None, "breaks": None, "break_events": None, "frames_skipped": None,
                     "recompiles": None, "break_sites": [], "recompile_reasons": []}
+        if self.recorder is not None:
+            return self._recorder_counts()
         events = self.counter.break_events
         sites: dict[tuple[str, int, str], int] = {}
         for e in events:
@@ -230,6 +245,7 @@ class Worker:
         rec = self._compat.recompiles(self.counter.compilations())
         reasons = [r["recompile_reason"] for r in rec if r["recompile_reason"]]
         return {
+            "counted_by": "dynamo-logs",
             "graphs": self.counter.graphs(),
             "breaks": len(sites),
             "break_events": len(events),
@@ -241,6 +257,42 @@ class Worker:
             ],
             "recompile_reasons": [r.splitlines()[0][:300] for r in reasons[:20]],
         }
+
+
+    def _recorder_counts(self) -> dict[str, Any]:
+        """Counts from mend's runtime recorder (the same numbers ``mend run`` reports)."""
+        rec = self.recorder
+        breaks = rec.breaks
+        recompiles = rec.recompiles
+        return {
+            "counted_by": "mend.analyzers.runtime",
+            "graphs": rec.graphs,
+            "breaks": len(breaks),
+            "break_events": sum(b.count for b in breaks),
+            "frames_skipped": sum(1 for b in breaks if b.frame_skip),
+            "recompiles": sum(r.count for r in recompiles),
+            "break_sites": [
+                {"file": b.path, "line": b.line, "reason": b.gb_type, "registry_id": b.registry_id, "count": b.count}
+                for b in breaks
+            ],
+            "recompile_reasons": [(r.guard or r.reason).splitlines()[0][:300] for r in recompiles if (r.guard or r.reason)][:20],
+        }
+
+
+def _project_dirs(cfg: dict[str, Any], target: Any, search: list[str]) -> list[str]:
+    """Folders whose files count as the user's code for break attribution: the harness, the repaired
+    copy, and the top-level package that defines the model (e.g. transformers), so that a break inside
+    a library model is reported at its own line."""
+    dirs = [os.path.dirname(os.path.abspath(cfg["harness"].rpartition(":")[0])), *search]
+    import torch
+
+    module = type(target).__module__ if isinstance(target, torch.nn.Module) else getattr(target, "__module__", None)
+    top = (module or "").split(".")[0]
+    mod = sys.modules.get(top)
+    path = getattr(mod, "__file__", None) if mod else None
+    if path and os.path.basename(path) == "__init__.py":
+        dirs.append(os.path.dirname(path))
+    return [d for d in dict.fromkeys(dirs) if d]
 
 
 def _cpu_name() -> str:
@@ -280,10 +332,14 @@ def main() -> None:
     except BaseException as exc:  # report every failure to the driver, including the user's
         from mend.compiler.bench._compat import BackendUnavailable
 
+        from mend.analyzers.runtime.harness import HarnessError
+
         kind = "unavailable" if isinstance(exc, BackendUnavailable) else "error"
-        text = f"{type(exc).__name__}: {exc}" if kind == "error" else str(exc)
+        harness_error = isinstance(exc, HarnessError)
+        text = str(exc) if kind == "unavailable" or harness_error else f"{type(exc).__name__}: {exc}"
         proto.send(
             kind,
+            harness_error=harness_error,
             phase=worker.phase if worker else "load",
             error=text,
             traceback="".join(traceback.format_exception(exc))[-4000:],
