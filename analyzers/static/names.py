@@ -21,6 +21,22 @@ BUILTIN_NAMES = frozenset(dir(builtins))
 
 IMPORT, DEF, CLASS, VAR = "import", "def", "class", "var"
 
+_AST = ast.AST
+
+
+def children(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes`` as a list, about twice as fast (this is the analyzer's hot loop)."""
+    out = []
+    for name in node._fields:
+        v = getattr(node, name, None)
+        if v.__class__ is list:
+            for x in v:
+                if isinstance(x, _AST):
+                    out.append(x)
+        elif isinstance(v, _AST):
+            out.append(v)
+    return out
+
 
 @dataclass(frozen=True, slots=True)
 class Binding:
@@ -111,8 +127,11 @@ class Scope:
 
 
 def collect_function_locals(fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, module: str,
-                            is_package: bool, func_id: str) -> None:
-    """Fill ``scope`` with ``fn``'s parameters, assigned names, local imports and nested defs."""
+                            is_package: bool, func_id: str, self_nodes: list | None = None) -> None:
+    """Fill ``scope`` with ``fn``'s parameters, assigned names, local imports and nested defs.
+
+    When ``self_nodes`` is given, assignments to attributes and ``register_*``/``add_module`` calls
+    met on the way are appended to it (the class facts of methods come from the same walk)."""
     names = scope.names
     a = fn.args
     for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs):
@@ -141,10 +160,19 @@ def collect_function_locals(fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: S
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             declared_global.update(node.names)
             continue
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            names.setdefault(node.id, UNKNOWN_VAR)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
+        t = node.__class__
+        if t is ast.Name:
+            if node.ctx.__class__ is not ast.Load:
+                names.setdefault(node.id, UNKNOWN_VAR)
+            continue
+        if t is ast.ExceptHandler and node.name:
             names.setdefault(node.name, UNKNOWN_VAR)
-        stack.extend(ast.iter_child_nodes(node))
+        elif self_nodes is not None:
+            if t is ast.Assign or t is ast.AnnAssign:
+                self_nodes.append(node)
+            elif t is ast.Call and node.func.__class__ is ast.Attribute and node.func.attr in (
+                    "register_buffer", "register_parameter", "add_module"):
+                self_nodes.append(node)
+        stack.extend(children(node))
     for name in declared_global:
         names.pop(name, None)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 from mend.analyzers.static import tensors as tk
 from mend.analyzers.static.names import (
-    CLASS, DEF, IMPORT, VAR, Binding, Scope, collect_function_locals, import_bindings,
+    CLASS, DEF, IMPORT, VAR, Binding, Scope, children, collect_function_locals, import_bindings,
 )
 from mend.analyzers.static.rules.base import CHECKERS, RULES, Finding
 from mend.analyzers.static.source import LineIndex
@@ -72,6 +72,7 @@ class ClassFacts:
 class ModuleAnalyzer:
     def __init__(self, tree: ast.Module, source: str, path: str, module: str, is_package: bool) -> None:
         self.tree = tree
+        self.source = source
         self.index = LineIndex(source)
         self.module = module
         self.is_package = is_package
@@ -93,11 +94,13 @@ class ModuleAnalyzer:
     # -- module level ----------------------------------------------------------------------
     def run(self) -> FileSummary:
         self._bind_module(self.tree.body)
-        self.compiled_names = self._compiled_names()
+        self.has_compile = "compile" in self.source
+        self.compiled_names = self._compiled_names() if self.has_compile else set()
         self._collect(self.tree.body, None, None, self.scope)
         for info, node, scope, env in self.func_nodes:
             FunctionWalker(self, info, node, scope, env).walk()
-        DriverPass(self).run()
+        if self.has_compile:
+            DriverPass(self).run()
         self.summary.imports = {k: b.value for k, b in self.scope.names.items() if b.kind == IMPORT}
         return self.summary
 
@@ -215,19 +218,21 @@ class ModuleAnalyzer:
         if cls and not parent:
             self.summary.classes[cls].methods[node.name] = fid
         fscope = Scope(self.module, scope)
-        collect_function_locals(node, fscope, self.module, self.is_package, fid)
-        if cls and not parent:
-            self._class_facts(node, cls, fscope)
+        self_nodes: list | None = [] if (cls and not parent) else None
+        collect_function_locals(node, fscope, self.module, self.is_package, fid, self_nodes)
+        if self_nodes:
+            self._class_facts(node, cls, fscope, self_nodes)
         self.func_nodes.append((info, node, fscope, {}))
         self._collect(node.body, None, fid, fscope)
 
-    def _class_facts(self, node: ast.FunctionDef | ast.AsyncFunctionDef, cls: str, scope: Scope) -> None:
+    def _class_facts(self, node: ast.FunctionDef | ast.AsyncFunctionDef, cls: str, scope: Scope,
+                     nodes: list) -> None:
         """Record ``self.x = ...`` and ``self.register_buffer(...)`` facts from one method."""
         if not node.args.args:
             return
         me = node.args.args[0].arg
         facts = self.facts[cls]
-        for sub in ast.walk(node):
+        for sub in nodes:
             if isinstance(sub, ast.Assign) and len(sub.targets) == 1:
                 t = sub.targets[0]
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me:
@@ -700,7 +705,9 @@ class FunctionWalker:
                 self.dispatch("binop", n)
             elif t is ast.NamedExpr:
                 self._assign(n.target, n.value, self.kind(n.value))
-            stack.extend(ast.iter_child_nodes(n))
+            elif t is ast.Name or t is ast.Constant:
+                continue
+            stack.extend(children(n))
 
     def dispatch(self, kind: str, node: ast.AST) -> None:
         for fn in CHECKERS.get(kind, ()):

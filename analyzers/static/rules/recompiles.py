@@ -204,6 +204,16 @@ DTYPE_METHODS = {"half": "float16", "float": "float32", "double": "float64", "bf
                  "long": "int64", "int": "int32"}
 
 
+def _walk(node: ast.AST) -> Iterator[ast.AST]:
+    from mend.analyzers.static.names import children
+
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(children(n))
+
+
 def _scope_stmts(body: list[ast.stmt], loops: tuple) -> Iterator[tuple[ast.AST, tuple]]:
     """Nodes of one scope (not descending into nested functions/classes), with enclosing loops."""
     for s in body:
@@ -212,7 +222,7 @@ def _scope_stmts(body: list[ast.stmt], loops: tuple) -> Iterator[tuple[ast.AST, 
         if isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
             header = [s.iter, s.target] if isinstance(s, (ast.For, ast.AsyncFor)) else [s.test]
             for h in header:
-                for n in ast.walk(h):
+                for n in _walk(h):
                     yield n, loops
             yield from _scope_stmts(s.body, loops + (s,))
             yield from _scope_stmts(s.orelse, loops)
@@ -225,7 +235,7 @@ def _scope_stmts(body: list[ast.stmt], loops: tuple) -> Iterator[tuple[ast.AST, 
         if sub_bodies:
             for child in ast.iter_child_nodes(s):
                 if isinstance(child, ast.expr) or isinstance(child, ast.withitem):
-                    for n in ast.walk(child):
+                    for n in _walk(child):
                         yield n, loops
             for part in sub_bodies:
                 for item in part:
@@ -234,7 +244,7 @@ def _scope_stmts(body: list[ast.stmt], loops: tuple) -> Iterator[tuple[ast.AST, 
                     else:
                         yield from _scope_stmts([item], loops)
             continue
-        for n in ast.walk(s):
+        for n in _walk(s):
             if isinstance(n, (ast.Lambda,)):
                 continue
             yield n, loops
@@ -299,14 +309,24 @@ def check_drivers(mod) -> None:
     from mend.analyzers.static.summary import CompileSite
     from mend.analyzers.static.visitor import COMPILE_NAMES
 
+    lines = mod.index.lines
+
+    def text_of(node) -> str:
+        if node is None:
+            return mod.source
+        return "\n".join(lines[node.lineno - 1:(node.end_lineno or node.lineno)])
+
     scopes = [(mod.tree.body, mod.scope, None, None, None)]
     for info, node, fscope, _env in mod.func_nodes:
+        if "compile" not in text_of(node):
+            continue  # a scope that never mentions compile creates no compiled object
         self_name = node.args.args[0].arg if (info.cls and node.args.args) else None
         scopes.append((node.body, fscope, info, self_name, node))
+    scope_nodes = [list(_scope_stmts(body, ())) for body, *_ in scopes]
     # how often each function name is called, and whether from a loop (for "repeatedly called")
     called: dict[str, int] = {}
-    for body, _s, _i, _sn, _n in scopes:
-        for n, loops in _scope_stmts(body, ()):
+    for nodes in scope_nodes:
+        for n, loops in nodes:
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
                 called[n.func.id] = called.get(n.func.id, 0) + (2 if loops else 1)
 
@@ -315,12 +335,9 @@ def check_drivers(mod) -> None:
         if info.compiled and info.parent is None and info.cls is None:
             compiled[info.name] = None
     per_scope = []
-    for body, scope, info, self_name, fnode in scopes:
-        nodes = list(_scope_stmts(body, ()))
+    for (body, scope, info, self_name, fnode), nodes in zip(scopes, scope_nodes):
         local_values: dict[str, object] = {}
         nested_defs: dict[str, ast.AST] = {}
-        for s in body if fnode is not None else []:
-            pass
         for n, _loops in nodes:
             if isinstance(n, ast.Assign) and len(n.targets) == 1:
                 t = n.targets[0]
