@@ -1,0 +1,79 @@
+"""The CUDA generator: every kernel of a graph becomes a ``@triton.jit`` function in one generated module.
+
+``TritonGenerator().compile(kernels, dump)`` renders the kernels (templates in ``triton_source``), writes
+the module into the on-disk cache and imports it (``mend.compiler.runtime_triton``), and returns, per kernel,
+``(launcher, "tensor")``: the wrapper calls ``launcher(*tensors)`` with the kernel's inputs then outputs.
+Kernels that the templates cannot express raise :class:`KernelCompileError` (their names in ``failed``,
+the others in ``partial``); the backend runs those in the reference interpreter. Triton compiles each
+kernel on its first launch; a kernel that fails there also falls back to the interpreter (logged once).
+
+Under ``TRITON_INTERPRET=1`` the same kernels run on CPU tensors in Triton's interpreter, with the
+``triton_math`` shim standing in for libdevice; this is how the generator is tested without a GPU.
+"""
+
+from __future__ import annotations
+
+from .. import ir
+from . import KernelCompileError
+from .triton_source import PERSISTENT_RMAX, KernelSource, render_module
+
+
+class TritonGenerator:
+    name = "triton"
+
+    def __init__(self, persistent_rmax: int = PERSISTENT_RMAX, interpret: bool | None = None):
+        self.persistent_rmax = persistent_rmax
+        self.interpret = interpret
+
+    def sources(self, kernels: list[ir.Kernel]):
+        """(rendered KernelSource list, {failed kernel name: reason})."""
+        good, bad = [], {}
+        for k in kernels:
+            try:
+                s = KernelSource(k, self.persistent_rmax)
+                s.render()
+                good.append(s)
+            except NotImplementedError as exc:
+                bad[k.name] = str(exc)
+        return good, bad
+
+    def module_source(self, kernels: list[ir.Kernel]) -> str:
+        from ..runtime_triton import interpret_mode
+
+        good, _ = self.sources(kernels)
+        interp = interpret_mode() if self.interpret is None else self.interpret
+        return render_module(good, interp)
+
+    def compile(self, kernels: list[ir.Kernel], dump) -> dict:
+        from .. import runtime_triton as rt
+
+        interp = rt.interpret_mode() if self.interpret is None else self.interpret
+        good, bad = self.sources(kernels)
+        out: dict = {}
+        if good:
+            src = render_module(good, interp)
+            if dump:
+                dump.write("kernels_triton.py", src)
+            try:
+                mod = rt.load_module(src)
+                mods = {s.k.name: mod for s in good}
+            except Exception as whole:  # noqa: BLE001 - isolate the kernels that do not import
+                mods = {}
+                for s in good:
+                    try:
+                        mods[s.k.name] = rt.load_module(render_module([s], interp))
+                    except Exception as exc:  # noqa: BLE001
+                        bad[s.k.name] = f"{type(exc).__name__}: {exc}"
+                if not mods:
+                    bad.setdefault("*", f"{type(whole).__name__}: {whole}")
+            for s in good:
+                m = mods.get(s.k.name)
+                if m is not None:
+                    out[s.k.name] = (rt.TritonLauncher(s.k, getattr(m, s.fn_name), s), "tensor")
+        failed = [n for n in bad if n != "*"]
+        if failed:
+            msg = "; ".join(f"{n}: {why}" for n, why in bad.items())
+            err = KernelCompileError(f"Triton kernels {failed} not generated: {msg}"[:2000], failed)
+            err.partial = out
+            raise err
+        return out

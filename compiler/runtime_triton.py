@@ -1,0 +1,242 @@
+"""Load and launch generated Triton kernels.
+
+* :func:`load_module` writes one generated Python module per graph into the on-disk cache
+  (``$MEND_CACHE_DIR/v1/triton/<k[:2]>/<k>.py``, published atomically) and imports it: Triton's ``@jit``
+  needs the kernel source in a real file, and Triton keeps its own compiled cubins in ``~/.triton/cache``.
+* :class:`TritonLauncher` is the callable the wrapper gets for each kernel (style ``"tensor"``): it computes
+  the grid, picks a launch configuration and launches. On a GPU, kernels with several candidate
+  configurations are timed once (2-3 configs, CUDA events) and the winner is recorded on disk, keyed by the
+  kernel source, the GPU name and the Triton version, so later processes skip the tuning.
+  ``MEND_TRITON_AUTOTUNE=0`` always takes the first (heuristic) configuration.
+* A kernel that Triton fails to compile on its first launch is logged once and runs in the reference
+  interpreter from then on (kernel-level fallback); it never produces a wrong result.
+* ``TRITON_INTERPRET=1`` (CPU-only machines) runs the same kernels in Triton's interpreter on CPU tensors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger("mend.compiler")
+
+STATS = {"modules": 0, "module_hits": 0, "launch_fallbacks": 0, "autotuned": 0, "autotune_hits": 0}
+_lock = threading.Lock()
+_modules: dict[str, object] = {}
+_logged: set[str] = set()
+
+AUTOTUNE_MIN_NUMEL = 1 << 18  # smaller kernels are launch-bound: the heuristic config is as good
+
+
+def interpret_mode() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
+
+
+def _log_once(msg: str) -> None:
+    if msg not in _logged:
+        _logged.add(msg)
+        log.warning(msg)
+
+
+def cache_root() -> Path:
+    from .runtime_cpp import cache_root as root
+
+    return root()
+
+
+def triton_version() -> str:
+    import triton
+
+    return getattr(triton, "__version__", "unknown")
+
+
+def source_key(source: str) -> str:
+    h = hashlib.sha256()
+    for part in (source, triton_version(), torch.__version__, "mend-triton-v1"):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def load_module(source: str):
+    """Write ``source`` into the cache (once) and import it; returns the module."""
+    key = source_key(source)
+    with _lock:
+        mod = _modules.get(key)
+        if mod is not None:
+            STATS["module_hits"] += 1
+            return mod
+        if os.environ.get("MEND_DISABLE_CACHE") == "1":
+            d = Path(tempfile.mkdtemp(prefix="mend_triton_"))
+        else:
+            d = cache_root() / "v1" / "triton" / key[:2]
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"mend_k_{key[:40]}.py"
+        if not path.exists():
+            tmp = d / f".{path.name}.{os.getpid()}_{threading.get_ident()}.tmp"
+            tmp.write_text(source)
+            os.replace(tmp, path)
+        name = f"mend_triton_{key[:24]}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod  # triton resolves the kernel's globals through its module
+        try:
+            spec.loader.exec_module(mod)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        _modules[key] = mod
+        STATS["modules"] += 1
+        return mod
+
+
+# ------------------------------------------------------------------------------------- autotune cache
+
+
+def gpu_name(device: torch.device) -> str:
+    try:
+        return torch.cuda.get_device_name(device)
+    except Exception:  # noqa: BLE001 - no CUDA: interpreter runs
+        return "cpu"
+
+
+def _tune_path(key: str) -> Path:
+    return cache_root() / "v1" / "triton" / "tune" / key[:2] / f"{key}.json"
+
+
+def _tune_key(kernel_source: str, device) -> str:
+    h = hashlib.sha256()
+    for part in (kernel_source, gpu_name(device), triton_version()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def read_tuned(key: str):
+    if os.environ.get("MEND_DISABLE_CACHE") == "1":
+        return None
+    try:
+        return json.loads(_tune_path(key).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_tuned(key: str, data: dict) -> None:
+    if os.environ.get("MEND_DISABLE_CACHE") == "1":
+        return
+    p = _tune_path(key)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, p)
+    except OSError:
+        pass
+
+
+def autotune_enabled() -> bool:
+    return os.environ.get("MEND_TRITON_AUTOTUNE", "1") != "0"
+
+
+# ---------------------------------------------------------------------------------------- launcher
+
+
+class TritonLauncher:
+    """``launcher(*tensors)``: run one kernel (inputs then outputs, as the wrapper passes them)."""
+
+    def __init__(self, kernel, fn, source):
+        self.kernel = kernel  # ir.Kernel
+        self.fn = fn  # the @triton.jit function
+        self.source = source  # codegen.triton_source.KernelSource
+        self.plan = source.plan
+        self.template = self.plan.template
+        self.xnumel = self.plan.xnumel
+        self.config = None
+        self.fallback = None
+        self.kernel_text = source.render()
+
+    def __repr__(self) -> str:
+        return f"<triton kernel {self.kernel.name} {self.template} xnumel={self.xnumel}>"
+
+    def launch(self, cfg, tensors) -> None:
+        grid = ((self.xnumel + cfg.XBLOCK - 1) // cfg.XBLOCK,)
+        self.fn[grid](*tensors, **cfg.constexprs(self.template), num_warps=cfg.num_warps)
+
+    def __call__(self, *tensors) -> None:
+        if self.fallback is not None:
+            return self.fallback(*tensors)
+        if self.xnumel == 0:  # no rows (a reduction over an empty row still writes its identity)
+            return None
+        if self.config is not None:
+            return self.launch(self.config, tensors)
+        try:
+            self.config = self._choose(tensors)
+            self.launch(self.config, tensors)
+        except Exception as exc:  # noqa: BLE001 - a kernel Triton cannot build runs interpreted
+            if isinstance(exc, torch.cuda.OutOfMemoryError):
+                raise
+            STATS["launch_fallbacks"] += 1
+            _log_once(f"mend: Triton kernel {self.kernel.name} failed to build ({type(exc).__name__}: "
+                      f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}); it runs in the "
+                      "reference interpreter")
+            from .interpret import run_kernel
+
+            self.fallback = lambda *ts: run_kernel(self.kernel, *ts)
+            self.config = None
+            return self.fallback(*tensors)
+        return None
+
+    def _choose(self, tensors):
+        configs = list(self.plan.configs)
+        dev = next((t.device for t in tensors if isinstance(t, torch.Tensor)), torch.device("cpu"))
+        numel = self.xnumel * max(self.plan.rnumel, 1)
+        if (len(configs) == 1 or dev.type != "cuda" or interpret_mode() or not autotune_enabled()
+                or numel < AUTOTUNE_MIN_NUMEL):
+            return configs[0]
+        key = _tune_key(self.kernel_text, dev)
+        hit = read_tuned(key)
+        if hit is not None:
+            for c in configs:
+                if [c.XBLOCK, c.RBLOCK, c.num_warps] == hit.get("config"):
+                    STATS["autotune_hits"] += 1
+                    return c
+        best, best_t, times = None, float("inf"), {}
+        for c in configs:
+            try:
+                t = self._time(c, tensors)
+            except Exception as exc:  # noqa: BLE001 - a config that does not build (resources) is skipped
+                if c is configs[0]:
+                    raise
+                times[str(c)] = f"failed: {type(exc).__name__}"
+                continue
+            times[str(c)] = t
+            if t < best_t:
+                best, best_t = c, t
+        STATS["autotuned"] += 1
+        write_tuned(key, {"config": [best.XBLOCK, best.RBLOCK, best.num_warps], "times_ms": times,
+                          "kernel": self.kernel.name})
+        return best
+
+    def _time(self, cfg, tensors, reps: int = 10) -> float:
+        self.launch(cfg, tensors)  # compiles
+        torch.cuda.synchronize()
+        best = float("inf")
+        for _ in range(3):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(reps):
+                self.launch(cfg, tensors)
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end) / reps)
+        return best
