@@ -55,6 +55,10 @@ def _capture_decorator(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode, fl
                 decos[i] = d.with_changes(decorator=dec.with_changes(args=args))
                 return upd.with_changes(decorators=decos)
         new = cst.Decorator(decorator=parse_expr(f"{torch}._dynamo.config.patch({flag}=True)"))
+        compiled_at = [i for i, d in enumerate(decos) if "compile" in code(d.decorator)]
+        if compiled_at:  # wrap the compiled function, so the patch is active while Dynamo traces it
+            i = compiled_at[0]
+            return upd.with_changes(decorators=decos[:i] + [new] + decos[i:])
         return upd.with_changes(decorators=decos + [new])
 
     return Plan(diag, f"enable {flag} for `{func.name.value}` only ({why})", "unsafe", [(func, add)],

@@ -1,0 +1,170 @@
+"""Each unsafe situation is left alone and reported with its reason."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from mend.rewriter.engine import FixOptions, fix_source
+from tests.rewriter.conftest import diag
+
+CASES = {
+    "branch with a call": ("MND201", 4, """
+        import torch
+        def f(x: torch.Tensor, layer):
+            if x.sum() > 0:
+                x = layer(x)
+            return x
+        """, "cannot prove side-effect free"),
+    "augmented assignment": ("MND201", 4, """
+        import torch
+        def f(x: torch.Tensor):
+            if x.sum() > 0:
+                x += 1
+            return x
+        """, "in place"),
+    "name first defined in branch": ("MND201", 4, """
+        import torch
+        def f(x: torch.Tensor):
+            if x.sum() > 0:
+                y = x * 2
+            return y
+        """, "not defined before"),
+    "non-tensor value": ("MND201", 5, """
+        import torch
+        def f(x: torch.Tensor):
+            y = x
+            if x.sum() > 0:
+                y = None
+            return y
+        """, "not a tensor value"),
+    "custom exception": ("MND203", 6, """
+        import torch
+        class MyError(Exception):
+            pass
+        def f(x: torch.Tensor):
+            if x.sum() > 0:
+                raise MyError("bad")
+            return x
+        """, "not a builtin exception"),
+    "f-string message": ("MND203", 4, """
+        import torch
+        def f(x: torch.Tensor):
+            if x.sum() > 0:
+                raise ValueError(f"bad {x.shape}")
+            return x
+        """, "not a string literal"),
+    "guard inside try": ("MND203", 5, """
+        import torch
+        def f(x: torch.Tensor):
+            try:
+                if x.sum() > 0:
+                    raise ValueError("bad")
+            except ValueError:
+                pass
+            return x
+        """, "inside a `try`"),
+    "random without opt-in": ("MND105", 4, """
+        import random
+        import torch
+        def f(x: torch.Tensor):
+            return x * random.random()
+        """, "--torch-rng"),
+    "while loop": ("MND202", 4, """
+        import torch
+        def f(x: torch.Tensor):
+            while x.abs().sum() > 1:
+                x = x / 2
+            return x
+        """, "while_loop"),
+    "buffer read in control flow": ("MND401", 8, """
+        import torch
+        from torch import nn
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.step = 0
+            def forward(self, x):
+                self.step += 1
+                if self.step > 10:
+                    return x
+                return x * 2
+        """, "control flow"),
+    "compile depends on loop variable": ("MND403", 4, """
+        import torch
+        def run(models, x):
+            for m in models:
+                fast = torch.compile(m)
+                fast(x)
+        """, "rebound in the loop"),
+    "deepcopy with memo": ("MND108", 4, """
+        import copy
+        import torch
+        def f(t: torch.Tensor):
+            return copy.deepcopy(t, {})
+        """, "memo"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_declined_and_reported(name: str) -> None:
+    code, line, src, reason = CASES[name]
+    src = textwrap.dedent(src).lstrip("\n")
+    col = len(src.splitlines()[line - 1]) - len(src.splitlines()[line - 1].lstrip()) + 1
+    res = fix_source(src, "t.py", [diag(code, line, col)], FixOptions(unsafe=True))
+    assert res.fixed == src
+    assert res.applied == []
+    assert len(res.remaining) == 1
+    assert reason in res.remaining[0].reason, res.remaining[0].reason
+
+
+def test_unsafe_fix_needs_opt_in() -> None:
+    src = textwrap.dedent("""
+        import torch
+        def f(x: torch.Tensor):
+            if x.sum() > 0:
+                raise ValueError("bad")
+            return x
+        """).lstrip("\n")
+    res = fix_source(src, "t.py", [diag("MND203", 3, 5)], FixOptions())
+    assert res.fixed == src
+    assert res.remaining[0].unsafe_available
+    res = fix_source(src, "t.py", [diag("MND203", 3, 5)], FixOptions(unsafe=True))
+    assert "torch._assert_async" in res.fixed
+
+
+def test_side_effect_policies() -> None:
+    src = "import torch\ndef f(x: torch.Tensor):\n    print(x)\n    return x\n"
+    drop = fix_source(src, "t.py", [diag("MND101", 3, 5)], FixOptions(unsafe=True, side_effects="drop"))
+    assert "print" not in drop.fixed
+    defer = fix_source(src, "t.py", [diag("MND101", 3, 5)], FixOptions(unsafe=True, side_effects="defer"))
+    assert "_mend_defer(print, x)" in defer.fixed
+    assert "from mend.rewriter.runtime import defer as _mend_defer" in defer.fixed
+    with pytest.raises(ValueError):
+        FixOptions(side_effects="loud")
+
+
+def test_unparseable_input_is_reported_not_lost() -> None:
+    res = fix_source("def f(:\n", "bad.py", [diag("MND101", 1, 1)])
+    assert res.error is not None and res.fixed == "def f(:\n"
+
+
+def test_rewriter_does_not_import_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, mend.rewriter.engine, mend.rewriter.api, mend.rewriter.registry, "
+            "mend.rewriter.fixes, mend.rewriter.runtime, mend.rewriter.verify, mend.cli.fix_cmd; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_registry() -> None:
+    from mend.rewriter.registry import fix_info
+
+    info = fix_info("MND201")
+    assert info is not None and info.applicability == "safe" and "torch.where" in info.safety_doc
+    assert fix_info("MND203").applicability == "unsafe"
+    assert fix_info("MND510") is None
