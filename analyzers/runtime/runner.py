@@ -40,7 +40,10 @@ def _exit_code(code: object) -> int:
 
 def _user_traceback(tb: TracebackType | None, skip_files: set[str]) -> TracebackType | None:
     """Drop the leading frames that belong to mend and runpy, like Python does for a script."""
-    while tb is not None and os.path.realpath(tb.tb_frame.f_code.co_filename) in skip_files:
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not (filename.startswith("<frozen runpy") or os.path.realpath(filename) in skip_files):
+            break
         tb = tb.tb_next
     return tb
 
