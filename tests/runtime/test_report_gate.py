@@ -244,3 +244,35 @@ def test_gate_baseline(project):
     baseline.write_text("{}")
     res = CliRunner().invoke(app, ["gate", "--baseline", str(baseline)])
     assert res.exit_code == 2 and "is not a mend gate baseline" in res.output
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (apt-get install -y chromium)")
+def test_html_report_renders_in_headless_chromium(project, tmp_path):
+    import subprocess
+
+    out = project / "report.html"
+    res = invoke("report", "--format", "html", "--no-static", "-o", str(out))
+    assert res.exit_code == 0
+    page = out.read_text()
+    assert "<script" not in page and "http://" not in page.replace("http://www.w3.org", "")  # self-contained
+    base = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'chrome'}"]
+    dom = subprocess.run([*base, "--dump-dom", out.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    html_dom = dom.stdout
+    assert html_dom.count('<tr><td><a href="#site-') == 4  # one row per site
+    assert 'id="regions"' in html_dom and "model.py</code> forward" not in html_dom  # region rows are rendered
+    assert "model.py:6</code> forward" in html_dom and ">7</td>" in html_dom  # 7 graphs in forward
+    assert 'class="hit"><i>8</i>' in html_dom and "if torch.isinf(x).any():" in html_dom  # the source snippet
+    assert "whole-frame skips" in html_dom and "k-frame-skip" in html_dom
+    shot = tmp_path / "report.png"
+    res = subprocess.run([*base, "--window-size=1280,1400", f"--screenshot={shot}", out.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
