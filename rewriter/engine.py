@@ -117,6 +117,7 @@ class FileContext:
         self.parents = self.wrapper.resolve(ParentNodeProvider)
         self.imports = ImportMap(self.module)
         self._facts: dict[int, FunctionFacts] = {}
+        self._by_type: dict[tuple, list] = {}
         self.counter = _count_mend_names(source)
 
     # --- locating -----------------------------------------------------------------------------
@@ -128,8 +129,13 @@ class FileContext:
         best = None
         best_size = None
         on_line = []
-        for node, rng in self.positions.items():
-            if not isinstance(node, types) or (pred is not None and not pred(node)):
+        key = types if isinstance(types, tuple) else (types,)
+        candidates = self._by_type.get(key)
+        if candidates is None:
+            candidates = [(n, r) for n, r in self.positions.items() if isinstance(n, key)]
+            self._by_type[key] = candidates
+        for node, rng in candidates:
+            if not (rng.start.line <= line <= rng.end.line) or (pred is not None and not pred(node)):
                 continue
             if range_contains_pos(rng, line, col0):
                 size = (rng.end.line - rng.start.line) * 100000 + (rng.end.column - rng.start.column)
