@@ -101,7 +101,40 @@ def _compile(gm, example_inputs, dump):
     constants = {c.name: getattr(gm, c.attr) for c in sg.constants}
     call, src = wrapper.build(sg, fns, constants, device)
     dump.write("wrapper.py", src)
+    if os.environ.get("MEND_COMPILER_CHECK") == "1":
+        call = _self_checking(call, gm, dump)
+    call.mend_graph = sg  # for inspection (tests, explain): kernels, steps, buffers
+    call.mend_interpreted = [k.name for k in kernels if fns[k.name][1] == "tensor"]
+    call.mend_extern_ops = list(lowering.extern_ops)
     return call
+
+
+def _self_checking(call, gm, dump):
+    """Debug mode (``MEND_COMPILER_CHECK=1``): on the first call also run the FX graph eagerly and report
+    every output that differs."""
+    state = {"checked": False}
+
+    def checked(args):
+        if state["checked"]:
+            return call(args)
+        state["checked"] = True
+        ref_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        out = call(list(args))
+        ref = gm(*ref_args)
+        bad = []
+        for i, (a, b) in enumerate(zip(out, ref)):
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+                if a.shape != b.shape or not torch.allclose(a.double(), b.double(), rtol=1e-3, atol=1e-3,
+                                                            equal_nan=True):
+                    bad.append(i)
+        if bad:
+            msg = f"mend self-check: outputs {bad} differ from eager"
+            log.warning(msg)
+            dump.write("selfcheck.txt", msg)
+        return out
+
+    checked._boxed_call = True
+    return checked
 
 
 def _fw(gm, example_inputs):

@@ -50,6 +50,11 @@ EXTRA_DECOMPOSE = [
 # Ops that stay whole (extern library calls or lowered directly) even if core ATen would decompose them.
 KEEP = [
     "addmm",
+    "baddbmm",
+    # SDPA stays one ATen call (fused kernels); torch 2.13's core decomposition of the CPU flash forward
+    # also pairs wrongly with its backward under autograd (gradients off by O(1)).
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "embedding_dense_backward",
 ]
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import sympy
 import torch
 import torch.fx
+import torch.utils._pytree
 
 from . import ir
 from .ir import Const, IndexValue, Layout, Load, Op, TensorRef
@@ -198,7 +199,7 @@ class Lowering:
                 raise LoweringError(f"unsupported FX node kind {node.op}")
         self.current = None
         outputs = []
-        for o in (out if isinstance(out, (list, tuple)) else (out,)):
+        for o in torch.utils._pytree.tree_leaves(out):  # aot graphs return a flat tuple already
             if isinstance(o, torch.fx.Node):
                 v = self.env[o]
                 if isinstance(v, (Realized, Lazy)):
@@ -596,6 +597,14 @@ def _full(L, node, size, value, *, dtype=None, layout=None, device=None, pin_mem
     return Lazy(tuple(val.shape), val.dtype, Const(_py_value(value, val.dtype), val.dtype))
 
 
+@register(aten.full_like.default)
+def _full_like(L, node, a, value, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    val = meta_of(node)
+    if tuple(val.stride()) != contiguous_strides(val.shape) and val.numel() > 1:
+        raise Unsupported("full_like with a non-contiguous layout")
+    return Lazy(tuple(val.shape), val.dtype, Const(_py_value(value, val.dtype), val.dtype))
+
+
 @register(aten.scalar_tensor.default)
 def _scalar_tensor(L, node, value, *, dtype=None, layout=None, device=None, pin_memory=None):
     val = meta_of(node)
@@ -656,6 +665,15 @@ register(aten.as_strided.default)(_view_lowering(
     if storage_offset is not None else t.as_strided(size, stride)))
 register(aten.diagonal.default)(_view_lowering(lambda t, offset=0, dim1=0, dim2=1: t.diagonal(offset, dim1, dim2)))
 register(aten.unfold.default)(_view_lowering(lambda t, d, s, st: t.unfold(d, s, st)))
+
+
+@register(aten.flip.default)
+def _flip(L, node, a, dims):
+    size = tuple(a.size)
+    xs = variables(len(size))
+    ds = {d % len(size) for d in dims} if size else set()
+    idx = [size[i] - 1 - xs[i] if i in ds else xs[i] for i in range(len(size))]
+    return Lazy(size, a.dtype, L.load(a, idx, _ranges(size)))
 
 
 @register(aten.split.Tensor, aten.split_with_sizes.default)

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -30,7 +31,7 @@ import torch
 log = logging.getLogger("mend.compiler")
 
 STATS = {"modules": 0, "module_hits": 0, "launch_fallbacks": 0, "autotuned": 0, "autotune_hits": 0}
-_lock = threading.Lock()
+_lock = threading.RLock()
 _modules: dict[str, object] = {}
 _logged: set[str] = set()
 
@@ -99,6 +100,34 @@ def load_module(source: str):
         return mod
 
 
+@contextlib.contextmanager
+def _interpreter_runs_jit_functions():
+    """Let the interpreter call ``@triton.jit`` library functions (``tl.sum``, ``tl.sigmoid``, ...).
+
+    Triton's standard library is decorated when ``triton`` is imported; if that happened before
+    ``TRITON_INTERPRET=1`` was set, its functions are compiled-mode ``JITFunction`` objects that refuse to
+    be called from Python, so interpreted kernels calling them fail. While an interpreted kernel runs, such
+    calls are routed through the interpreter instead (what they would have been with the variable set
+    first)."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    orig = JITFunction.__call__
+    wrapped: dict[int, InterpretedFunction] = {}
+
+    def call(self, *args, **kwargs):
+        f = wrapped.get(id(self))
+        if f is None:
+            f = wrapped[id(self)] = InterpretedFunction(self.fn)
+        return f(*args, **kwargs)
+
+    JITFunction.__call__ = call
+    try:
+        yield
+    finally:
+        JITFunction.__call__ = orig
+
+
 # ------------------------------------------------------------------------------------- autotune cache
 
 
@@ -163,12 +192,17 @@ class TritonLauncher:
         self.config = None
         self.fallback = None
         self.kernel_text = source.render()
+        self.interpreted = type(fn).__name__ == "InterpretedFunction"
 
     def __repr__(self) -> str:
         return f"<triton kernel {self.kernel.name} {self.template} xnumel={self.xnumel}>"
 
     def launch(self, cfg, tensors) -> None:
         grid = ((self.xnumel + cfg.XBLOCK - 1) // cfg.XBLOCK,)
+        if self.interpreted:
+            with _lock, _interpreter_runs_jit_functions():
+                self.fn[grid](*tensors, **cfg.constexprs(self.template))
+            return
         self.fn[grid](*tensors, **cfg.constexprs(self.template), num_warps=cfg.num_warps)
 
     def __call__(self, *tensors) -> None:

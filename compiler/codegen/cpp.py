@@ -212,7 +212,9 @@ class _Body:
         adt = e.args[-1].dtype if e.op == "where" else e.args[0].dtype
         t = compute_type(adt)
         fmt = None
-        if adt.is_floating_point:
+        if adt == torch.bool and e.op == "bitwise_not":
+            fmt = "(!{0})"
+        elif adt.is_floating_point:
             fmt = _FLOAT_FN.get(e.op)
         elif e.op in _INT_FN:
             fmt = _INT_FN[e.op]

@@ -183,7 +183,13 @@ def _looped_configs(xnumel: int, rnumel: int, outer: bool) -> tuple:
             if c not in out:
                 out.append(c)
         return tuple(out)
-    return (Config(1, 2048, 8), Config(1, 1024, 4), Config(2, 1024, 8))
+    out = []
+    for xb, rb, w in ((1, 2048, 8), (1, 1024, 4), (2, 1024, 8)):
+        rb = min(rb, next_pow2(rnumel))
+        c = Config(min(xb, next_pow2(xnumel)), rb, _warps(xb * rb, 1, w))
+        if c not in out:
+            out.append(c)
+    return tuple(out)
 
 
 def _index_exprs(k: ir.Kernel):
@@ -563,7 +569,7 @@ class KernelSource:
         self.row_values: dict[str, str] = {}  # reduction/outer stage -> [XBLOCK, 1] value
         self.pw_values: dict[str, str] = {}  # persistent: pointwise stage -> tile value
         self.n = 0
-        self.mode = "persistent"
+        self._text = None
 
     # ------------------------------------------------------------------ helpers used by _Emitter
     def fresh(self) -> str:
@@ -608,6 +614,12 @@ class KernelSource:
         return sig
 
     def render(self) -> str:
+        if self._text is None:
+            self.row_values, self.pw_values, self.n = {}, {}, 0
+            self._text = self._render()
+        return self._text
+
+    def _render(self) -> str:
         p = self.plan
         cexpr = ["XBLOCK: tl.constexpr"] + ([] if p.template == "pointwise" else ["RBLOCK: tl.constexpr"])
         head = [

@@ -1,0 +1,61 @@
+"""Compile ATen graphs with mend directly (make_fx + compile_graph): no Dynamo, so op tests stay fast."""
+
+from __future__ import annotations
+
+import torch
+import torch.utils._pytree
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from mend.compiler.backend import compile_graph
+from mend.compiler.decomps import decomposition_table
+
+
+def mend_compile_fx(fn, *args):
+    gm = make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*args)
+    return compile_graph(gm, list(args))
+
+
+def run_mend(fn, *args):
+    """(outputs as a tuple, compiled callable)."""
+    call = mend_compile_fx(fn, *args)
+    out = call(list(args))
+    return tuple(out), call
+
+
+def tol(dtype):
+    if dtype in (torch.float16,):
+        return dict(rtol=2e-3, atol=2e-3)
+    if dtype == torch.bfloat16:
+        return dict(rtol=1.6e-2, atol=1.6e-2)
+    if dtype == torch.float64:
+        return dict(rtol=1e-9, atol=1e-9)
+    return dict(rtol=1e-5, atol=1e-5)
+
+
+def assert_same(got, want, dtype=None, msg=""):
+    if isinstance(want, torch.Tensor):
+        assert isinstance(got, torch.Tensor), msg
+        assert got.shape == want.shape, f"{msg}: shape {tuple(got.shape)} != {tuple(want.shape)}"
+        assert got.dtype == want.dtype, f"{msg}: dtype {got.dtype} != {want.dtype}"
+        if want.dtype.is_floating_point:
+            t = tol(dtype or want.dtype)
+            torch.testing.assert_close(got, want, equal_nan=True, msg=lambda m: f"{msg}: {m}", **t)
+        else:
+            assert torch.equal(got, want), f"{msg}: {got} != {want}"
+    else:
+        assert got == want, msg
+
+
+def check(fn, *args, dtype=None, allow_extern=False, allow_interpreted=False):
+    """Run ``fn`` eagerly and through mend; assert equal outputs; return the compiled callable."""
+    want = tuple(torch.utils._pytree.tree_leaves(fn(*args)))
+    got, call = run_mend(fn, *args)
+    assert call.__dict__.get("mend_graph") is not None, "graph fell back to eager"
+    if not allow_interpreted:
+        assert call.mend_interpreted == [], f"kernels interpreted: {call.mend_interpreted}"
+    if not allow_extern:
+        assert call.mend_extern_ops == [], f"ops not lowered: {call.mend_extern_ops}"
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_same(g, w, dtype, msg=f"output {i}")
+    return call

@@ -1,0 +1,487 @@
+"""The Triton generator on a CPU-only machine.
+
+Tier 1: generated kernels run in Triton's interpreter (``TRITON_INTERPRET=1``) on CPU tensors and are
+compared with eager PyTorch. The graphs go through the core's real pipeline (make_fx with mend's
+decompositions -> lowering -> scheduler for device "cuda"), then the wrapper runs them with the Triton
+launchers. Shapes are small (a few programs per launch).
+
+Tier 2: every kernel generated for those graphs (and every launch configuration the autotuner may pick)
+is compiled for sm_90 with no GPU: ``triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32))``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import sympy
+import torch
+import torch.nn.functional as F
+import torch.utils._pytree as pytree
+
+pytest.importorskip("triton")
+pytest.importorskip("numpy")
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy under the interpreter: inf/nan math
+
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+from mend.compiler import backend, ir, runtime_triton, wrapper  # noqa: E402
+from mend.compiler.codegen import KernelCompileError, generator_for  # noqa: E402
+from mend.compiler.codegen.triton import TritonGenerator  # noqa: E402
+from mend.compiler.codegen.triton_source import KernelSource, next_pow2, render_module  # noqa: E402
+from mend.compiler.debug import Dump  # noqa: E402
+from mend.compiler.decomps import decomposition_table  # noqa: E402
+from mend.compiler.lowering import Lowering  # noqa: E402
+from mend.compiler.scheduler import schedule  # noqa: E402
+from mend.compiler.symbolic import variables  # noqa: E402
+
+from .helpers import assert_same  # noqa: E402
+from .models import ResidualLN  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _interpret(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("MEND_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def scheduled(fn, *args):
+    gm = make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*args)
+    g = Lowering(gm, list(args)).run()
+    sg, _ = schedule(g, "cuda")
+    return gm, sg
+
+
+def run_triton(fn, *args, rmax=None):
+    """Compile ``fn`` with the Triton generator, run it in the interpreter; (outputs, graph, launchers)."""
+    gm, sg = scheduled(fn, *args)
+    gen = TritonGenerator() if rmax is None else TritonGenerator(persistent_rmax=rmax)
+    fns = gen.compile(sg.kernels, Dump("t"))
+    for _, (f, style) in fns.items():
+        assert isinstance(f, runtime_triton.TritonLauncher) and style == "tensor"
+    assert set(fns) == {k.name for k in sg.kernels}
+    consts = {c.name: getattr(gm, c.attr) for c in sg.constants}
+    call, _ = wrapper.build(sg, fns, consts, torch.device("cpu"))
+    out = tuple(call(list(args)))
+    for f, _ in fns.values():
+        assert f.fallback is None, f"{f.kernel.name} fell back to the interpreter"
+    return out, sg, fns
+
+
+def check(fn, *args, rmax=None, templates=None, dtype=None):
+    want = tuple(pytree.tree_leaves(fn(*args)))
+    got, sg, fns = run_triton(fn, *args, rmax=rmax)
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_same(g, w, dtype, msg=f"output {i}")
+    used = sorted({f.template for f, _ in fns.values()})
+    if templates is not None:
+        assert used == sorted(templates), used
+    return sg, fns
+
+
+# ---------------------------------------------------------------------------------- tier 1: pointwise
+
+
+def test_generator_hook_selects_triton_for_cuda():
+    assert isinstance(generator_for("cuda"), TritonGenerator)
+
+
+def test_pointwise_chain_is_one_flat_kernel():
+    x, w, b = torch.randn(33, 70), torch.randn(70), torch.randn(70)
+    sg, fns = check(lambda x, w, b: torch.relu(x * w + b) * torch.sigmoid(x), x, w, b,
+                    templates=["pointwise"])
+    assert len(sg.kernels) == 1
+
+
+def test_broadcast_and_noncontiguous_inputs():
+    base = torch.randn(24, 40)
+    x = base.t()  # non-contiguous
+    y = torch.randn(40, 1)
+    z = torch.randn(100, 30)[::3, 2:26].t()  # strided slice, transposed
+    assert not x.is_contiguous() and not z.is_contiguous()
+    check(lambda x, y: (x - y).abs() + x.exp(), x, y)
+    check(lambda z, b: z * 2 + b, z, torch.randn(24, 34))
+
+
+def test_expand_and_scalar_and_permute():
+    x = torch.randn(2, 3, 4, 5)
+    s = torch.tensor(1.5)
+    check(lambda x, s: x.permute(0, 2, 3, 1) * s + x.permute(0, 2, 3, 1).square(), x, s)
+    check(lambda x: x[:, :1].expand(2, 3, 4, 5) + x, x)
+
+
+def test_multiple_pointwise_kernels_of_different_sizes():
+    x, y = torch.randn(50), torch.randn(8, 9)
+    check(lambda x, y: (x * 3, y.sin() + 1, (y > 0).float()), x, y)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_dtypes_compute_in_float32_and_round_on_store(dtype):
+    x = torch.randn(40, 30).to(dtype)
+    y = torch.randn(30).to(dtype)
+    check(lambda x, y: (torch.exp(x) * y + x * x - 1, (x * y).float(), x.float().to(dtype) / 3), x, y,
+          dtype=dtype)
+
+
+def test_integer_and_bool_semantics():
+    a = torch.randint(-50, 50, (64,))
+    b = torch.randint(1, 9, (64,)) * torch.where(torch.rand(64) > 0.5, 1, -1)
+    m = torch.rand(64) > 0.3
+    check(lambda a, b, m: (torch.div(a, b, rounding_mode="floor"), torch.div(a, b, rounding_mode="trunc"),
+                           torch.remainder(a, b), torch.fmod(a, b), torch.where(m, a, b), a.abs(),
+                           torch.maximum(a, b), (a > b) & m, ~m | (a == 3), a.sign(), m.sum()), a, b, m)
+
+
+def test_float_division_modes_and_sign():
+    a = torch.randn(100) * 10
+    b = torch.randn(100) * 3
+    check(lambda a, b: (torch.div(a, b, rounding_mode="floor"), torch.remainder(a, b), torch.fmod(a, b),
+                        a.sign(), torch.div(a, b, rounding_mode="trunc")), a, b)
+
+
+UNARY = {
+    "exp": torch.exp, "log": lambda x: torch.log(x.abs() + 0.1), "sqrt": lambda x: x.abs().sqrt(),
+    "rsqrt": lambda x: (x.abs() + 0.1).rsqrt(), "sigmoid": torch.sigmoid, "erf": torch.erf,
+    "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh, "expm1": torch.expm1,
+    "log1p": lambda x: torch.log1p(x.abs()), "log10": lambda x: torch.log10(x.abs() + 0.1),
+    "log2": lambda x: torch.log2(x.abs() + 0.1), "exp2": torch.exp2, "tan": lambda x: torch.tan(x * 0.5),
+    "asin": lambda x: torch.asin(x.clamp(-1, 1)), "acos": lambda x: torch.acos(x.clamp(-1, 1)),
+    "atan": torch.atan, "sinh": torch.sinh, "cosh": torch.cosh, "asinh": torch.asinh,
+    "acosh": lambda x: torch.acosh(x.abs() + 1), "atanh": lambda x: torch.atanh(x.clamp(-0.9, 0.9)),
+    "erfc": torch.erfc, "floor": torch.floor, "ceil": torch.ceil, "round": lambda x: torch.round(x * 2),
+    "trunc": torch.trunc, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": lambda x: F.silu(x), "softplus": lambda x: F.softplus(x), "pow_scalar": lambda x: x.abs() ** 2.5,
+    "pow_tensor": lambda x: torch.pow(x.abs() + 0.5, x), "atan2": lambda x: torch.atan2(x, x.flip(0)),
+    "isinf_isnan": lambda x: (torch.isinf(x / 0.0) & ~torch.isnan(x)).float(),
+    "clamp_where": lambda x: torch.where(x > 0, x.clamp(max=0.5), -x),
+    "nan_minmax": lambda x: torch.maximum(x, torch.full_like(x, float("nan"))) + torch.minimum(x, x * 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_math_functions(name):
+    x = torch.randn(97) * 2
+    x[3] = 0.0
+    x[5] = 1e-6
+    check(UNARY[name], x)
+
+
+def test_pow_special_cases():
+    a = torch.tensor([-2.0, -2.0, 0.0, 0.0, 0.0, 1.0, float("nan"), 3.0, -8.0, 2.0])
+    b = torch.tensor([3.0, 2.0, 2.0, 0.0, -1.0, float("nan"), 0.0, 0.5, 1 / 3, -2.0])
+    check(lambda a, b: torch.pow(a, b), a, b)
+
+
+def test_arange_full_and_cat():
+    x = torch.randn(6, 5)
+    check(lambda x: (x + torch.arange(5), torch.cat([x, x * 2], 0), torch.full((3, 2), 7.0)), x)
+
+
+def test_zero_size_inputs():
+    x = torch.randn(0, 7)
+    check(lambda x: (x * 2 + 1, x.sum(-1)), x)
+    y = torch.randn(4, 0)
+    check(lambda y: (y.sum(-1), y.exp()), y)
+
+
+# ------------------------------------------------------------------------------ tier 1: reductions
+
+
+def test_softmax_is_one_persistent_kernel():
+    x = torch.randn(16, 100)
+    sg, fns = check(lambda x: torch.softmax(x * 0.5, -1), x, templates=["persistent"])
+    assert len(sg.kernels) == 1
+
+
+def test_softmax_looped():
+    x = torch.randn(6, 300)
+    check(lambda x: torch.softmax(x, -1), x, rmax=64, templates=["looped"])
+
+
+def test_log_softmax_and_half_softmax():
+    x = torch.randn(12, 33)
+    check(lambda x: F.log_softmax(x, -1), x)
+    h = torch.randn(12, 33).half()
+    check(lambda h: torch.softmax(h, -1), h, dtype=torch.float16)
+
+
+@pytest.mark.parametrize("rmax", [4096, 16])
+def test_layer_norm(rmax):
+    x, w, b = torch.randn(3, 5, 48), torch.randn(48), torch.randn(48)
+    check(lambda x, w, b: F.layer_norm(x, (48,), w, b), x, w, b, rmax=rmax,
+          templates=["persistent"] if rmax > 48 else ["looped"])
+
+
+def test_residual_layer_norm_relu():
+    x, y, w, b = torch.randn(10, 64), torch.randn(10, 64), torch.randn(64), torch.randn(64)
+    sg, _ = check(lambda x, y, w, b: F.relu(F.layer_norm(x + y, (64,), w, b)), x, y, w, b)
+    assert len(sg.kernels) == 1
+
+
+def test_bf16_layer_norm():
+    x = torch.randn(8, 64).bfloat16()
+    w, b = torch.randn(64).bfloat16(), torch.randn(64).bfloat16()
+    check(lambda x, w, b: F.layer_norm(x, (64,), w, b), x, w, b, dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize("rmax", [4096, 8])
+def test_row_reductions(rmax):
+    x = torch.randn(9, 37)
+    x[2, 5] = float("nan")
+    x[5, 3] = x[5, 7] = 50.0  # ties: the first index wins
+    x[6, 10] = x[6, 20] = -50.0
+    check(lambda x: (x.sum(-1), x.amax(-1), x.amin(-1), x.argmax(-1), x.argmin(-1), x.mean(-1),
+                     torch.var_mean(x, -1), x.prod(-1)), x, rmax=rmax)
+    y = x.clone()
+    y[4, :] = float("-inf")
+    y[3, :] = float("inf")
+    y[7, 30] = float("nan")
+    check(lambda y: (y.amax(-1), y.amin(-1), y.argmax(-1), y.argmin(-1), y.prod(-1)), y, rmax=rmax)
+
+
+@pytest.mark.parametrize("rmax", [4096, 4])
+def test_int_and_bool_reductions(rmax):
+    a = torch.randint(-100, 100, (7, 29))
+    m = a > 90
+    check(lambda a, m: (a.sum(-1), a.amax(-1), a.amin(0), a.argmax(-1), a.argmin(0), m.any(-1), m.all(-1),
+                        (~m).all(-1), m.any(0)), a, m, rmax=rmax)
+
+
+def test_column_and_multi_dim_reductions():
+    x = torch.randn(20, 6, 10)
+    check(lambda x: (x.sum(0), x.amax(1), x.sum((0, 2)), x.mean((1, 2)), x.argmax(1)), x)
+
+
+def test_outer_reduction_uses_wide_row_tiles():
+    x = torch.randn(300, 24)
+    sg, fns = check(lambda x: (x.sum(0), x.amax(0)), x, templates=["looped"])
+    assert all(f.plan.outer_reduction for f, _ in fns.values())
+    assert all(f.plan.configs[0].XBLOCK >= 16 for f, _ in fns.values())
+
+
+def test_reduction_with_epilogue_and_prologue_stores():
+    x = torch.randn(8, 40)
+
+    def f(x):
+        y = x * 2 + 1  # stored (returned) and reduced
+        s = y.sum(-1, keepdim=True)
+        return y, y / s, s.squeeze(-1) * 3
+
+    for rmax in (4096, 8):
+        check(f, x, rmax=rmax)
+
+
+def test_looped_reduction_over_long_rows():
+    x = torch.randn(2, 5000)
+    x[1, 4321] = 1e4
+    sg, fns = check(lambda x: (torch.softmax(x, -1), x.argmax(-1), x.amax(-1)), x, templates=["looped"])
+
+
+def test_reduction_kernel_partial_last_block():
+    # rows not a multiple of XBLOCK: masked rows must not be stored
+    x = torch.randn(999, 8)
+    sg, fns = check(lambda x: torch.softmax(x, -1), x)
+    f = next(iter(fns.values()))[0]
+    assert f.plan.xnumel % f.plan.configs[0].XBLOCK != 0
+
+
+# ----------------------------------------------------------------- through Dynamo + aot_autograd
+
+
+@pytest.mark.slow
+def test_backend_forward_and_backward_with_triton_generator(monkeypatch):
+    """torch.compile(backend="mend") with the Triton generator (CPU tensors, interpreter): training."""
+    monkeypatch.setattr(backend, "generator_for", lambda device_type: TritonGenerator())
+    torch._dynamo.reset()
+    m = ResidualLN(32)
+    x = torch.randn(6, 32, requires_grad=True)
+    y = torch.randn(6, 32)
+    before = dict(backend.STATS)
+    compiled = torch.compile(m, backend="mend", fullgraph=True)
+    out = compiled(x, y)
+    g = torch.randn_like(out)
+    out.backward(g)
+    got = [x.grad.clone(), m.ln.weight.grad.clone(), m.ln.bias.grad.clone()]
+    x.grad = m.ln.weight.grad = m.ln.bias.grad = None
+    want = m(x, y)
+    want.backward(g)
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    for a, b in zip(got, [x.grad, m.ln.weight.grad, m.ln.bias.grad]):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert backend.STATS["graphs"] - before["graphs"] == 2
+    assert backend.STATS["fallback_graphs"] == before["fallback_graphs"]
+    assert backend.STATS["interpreted_kernels"] == before["interpreted_kernels"]
+    torch._dynamo.reset()
+
+
+# ------------------------------------------------------------------------- fallbacks and caching
+
+
+def _kernel(size, rdims, stages, inputs, outputs, dtypes):
+    return ir.Kernel("kx", tuple(size), tuple(rdims), tuple(stages), tuple(inputs), tuple(outputs),
+                     tuple(dtypes))
+
+
+def test_unsupported_kernel_raises_kernel_compile_error_and_keeps_the_others():
+    x0, = variables(1)
+    lay = ir.Layout.contiguous((8,), torch.complex64)
+    bad = ir.Kernel("kbad", (8,), (), (ir.Stage("o", "pointwise", ir.Load("a", x0, torch.complex64),
+                                                 torch.complex64, lay, None, False, x0),),
+                    ("a",), ("o",), (("a", torch.complex64), ("o", torch.complex64)))
+    x = torch.randn(8)
+    _, sg = scheduled(lambda x: x + 1, x)
+    with pytest.raises(KernelCompileError) as ei:
+        TritonGenerator().compile([bad] + sg.kernels, Dump("t"))
+    assert ei.value.failed == ["kbad"]
+    assert set(ei.value.partial) == {k.name for k in sg.kernels}
+
+
+def test_launch_failure_falls_back_to_the_reference_interpreter(monkeypatch):
+    x = torch.randn(10)
+    gm, sg = scheduled(lambda x: x * 2, x)
+    fns = TritonGenerator().compile(sg.kernels, Dump("t"))
+    launcher = fns[sg.kernels[0].name][0]
+
+    class Broken:
+        def __getitem__(self, grid):
+            raise RuntimeError("triton failed to compile")
+
+    launcher.fn = Broken()
+    before = runtime_triton.STATS["launch_fallbacks"]
+    call, _ = wrapper.build(sg, fns, {}, torch.device("cpu"))
+    (out,) = call([x])
+    torch.testing.assert_close(out, x * 2)
+    assert launcher.fallback is not None
+    assert runtime_triton.STATS["launch_fallbacks"] == before + 1
+
+
+def test_module_is_written_to_the_cache_and_reused(tmp_path):
+    x = torch.randn(10)
+    _, sg = scheduled(lambda x: x.exp(), x)
+    gen = TritonGenerator()
+    src = gen.module_source(sg.kernels)
+    m1 = runtime_triton.load_module(src)
+    files = list((tmp_path / "cache" / "v1" / "triton").rglob("*.py"))
+    assert len(files) == 1 and files[0].read_text() == src
+    hits = runtime_triton.STATS["module_hits"]
+    assert runtime_triton.load_module(src) is m1
+    assert runtime_triton.STATS["module_hits"] == hits + 1
+
+
+def test_autotune_results_round_trip_on_disk():
+    key = "ab" * 32
+    assert runtime_triton.read_tuned(key) is None
+    runtime_triton.write_tuned(key, {"config": [1024, 1, 4]})
+    assert runtime_triton.read_tuned(key) == {"config": [1024, 1, 4]}
+
+
+def test_int64_indices_for_huge_kernels():
+    x0, = variables(1)
+    n = 2**31 + 16
+    lay = ir.Layout.contiguous((n,), torch.float32)
+    k = ir.Kernel("kbig", (n,), (), (ir.Stage("o", "pointwise", ir.Op("mul", (
+        ir.Load("a", x0, torch.float32), ir.Const(2.0, torch.float32)), torch.float32), torch.float32, lay,
+        None, False, x0),), ("a",), ("o",), (("a", torch.float32), ("o", torch.float32)))
+    s = KernelSource(k)
+    assert s.plan.index_dtype == "tl.int64"
+    assert "tl.program_id(0).to(tl.int64)" in s.render()
+    small = KernelSource(_kernel((1000,), (), k.stages, k.inputs, k.outputs, k.dtypes))
+    assert small.plan.index_dtype == "tl.int32"
+
+
+def test_block_heuristics():
+    assert next_pow2(1) == 1 and next_pow2(100) == 128 and next_pow2(4096) == 4096
+    x = torch.randn(64, 1000)
+    _, sg = scheduled(lambda x: torch.softmax(x, -1), x)
+    s = KernelSource(sg.kernels[0])
+    assert s.plan.template == "persistent"
+    for c in s.plan.configs:
+        assert c.RBLOCK == 1024 and c.XBLOCK * c.RBLOCK <= 8192
+    _, sg = scheduled(lambda x: x.exp(), torch.randn(1 << 20))
+    s = KernelSource(sg.kernels[0])
+    assert {c.XBLOCK for c in s.plan.configs} == {512, 1024, 2048}
+
+
+# ------------------------------------------------------------- tier 2: compile for sm_90, no GPU
+
+TIER2_CASES = {
+    "pointwise": (lambda x, w: torch.relu(x * w) * torch.sigmoid(x) + torch.tanh(x) ** 1.5,
+                  (torch.randn(64, 32), torch.randn(32))),
+    "transposed": (lambda x: x.t().exp() + 1, (torch.randn(16, 24),)),
+    "half": (lambda x: (x.exp() * 2).half(), (torch.randn(33, 7),)),
+    "bf16_ln": (lambda x, w, b: F.layer_norm(x, (64,), w, b),
+                (torch.randn(8, 64).bfloat16(), torch.randn(64).bfloat16(), torch.randn(64).bfloat16())),
+    "softmax": (lambda x: torch.softmax(x, -1), (torch.randn(16, 1000),)),
+    "softmax_long": (lambda x: torch.softmax(x, -1), (torch.randn(4, 10000),)),
+    "reductions": (lambda x: (x.sum(-1), x.amax(-1), x.argmax(-1), x.argmin(-1), x.prod(-1),
+                              torch.var_mean(x, -1)), (torch.randn(9, 37),)),
+    "reductions_long": (lambda x: (x.amax(-1), x.argmax(-1), x.amin(-1), x.prod(-1)), (torch.randn(3, 9000),)),
+    "columns": (lambda x: (x.sum(0), x.amax(0), x.argmax(0)), (torch.randn(300, 24),)),
+    "ints": (lambda a, m: (torch.div(a, 3, rounding_mode="floor"), torch.remainder(a, 7), m.any(-1), m.all(-1),
+                           a.sum(-1), a.amax(-1)),
+             (torch.randint(-9, 9, (5, 20)), torch.rand(5, 20) > 0.5)),
+    "math": (lambda x: (torch.expm1(x) + torch.log1p(x.abs()) + torch.atan2(x, x + 1) + torch.erfc(x)
+                        + torch.round(x) + torch.trunc(x) + torch.asinh(x) + torch.sinh(x)
+                        + torch.remainder(x, 0.3) + x.sign()), (torch.randn(50),)),
+}
+
+
+def _compile_sm90(sources, module):
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    compiled = 0
+    for s in sources:
+        fn = getattr(module, s.fn_name)
+        for cfg in s.plan.configs:
+            src = ASTSource(fn=fn, signature=s.signature(), constexprs=cfg.constexprs(s.plan.template))
+            out = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg.num_warps})
+            assert out.asm["cubin"], s.fn_name
+            assert out.metadata.shared <= 228 * 1024
+            compiled += 1
+    return compiled
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(TIER2_CASES))
+def test_every_kernel_compiles_for_sm90(case, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    fn, args = TIER2_CASES[case]
+    _, sg = scheduled(fn, *args)
+    gen = TritonGenerator(interpret=False)
+    sources, bad = gen.sources(sg.kernels)
+    assert not bad
+    module = runtime_triton.load_module(render_module(sources, interpret=False))
+    n = _compile_sm90(sources, module)
+    assert n >= len(sg.kernels) >= 1
+    # and the interpreter gets the same kernels right
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    check(fn, *args)
+
+
+@pytest.mark.slow
+def test_looped_templates_compile_for_sm90(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    x = torch.randn(6, 300)
+    _, sg = scheduled(lambda x: (torch.softmax(x, -1), x.argmax(-1), x.amin(-1), (x > 0).any(-1)), x)
+    gen = TritonGenerator(persistent_rmax=64, interpret=False)
+    sources, bad = gen.sources(sg.kernels)
+    assert not bad and {s.plan.template for s in sources} == {"looped"}
+    module = runtime_triton.load_module(render_module(sources, interpret=False))
+    assert _compile_sm90(sources, module) >= 1
+
+
+def test_int64_kernel_compiles_for_sm90(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    x0, = variables(1)
+    n = 2**31 + 16
+    lay = ir.Layout.contiguous((n,), torch.float16)
+    k = ir.Kernel("kbig", (n,), (), (ir.Stage("o", "pointwise", ir.Op("exp", (
+        ir.Load("a", x0 + sympy.Integer(0), torch.float16),), torch.float16), torch.float16, lay, None, False,
+        x0),), ("a",), ("o",), (("a", torch.float16), ("o", torch.float16)))
+    s = KernelSource(k)
+    module = runtime_triton.load_module(render_module([s], interpret=False))
+    assert _compile_sm90([s], module) == len(s.plan.configs)
+    assert math.prod(k.size) > 2**31
