@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -89,7 +90,7 @@ def check(
             try:
                 source = decode_source(data)
                 diags = check_source(source, name if stdin_filename else "<stdin>", config, ignore_noqa=ignore_noqa)
-                diags = [d.__class__(**{**d.__dict__, "path": name}) for d in diags]
+                diags = [dataclasses.replace(d, path=name) for d in diags]
             except UnreadableSource as exc:
                 from mend.analyzers.diagnostic import Diagnostic
 
@@ -98,7 +99,7 @@ def check(
         else:
             progress = None
             bar = None
-            if sys.stderr.isatty() and not quiet and output_file is None or (sys.stderr.isatty() and output_file):
+            if sys.stderr.isatty() and not quiet:
                 bar = _Progress()
                 progress = bar.tick
             try:
