@@ -13,7 +13,13 @@ from mend.analyzers.static.rules import RULES
 from mend.analyzers.version import __version__
 
 FORMATS = ("concise", "full", "json", "github", "sarif", "junit")
-DOCS_URL = "https://github.com/mend-project/mend/blob/main/docs/rules/{code}.md"
+
+
+def rule_url(code: str) -> str | None:
+    """The rule's primary reference (the Dynamo graph-break page it predicts), if it has one."""
+    rule = RULES.get(code)
+    refs = rule.all_references if rule else ()
+    return refs[0] if refs else None
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
@@ -64,7 +70,7 @@ def json_output(diags: Iterable[Diagnostic]) -> str:
     items = []
     for d in diags:
         item = d.to_dict()
-        item["url"] = DOCS_URL.format(code=d.code)
+        item["url"] = rule_url(d.code)
         items.append(item)
     return json.dumps(items, indent=2) + "\n"
 
@@ -100,11 +106,14 @@ def sarif(diags: list[Diagnostic]) -> str:
             "name": r.name,
             "shortDescription": {"text": r.summary},
             "fullDescription": {"text": f"{r.what}\n\n{r.why}"},
-            "helpUri": DOCS_URL.format(code=c),
-            "help": {"text": r.use_instead or r.what, "markdown": r.use_instead or r.what},
+            "help": {"text": f"mend rule {c} (docs/rules/{c}.md)\n\n{r.use_instead or r.what}",
+                     "markdown": f"`mend rule {c}` (docs/rules/{c}.md)\n\n{r.use_instead or r.what}"},
             "defaultConfiguration": {"level": "error" if r.severity.value == "error" else "warning"},
             "properties": {"category": r.category, "registryIds": list(r.registry_ids), "kind": r.kind},
         })
+        url = rule_url(c)
+        if url:
+            rules[-1]["helpUri"] = url
     results = []
     for d in diags:
         region = {"startLine": d.line, "startColumn": d.col}
@@ -127,8 +136,7 @@ def sarif(diags: list[Diagnostic]) -> str:
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
         "runs": [{
-            "tool": {"driver": {"name": "mend", "version": __version__,
-                                "informationUri": "https://github.com/mend-project/mend", "rules": rules}},
+            "tool": {"driver": {"name": "mend", "version": __version__, "rules": rules}},
             "results": results,
         }],
     }
