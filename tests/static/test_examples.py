@@ -10,10 +10,10 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _line(name: str, needle: str) -> int:
-    for i, text in enumerate((EXAMPLES / name).read_text().splitlines(), 1):
-        if needle in text:
-            return i
-    raise AssertionError(f"{needle!r} not in {name}")
+    """The code line holding ``needle`` (the last match: the docstring mentions it first)."""
+    hits = [i for i, text in enumerate((EXAMPLES / name).read_text().splitlines(), 1) if needle in text]
+    assert hits, f"{needle!r} not in {name}"
+    return hits[-1]
 
 
 def test_examples_findings_match_their_docstrings():
