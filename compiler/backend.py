@@ -17,6 +17,7 @@ import os
 import time
 
 import torch
+import torch.utils._pytree
 
 from . import compat, debug, ir, wrapper
 from .codegen import KernelCompileError, NoGenerator, generator_for
@@ -120,7 +121,7 @@ def _self_checking(call, gm, dump):
         state["checked"] = True
         ref_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         out = call(list(args))
-        ref = gm(*ref_args)
+        ref = torch.utils._pytree.tree_leaves(gm(*ref_args))
         bad = []
         for i, (a, b) in enumerate(zip(out, ref)):
             if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):

@@ -38,6 +38,8 @@ aten = torch.ops.aten
 prims = torch.ops.prims
 
 HALF = (torch.float16, torch.bfloat16)
+SUPPORTED_DTYPES = frozenset([torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, torch.uint8,
+                              torch.int16, torch.int32, torch.int64, torch.bool])
 _LOGGED: set = set()
 
 
@@ -218,6 +220,9 @@ class Lowering:
         fn = LOWERINGS.get(target)
         if fn is None and isinstance(target, torch._ops.OpOverload):
             fn = LOWERINGS.get(target.overloadpacket)
+        if fn is not None and not self._dtypes_supported(node):
+            log_once(f"mend: {target} on unsupported dtypes lowered as an ATen call")
+            fn = None
         if fn is not None:
             args = tuple(self._arg(a) for a in node.args)
             kwargs = {k: self._arg(v) for k, v in node.kwargs.items()}
@@ -231,6 +236,13 @@ class Lowering:
                     res = self.maybe_realize(res, node)
                 return res
         return self.extern(node)
+
+    def _dtypes_supported(self, node) -> bool:
+        vals = torch.utils._pytree.tree_leaves(meta_of(node))
+        for a in torch.utils._pytree.tree_leaves((node.args, node.kwargs)):
+            if isinstance(a, torch.fx.Node):
+                vals.append(meta_of(a))
+        return all(v.dtype in SUPPORTED_DTYPES for v in vals if isinstance(v, torch.Tensor))
 
     def _arg(self, a):
         if isinstance(a, torch.fx.Node):

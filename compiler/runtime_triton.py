@@ -109,17 +109,24 @@ def _interpreter_runs_jit_functions():
     be called from Python, so interpreted kernels calling them fail. While an interpreted kernel runs, such
     calls are routed through the interpreter instead (what they would have been with the variable set
     first)."""
-    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime import interpreter
     from triton.runtime.jit import JITFunction
 
     orig = JITFunction.__call__
-    wrapped: dict[int, InterpretedFunction] = {}
+    wrapped: dict[int, object] = {}
 
     def call(self, *args, **kwargs):
         f = wrapped.get(id(self))
         if f is None:
-            f = wrapped[id(self)] = InterpretedFunction(self.fn)
-        return f(*args, **kwargs)
+            f = wrapped[id(self)] = interpreter.InterpretedFunction(self.fn)
+        # patch triton.language for the callee's module and undo it afterwards (InterpretedFunction's
+        # own __call__ leaves it patched, which breaks later compiled-mode use in the same process)
+        scope = interpreter._patch_lang(self.fn)
+        try:
+            return f.rewrite()(*args, **kwargs)
+        finally:
+            if scope is not None:
+                scope.restore()
 
     JITFunction.__call__ = call
     try:

@@ -1,0 +1,141 @@
+"""The backend contract: registration, mend.compiler.compile, graph breaks, fallbacks, debug switches."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+import torch
+
+import mend.compiler
+from mend.compiler import GraphBreakError, backend, lowering
+
+from .helpers import check, mend_compile_fx
+
+
+def test_backend_is_registered_by_name_and_entry_point():
+    import torch._dynamo
+
+    assert "mend" in torch._dynamo.list_backends(exclude_tags=())
+    eps = importlib.metadata.entry_points(group="torch_dynamo_backends")
+    ep = [e for e in eps if e.name == "mend"]
+    assert ep and ep[0].load() is backend.mend_backend
+
+
+def test_torch_compile_backend_string_runs_our_compiler():
+    torch._dynamo.reset()
+    before = backend.STATS["graphs"]
+    f = torch.compile(lambda x: torch.tanh(x) * 2, backend="mend")
+    x = torch.randn(10)
+    torch.testing.assert_close(f(x), torch.tanh(x) * 2)
+    assert backend.STATS["graphs"] == before + 1
+
+
+def test_compile_convenience_decorator_and_module():
+    @mend.compiler.compile
+    def f(x):
+        return x.softmax(-1)
+
+    x = torch.randn(4, 9)
+    torch.testing.assert_close(f(x), x.softmax(-1))
+    m = torch.nn.Sequential(torch.nn.Linear(5, 5), torch.nn.ReLU())
+    cm = mend.compiler.compile(m)
+    y = torch.randn(3, 5)
+    torch.testing.assert_close(cm(y), m(y))
+
+
+def test_graph_break_under_fullgraph_points_to_mend_check_and_fix():
+    def f(x):
+        print("side effect")
+        return x + 1
+
+    cf = mend.compiler.compile(f)
+    with pytest.raises(GraphBreakError) as info:
+        cf(torch.randn(3))
+    msg = str(info.value)
+    assert "mend check" in msg and "mend fix" in msg
+    assert isinstance(info.value.__cause__, Exception)
+
+
+def test_graph_break_in_module_forward_raises_too():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:  # data-dependent branch
+                return x * 2
+            return x
+
+    with pytest.raises(GraphBreakError):
+        mend.compiler.compile(M())(torch.ones(3))
+
+
+def test_op_level_fallback_calls_aten():
+    a = torch.randn(6, 4)
+    call = check(lambda a: torch.cumsum(a, 0) * 2, a, allow_extern=True)
+    assert any("cumsum" in op for op in call.mend_extern_ops)
+
+
+def test_kernel_level_fallback_interprets_disabled_kernels(monkeypatch):
+    monkeypatch.setenv("MEND_DISABLE_KERNELS", "k0")
+    x = torch.randn(8, 12)
+    call = check(lambda x: (x.softmax(-1), (x * 3).exp() + 1), x, allow_interpreted=True)
+    assert call.mend_interpreted == ["k0"]
+    monkeypatch.setenv("MEND_DISABLE_KERNELS", "all")
+    call = check(lambda x: (x.softmax(-1), (x * 3).exp() + 1, x.mean(0)), x, allow_interpreted=True)
+    assert sorted(call.mend_interpreted) == sorted(k.name for k in call.mend_graph.kernels)
+
+
+def test_kernel_level_fallback_when_generation_fails(monkeypatch):
+    from mend.compiler.codegen import cpp
+
+    real = cpp.render_kernel
+
+    def broken(k):
+        if k.rdims:
+            raise NotImplementedError("simulated unsupported kernel")
+        return real(k)
+
+    monkeypatch.setattr(cpp, "render_kernel", broken)
+    monkeypatch.setattr("mend.compiler.codegen.cpp_generator.render_kernel", broken)
+    x = torch.randn(5, 7)
+    call = check(lambda x: (x.softmax(-1), x * 2), x, allow_interpreted=True)
+    assert len(call.mend_interpreted) == 1
+
+
+def test_graph_level_fallback_runs_eagerly(monkeypatch):
+    monkeypatch.delenv("MEND_COMPILER_STRICT")
+
+    def boom(self):
+        raise lowering.LoweringError("simulated")
+
+    monkeypatch.setattr(lowering.Lowering, "run", boom)
+    before = backend.STATS["fallback_graphs"]
+    x = torch.randn(4)
+    call = mend_compile_fx(lambda x: (x.exp(),), x)
+    torch.testing.assert_close(call([x])[0], x.exp())
+    assert backend.STATS["fallback_graphs"] == before + 1
+    assert not hasattr(call, "mend_graph")
+
+
+def test_debug_dump_writes_every_stage(monkeypatch, tmp_path):
+    monkeypatch.setenv("MEND_COMPILER_DEBUG", str(tmp_path))
+    x = torch.randn(6, 10)
+    check(lambda x: (x.softmax(-1), x.cos()), x)
+    dirs = list(tmp_path.iterdir())
+    assert len(dirs) == 1
+    names = {p.name for p in dirs[0].iterdir()}
+    assert {"fx_graph.py", "ir.txt", "fusion.txt", "scheduled.txt", "kernels.cpp", "wrapper.py"} <= names
+    assert 'extern "C" void k0' in (dirs[0] / "kernels.cpp").read_text()
+    assert "new kernel" in (dirs[0] / "fusion.txt").read_text()
+
+
+def test_self_check_mode_passes_on_correct_graph(monkeypatch, caplog):
+    monkeypatch.setenv("MEND_COMPILER_CHECK", "1")
+    x = torch.randn(6, 10)
+    check(lambda x: x.log_softmax(-1), x)
+    assert "differ" not in caplog.text
+
+
+def test_unsupported_device_dtype_falls_back_per_op():
+    z = torch.randn(4, dtype=torch.complex64)
+    call = check(lambda z: (z * 2, z.abs()), z, allow_extern=True)
+    assert call.mend_extern_ops
