@@ -80,6 +80,8 @@ class ModuleAnalyzer:
         self.summary = FileSummary(path=path, module=module, is_package=is_package, lines=len(self.index.lines))
         self.facts: dict[str, ClassFacts] = {}
         self.compiled_names: set[str] = set()
+        self.patched: dict[str, frozenset[str]] = {}
+        self.config_flags: frozenset[str] = frozenset()
         self.func_nodes: list[tuple[FuncInfo, ast.FunctionDef | ast.AsyncFunctionDef, Scope, dict]] = []
 
     # -- positions -------------------------------------------------------------------------
@@ -95,6 +97,8 @@ class ModuleAnalyzer:
     def run(self) -> FileSummary:
         self._bind_module(self.tree.body)
         self.has_compile = "compile" in self.source
+        if "_dynamo" in self.source:
+            self.config_flags = self._module_config()
         self.compiled_names = self._compiled_names() if self.has_compile else set()
         self._collect(self.tree.body, None, None, self.scope)
         for info, node, scope, env in self.func_nodes:
@@ -186,6 +190,35 @@ class ModuleAnalyzer:
                     for h in stmt.handlers:
                         self._collect(h.body, cls, parent, scope)
 
+    def _config_patch(self, node, scope: Scope) -> frozenset[str]:
+        """Dynamo config flags switched on by ``@torch._dynamo.config.patch(...)`` placed *above*
+        ``@torch.compile`` (so they hold while Dynamo traces the function)."""
+        flags: set[str] = set()
+        seen_compile = False
+        for dec in reversed(node.decorator_list):  # innermost first
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            q = scope.qualify(target)
+            if q in COMPILE_NAMES:
+                seen_compile = True
+            elif q == "torch._dynamo.config.patch" and seen_compile and isinstance(dec, ast.Call):
+                for kw in dec.keywords:
+                    if kw.arg and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+                        flags.add(kw.arg)
+                if (len(dec.args) == 2 and isinstance(dec.args[0], ast.Constant)
+                        and isinstance(dec.args[1], ast.Constant) and dec.args[1].value is True):
+                    flags.add(str(dec.args[0].value))
+        return frozenset(flags)
+
+    def _module_config(self) -> frozenset[str]:
+        """``torch._dynamo.config.<flag> = True`` statements at module level (file-wide)."""
+        flags = set()
+        for stmt in self._module_stmts(self.tree.body):
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) and stmt.value.value is True:
+                for t in stmt.targets:
+                    if isinstance(t, ast.Attribute) and self.scope.qualify(t.value) == "torch._dynamo.config":
+                        flags.add(t.attr)
+        return frozenset(flags)
+
     def _merge_facts(self, cid: str, base: str) -> None:
         f, b = self.facts[cid], self.facts[base]
         for attr in ("tensor_attrs", "module_attrs", "int_attrs", "logger_attrs", "lock_attrs"):
@@ -214,6 +247,9 @@ class ModuleAnalyzer:
                 info.disabled = True
             elif q in CONTEXTMANAGER_NAMES:
                 info.contextmanager = True
+        info_flags = self._config_patch(node, scope)
+        if info_flags:
+            self.patched[fid] = info_flags
         self.summary.functions[fid] = info
         if cls and not parent:
             self.summary.classes[cls].methods[node.name] = fid
@@ -350,6 +386,7 @@ class FunctionWalker:
         self.regions: list[tuple[str, ast.AST, int, int, tuple]] = []  # (kind, node, start, end, requires)
         self.findings: list[Finding] = []
         self._seen: set[tuple[str, int, int]] = set()
+        self.config_flags = mod.config_flags | mod.patched.get(info.id, frozenset())
         self.loop_depth = 0
         self._with_items: set[int] = set()
         self._params()
@@ -360,6 +397,8 @@ class FunctionWalker:
 
     def report(self, code: str, node: ast.AST, message: str | None = None,
                requires: tuple[tuple[str, str], ...] = (), **data: object) -> None:
+        if self.config_flags and code in self._config_silenced(node):
+            return
         line, col, end_line, end_col = self.mod.span(node)
         key = (code, line, col)
         if key in self._seen:
@@ -367,6 +406,19 @@ class FunctionWalker:
         self._seen.add(key)
         self.findings.append(Finding(code, message or RULES[code].summary, line, col, end_line, end_col,
                                      self.info.id, requires, dict(data)))
+
+    def _config_silenced(self, node: ast.AST) -> set[str]:
+        """Rules that do not break under the Dynamo config flags in effect (verified in the fixtures)."""
+        out: set[str] = set()
+        if "capture_scalar_outputs" in self.config_flags:
+            out.add("MND301")
+            if not (isinstance(node, ast.Call) and self.qualify(node.func) == "builtins.bool"):
+                out.add("MND302")
+        if "capture_dynamic_output_shape_ops" in self.config_flags:
+            out |= {"MND304", "MND305"}
+        if "trace_autograd_ops" in self.config_flags:
+            out.add("MND501")
+        return out
 
     def is_self_attr(self, expr: ast.AST) -> str | None:
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == self.self_name:
