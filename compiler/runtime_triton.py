@@ -112,6 +112,8 @@ def _interpreter_runs_jit_functions():
     from triton.runtime import interpreter
     from triton.runtime.jit import JITFunction
 
+    import triton.language.standard as std
+
     orig = JITFunction.__call__
     wrapped: dict[int, object] = {}
 
@@ -119,20 +121,19 @@ def _interpreter_runs_jit_functions():
         f = wrapped.get(id(self))
         if f is None:
             f = wrapped[id(self)] = interpreter.InterpretedFunction(self.fn)
-        # patch triton.language for the callee's module and undo it afterwards (InterpretedFunction's
-        # own __call__ leaves it patched, which breaks later compiled-mode use in the same process)
-        scope = interpreter._patch_lang(self.fn)
-        try:
-            return f.rewrite()(*args, **kwargs)
-        finally:
-            if scope is not None:
-                scope.restore()
+        return f.rewrite()(*args, **kwargs)
 
+    # patch triton.language.core (the library's namespace) once for the launch and undo it afterwards
+    # (InterpretedFunction.__call__ patches per call and never restores, which would break compiled-mode
+    # use of triton later in the same process)
+    scope = interpreter._patch_lang(std.max.fn)
     JITFunction.__call__ = call
     try:
         yield
     finally:
         JITFunction.__call__ = orig
+        if scope is not None:
+            scope.restore()
 
 
 # ------------------------------------------------------------------------------------- autotune cache

@@ -210,8 +210,11 @@ def _is_outer_reduction(k: ir.Kernel, mapping, ranges) -> bool:
             e = simplify_index(ld.index.xreplace(mapping), ranges)
             if not e.free_symbols:
                 continue
-            cr = sympy.expand(e).coeff(R) if R in e.free_symbols else 0
-            cx = sympy.expand(e).coeff(X) if X in e.free_symbols else 0
+            # the address step of one row and of one reduction element, at the start of the tile
+            at = {X: 0, R: 0}
+            base = int(e.xreplace(at))
+            cr = int(e.xreplace({X: 0, R: 1})) - base if ranges.get(R, 1) > 1 else None
+            cx = int(e.xreplace({X: 1, R: 0})) - base if ranges.get(X, 1) > 1 else None
             if cr == 1:
                 r_unit += 1
             elif cx == 1:

@@ -278,12 +278,21 @@ def test_looped_reduction_over_long_rows():
     sg, fns = check(lambda x: (torch.softmax(x, -1), x.argmax(-1), x.amax(-1)), x, templates=["looped"])
 
 
-def test_reduction_kernel_partial_last_block():
-    # rows not a multiple of XBLOCK: masked rows must not be stored
-    x = torch.randn(999, 8)
-    sg, fns = check(lambda x: torch.softmax(x, -1), x)
-    f = next(iter(fns.values()))[0]
-    assert f.plan.xnumel % f.plan.configs[0].XBLOCK != 0
+@pytest.mark.parametrize("rmax", [4096, 4])
+def test_several_rows_per_program_with_a_partial_last_block(rmax):
+    # 29 rows in programs of 8 rows: the masked rows of the last program must not be stored
+    from mend.compiler.codegen.triton_source import Config
+
+    x = torch.randn(29, 12)
+    fn = lambda x: (torch.softmax(x, -1), x.argmax(-1), x.sum(-1))  # noqa: E731
+    gm, sg = scheduled(fn, x)
+    fns = TritonGenerator(persistent_rmax=rmax).compile(sg.kernels, Dump("t"))
+    for f, _ in fns.values():
+        f.config = Config(8, 16 if f.template == "persistent" else 4, 4)
+    call, _ = wrapper.build(sg, fns, {}, torch.device("cpu"))
+    got = call([x])
+    for g, w in zip(got, fn(x)):
+        assert_same(g, w)
 
 
 # ----------------------------------------------------------------- through Dynamo + aot_autograd
