@@ -30,7 +30,8 @@ import torch
 
 log = logging.getLogger("mend.compiler")
 
-STATS = {"modules": 0, "module_hits": 0, "launch_fallbacks": 0, "autotuned": 0, "autotune_hits": 0}
+STATS = {"modules": 0, "module_hits": 0, "kernels_built": 0, "launch_fallbacks": 0, "autotuned": 0,
+         "autotune_hits": 0}
 _lock = threading.RLock()
 _modules: dict[str, object] = {}
 _logged: set[str] = set()
@@ -223,6 +224,7 @@ class TritonLauncher:
         try:
             self.config = self._choose(tensors)
             self.launch(self.config, tensors)
+            STATS["kernels_built"] += 1
         except Exception as exc:  # noqa: BLE001 - a kernel Triton cannot build runs interpreted
             if isinstance(exc, torch.cuda.OutOfMemoryError):
                 raise
