@@ -113,6 +113,25 @@ def _root_code(tx: Any) -> Any:
     return getattr(root, "f_code", None)
 
 
+def traced_code() -> list[tuple[str, int, int, str]]:
+    """Code Dynamo traced in the current compile (root frame and inlined functions).
+
+    Each entry: (filename, first line, last line, function name).
+    """
+    try:
+        codes = torch._guards.TracingContext.get_traced_code() or []
+    except Exception:
+        return []
+    out = []
+    for code in codes:
+        try:
+            lines = [ln for _, _, ln in code.co_lines() if ln is not None]
+            out.append((str(code.co_filename), int(code.co_firstlineno), max(lines or [code.co_firstlineno]), str(code.co_name)))
+        except Exception:
+            continue
+    return out
+
+
 def _frame_of(code: Any) -> Frame | None:
     if code is None:
         return None
@@ -150,6 +169,7 @@ def _log_graph_break_hook(orig: Callable[..., Any]) -> Callable[..., Any]:
                         "above": _stack_above_dynamo(),
                         "frame": _frame_of(_root_code(self)),
                         "compile_id": current_compile_id(),
+                        "traced": traced_code(),
                     },
                 )
         except Exception:
@@ -176,6 +196,7 @@ def _call_user_compiler_hook(orig: Callable[..., Any]) -> Callable[..., Any]:
                         "frame": _frame_of(getattr(getattr(self, "root_tx", None), "f_code", None)),
                         "compile_id": current_compile_id(),
                         "nodes": sum(1 for n in gm.graph.nodes if n.op.startswith("call_")),
+                        "traced": traced_code(),
                     },
                 )
             except Exception:
@@ -241,6 +262,23 @@ if _mc is not None:
     _TARGETS.append(("metrics_exit", _mc.MetricsContext, "__exit__", _metrics_exit_hook))
 
 
+def _starts_line_hook(orig: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(orig)
+    def starts_line(self: Any, lineno: int) -> Any:
+        try:
+            filename = self.f_code.co_filename
+            for listener in _line_listeners:
+                listener.on_line(filename, lineno)
+        except Exception:
+            _note_error("starts_line")
+        return orig(self, lineno)
+
+    return starts_line
+
+
+_line_listeners: list[Any] = []
+
+
 def missing_hooks() -> list[str]:
     """Names of the hooks this torch does not offer (the recorder then reports less)."""
     names = [name for name, owner, attr, _ in _TARGETS if not hasattr(owner, attr)]
@@ -265,17 +303,30 @@ def _uninstall() -> None:
 
 
 def add_listener(listener: Any) -> None:
-    """Start sending events to ``listener`` (``on_break``, ``on_graph``, ``on_compile`` methods)."""
+    """Start sending events to ``listener`` (``on_break``, ``on_graph``, ``on_compile`` methods).
+
+    A listener with ``track_lines = True`` also gets ``on_line(filename, lineno)`` for every source
+    line Dynamo traces (used by the cross-check; it costs a call per traced line).
+    """
     with _lock:
         if not _listeners:
             _install()
         _listeners.append(listener)
+        if getattr(listener, "track_lines", False):
+            if not _line_listeners and hasattr(_sc.InstructionTranslatorBase, "starts_line"):
+                _originals["starts_line"] = _sc.InstructionTranslatorBase.starts_line
+                _sc.InstructionTranslatorBase.starts_line = _starts_line_hook(_originals["starts_line"])
+            _line_listeners.append(listener)
 
 
 def remove_listener(listener: Any) -> None:
     with _lock:
         if listener in _listeners:
             _listeners.remove(listener)
+        if listener in _line_listeners:
+            _line_listeners.remove(listener)
+            if not _line_listeners and "starts_line" in _originals:
+                _sc.InstructionTranslatorBase.starts_line = _originals.pop("starts_line")
         if not _listeners:
             _uninstall()
 

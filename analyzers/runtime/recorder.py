@@ -115,9 +115,12 @@ class Recorder:
         root: str | os.PathLike[str] | None = None,
         fast: bool = False,
         kind: str = "record",
+        track_lines: bool = False,
     ) -> None:
         self.filter = ProjectFilter(source, root)
         self.fast = fast
+        self.track_lines = track_lines
+        self.lines: set[tuple[str, int]] = set()  # (file, line) Dynamo traced, with track_lines
         self.kind = kind
         self.current_test: str | None = None
         self._lock = threading.RLock()
@@ -128,6 +131,7 @@ class Recorder:
         self._known_functions: dict[tuple[str, str], set[int]] = {}
         self._skips_by_compile: dict[str, list[BreakSite]] = {}
         self.tests: dict[str, dict[str, int]] = {}
+        self.traced: set[tuple[str, int, int, str]] = set()  # (file, first, last line, function) Dynamo traced
         self._active = False
         self._started = 0.0
         self.info = RunInfo(kind=kind, fast=fast, torch=compat.TORCH_VERSION, python=sys.version.split()[0])
@@ -281,6 +285,7 @@ class Recorder:
         (filename, line, function, text), in_library = self._attribute(real, above)
         skip = info["reason"].lstrip().startswith(_SKIP_PREFIX)
         with self._lock:
+            self.traced.update(info.get("traced") or ())
             region = self._region_for(info.get("frame"), info.get("compile_id"))
             path = self.filter.display(filename)
             key = (path, int(line), parsed["gb_type"])
@@ -316,8 +321,12 @@ class Recorder:
                 self._skips_by_compile.setdefault(info["compile_id"], []).append(site_)
             self._count_test("breaks")
 
+    def on_line(self, filename: str, lineno: int) -> None:
+        self.lines.add((filename, lineno))
+
     def on_graph(self, info: dict[str, Any]) -> None:
         with self._lock:
+            self.traced.update(info.get("traced") or ())
             region = self._region_for(info.get("frame"), info.get("compile_id"))
             if region is not None:
                 region.graphs += 1
