@@ -1,0 +1,168 @@
+"""Runtime and compile time of the bundled ``mend`` compiler against eager and Inductor, side by side.
+
+    python benchmarks/compiler.py [--device cpu|cuda] [--threads N] [--rounds R] [--cases a,b] [--quick]
+
+For each case, eager, Inductor (default mode) and mend run interleaved: every round times ``reps`` calls
+of each variant in turn; the table reports the median of the per-round medians (and p10 across rounds),
+the ratio mend/Inductor, and the compile time of the first call, cold (empty cache directories for both
+compilers) and warm (``torch._dynamo.reset()`` then compile again in the same process: on-disk caches hot).
+The last line is the geometric mean of mend/Inductor. Compile workers are limited to one thread so they do
+not disturb the timings of the other variants.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+_TMP = tempfile.mkdtemp(prefix="mend_bench_")
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(_TMP, "inductor")
+os.environ["MEND_CACHE_DIR"] = os.path.join(_TMP, "mend")
+os.environ["TRITON_CACHE_DIR"] = os.path.join(_TMP, "triton")
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import mend.compiler.backend  # noqa: E402,F401  (registers backend "mend")
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.heads = heads
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (c // self.heads) ** -0.5
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool, device=x.device), 1)
+        att = att.masked_fill(mask, float("-inf")).softmax(-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, c))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+def cases(device, quick):
+    s = 4 if quick else 1
+    dev = dict(device=device)
+    out = {}
+    n = (1 << 22) // s
+    x, w, b = torch.randn(n // 1024, 1024, **dev), torch.randn(1024, **dev), torch.randn(1024, **dev)
+    out["pointwise"] = (lambda x, w, b: torch.relu(x * w + b) * torch.sigmoid(x), (x, w, b), False)
+    r = torch.randn(4096 // s, 1024, **dev)
+    bias = torch.randn(1024, **dev)
+    out["softmax"] = (lambda x, bias: torch.softmax(x * 0.125 + bias, -1), (r, bias), False)
+    ln = nn.LayerNorm(1024).to(device)
+    out["layernorm"] = (lambda x: ln(x), (r,), False)
+    r2 = torch.randn_like(r)
+    out["residual_ln"] = (lambda x, y: F.relu(ln(x + y)), (r, r2), False)
+    mlp = nn.Sequential(nn.Linear(512, 2048), nn.GELU(), nn.Linear(2048, 512)).to(device)
+    out["gelu_mlp"] = (mlp, (torch.randn(512 // s, 512, **dev),), False)
+    blk = Block(256, 8).to(device)
+    xb = torch.randn(4 // min(s, 2), 128, 256, **dev)
+    out["block_fwd"] = (blk, (xb,), False)
+    blk2 = Block(256, 8).to(device)
+    out["block_fwd_bwd"] = (blk2, (xb.clone().requires_grad_(),), True)
+    return out
+
+
+def _sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def make_runner(fn, args, train):
+    if train:
+        def run():
+            out = fn(*args)
+            out.sum().backward()
+        return run
+
+    def run():
+        with torch.no_grad():
+            fn(*args)
+    return run
+
+
+def compile_time(fn, args, backend, train, device):
+    torch._dynamo.reset()
+    c = torch.compile(fn, backend=backend) if backend == "inductor" else torch.compile(fn, backend="mend")
+    run = make_runner(c, args, train)
+    t0 = time.perf_counter()
+    run()
+    _sync(device)
+    return c, time.perf_counter() - t0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--cases", default=None, help="comma-separated subset")
+    ap.add_argument("--quick", action="store_true", help="smaller shapes, fewer rounds")
+    a = ap.parse_args(argv)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    if a.quick:
+        a.rounds = min(a.rounds, 5)
+    torch.manual_seed(0)
+    suite = cases(a.device, a.quick)
+    if a.cases:
+        suite = {k: v for k, v in suite.items() if k in a.cases.split(",")}
+    print(f"torch {torch.__version__}, device {a.device}"
+          + (f" ({torch.cuda.get_device_name()})" if a.device == "cuda" else "")
+          + f", threads {torch.get_num_threads()}, rounds {a.rounds} x {a.reps} calls, "
+          + f"load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "")
+    head = (f"{'case':<15}{'eager ms':>10}{'inductor ms':>13}{'mend ms':>10}{'mend/ind':>10}"
+            f"{'ind cold s':>12}{'mend cold s':>12}{'ind warm s':>12}{'mend warm s':>12}")
+    print(head)
+    print("-" * len(head))
+    ratios = []
+    cold_ratios = []
+    for name, (fn, args, train) in suite.items():
+        ind, ind_cold = compile_time(fn, args, "inductor", train, a.device)
+        mend, mend_cold = compile_time(fn, args, "mend", train, a.device)
+        _, ind_warm = compile_time(fn, args, "inductor", train, a.device)
+        _, mend_warm = compile_time(fn, args, "mend", train, a.device)
+        runners = {"eager": make_runner(fn, args, train), "inductor": make_runner(ind, args, train),
+                   "mend": make_runner(mend, args, train)}
+        for r in runners.values():  # warm-up (and recompile-free check)
+            r()
+        rounds = {k: [] for k in runners}
+        for _ in range(a.rounds):
+            for k, r in runners.items():
+                ts = []
+                for _ in range(a.reps):
+                    _sync(a.device)
+                    t0 = time.perf_counter()
+                    r()
+                    _sync(a.device)
+                    ts.append(time.perf_counter() - t0)
+                rounds[k].append(statistics.median(ts))
+        med = {k: statistics.median(v) * 1e3 for k, v in rounds.items()}
+        ratio = med["mend"] / med["inductor"]
+        ratios.append(ratio)
+        cold_ratios.append(ind_cold / mend_cold)
+        print(f"{name:<15}{med['eager']:>10.3f}{med['inductor']:>13.3f}{med['mend']:>10.3f}{ratio:>9.2f}x"
+              f"{ind_cold:>12.2f}{mend_cold:>12.2f}{ind_warm:>12.2f}{mend_warm:>12.2f}")
+        sys.stdout.flush()
+    gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    gc = math.exp(sum(math.log(r) for r in cold_ratios) / len(cold_ratios))
+    print("-" * len(head))
+    print(f"geomean mend/inductor runtime: {gm:.3f}x   cold compile inductor/mend: {gc:.1f}x faster")
+
+
+if __name__ == "__main__":
+    main()
