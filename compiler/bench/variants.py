@@ -94,7 +94,10 @@ def auto_repair(spec: HarnessSpec, workdir: Path) -> tuple[Variant, list[str]]:
             "e.g.  cp -r SRC /tmp/fixed && mend fix /tmp/fixed && mend bench HARNESS --fixed /tmp/fixed"
         )
     changed = [n for n in copied if not filecmp.cmp(src_dir / n, dest / n, shallow=False)]
-    notes = [f"repaired copy made with `mend fix` in {dest}: changed {', '.join(changed) or 'nothing'}"]
+    notes = [
+        f"repaired variant: `mend fix` on a temporary copy of {src_dir} (removed after the run); "
+        f"it changed {', '.join(changed) or 'nothing'}"
+    ]
     if not changed:
         notes.append("mend fix changed no file: the repaired variant runs the same code as the original")
     variant = from_fixed_dir(spec, dest)

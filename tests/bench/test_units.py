@@ -106,7 +106,7 @@ def test_auto_repair_runs_mend_fix_on_a_copy(tmp_path, monkeypatch):
     assert seen["cmd"][-2:] == ["fix", str(tmp_path / "work" / "repaired")]
     assert (src / "model.py").read_text().count("print") == 1  # the original is untouched
     assert v.source == str(tmp_path / "work" / "repaired" / "model.py")
-    assert "changed model.py" in notes[0]
+    assert "it changed model.py" in notes[0] and "other.py" not in notes[0]
 
     def no_fix(cmd, **kw):
         return subprocess.CompletedProcess(cmd, 2, "", "Error: No such command 'fix'.")

@@ -1,0 +1,340 @@
+"""mend bench on real transformers models that break the graph: one summary table.
+
+    python benchmarks/bench_models.py --device cuda --fixed-root DIR    # DIR holds a `mend fix`-ed transformers/
+    python benchmarks/bench_models.py --device cuda --make-fixed DIR    # copy transformers to DIR, mend fix it
+    python benchmarks/bench_models.py --device cpu --tiny               # a quick check on a CPU
+
+Every model is built from a config with random weights (nothing is downloaded). The models were chosen
+because they break the graph under torch.compile on torch 2.13 with transformers 5.x (measured with
+mend's runtime recorder and backend="eager", tiny configs, no_grad):
+
+| model | graph breaks (eager backend) |
+|---|---|
+| xlm | 2 x ``assert lengths.max().item() <= slen`` (GB0124, Tensor.item) |
+| longformer | ``is_index_global_attn.flatten().any().item()`` (GB0124) |
+| reformer | 3 data-dependent branches (GB0170) and a Tensor.item (GB0124) |
+| switch_transformers | dynamic-shape expert routing (GB0036 x2), exceptions (GB0088), ~20 recompiles |
+| ctrl | ``python_type()`` (GB4841), output capturing (GB4347, frame skips) |
+
+Each harness below (``xlm``, ``longformer``, ...) is a ``mend bench`` harness: it reads the size from
+``MEND_BENCH_MODELS_SIZE`` (``tiny`` or ``small``) and the device from ``MEND_BENCH_DEVICE``. The driver
+runs ``mend bench`` once per model (original against the ``--fixed-root`` copy, which shadows the
+installed ``transformers`` on ``sys.path``), keeps each JSON result, and prints breaks before/after,
+cold-start speedup and warm speedup for Inductor and mend, then writes the same table as markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve()
+MODELS = ("xlm", "longformer", "reformer", "switch_transformers", "ctrl")
+TRANSFORMERS_DIRS = {  # model -> folder under transformers/models that `--make-fixed` repairs
+    "xlm": "xlm",
+    "longformer": "longformer",
+    "reformer": "reformer",
+    "switch_transformers": "switch_transformers",
+    "ctrl": "ctrl",
+}
+
+# (hidden, layers, heads, ffn, batch, seq, vocab)
+SIZES = {
+    "tiny": dict(hidden=64, layers=2, heads=4, ffn=128, batch=2, seq=64, vocab=1000),
+    "small": dict(hidden=512, layers=4, heads=8, ffn=2048, batch=8, seq=512, vocab=8000),
+}
+
+
+def _size() -> dict[str, int]:
+    name = os.environ.get("MEND_BENCH_MODELS_SIZE", "small")
+    if name not in SIZES:
+        raise ValueError(f"MEND_BENCH_MODELS_SIZE must be one of {', '.join(SIZES)}, not {name!r}")
+    return SIZES[name]
+
+
+def _quiet() -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    try:
+        from transformers.utils import logging as tlog
+
+        tlog.set_verbosity_error()
+    except ImportError:
+        pass
+
+
+def _device() -> str:
+    return os.environ.get("MEND_BENCH_DEVICE", "cpu")
+
+
+def _ids(s: dict[str, int], low: int = 3) -> Any:
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    return torch.randint(low, s["vocab"], (s["batch"], s["seq"]), generator=g)
+
+
+def _finish(model: Any, kwargs: dict[str, Any]) -> tuple[Any, tuple, dict[str, Any]]:
+    dev = _device()
+    model = model.eval().to(dev)
+    return model, (), {k: v.to(dev) for k, v in kwargs.items()}
+
+
+# ------------------------------------------------------------------------------------------------
+# harnesses (path.py:function for mend bench)
+
+
+def xlm():
+    import torch
+    import transformers as T
+
+    _quiet()
+    torch.manual_seed(0)
+    s = _size()
+    cfg = T.XLMConfig(
+        vocab_size=s["vocab"], emb_dim=s["hidden"], n_layers=s["layers"], n_heads=s["heads"],
+        max_position_embeddings=max(512, s["seq"]), pad_index=2,
+    )
+    ids = _ids(s)
+    return _finish(T.XLMModel(cfg), {"input_ids": ids})
+
+
+def longformer():
+    import torch
+    import transformers as T
+
+    _quiet()
+    torch.manual_seed(0)
+    s = _size()
+    window = 16 if s["seq"] <= 64 else 128
+    cfg = T.LongformerConfig(
+        vocab_size=s["vocab"], hidden_size=s["hidden"], num_hidden_layers=s["layers"],
+        num_attention_heads=s["heads"], intermediate_size=s["ffn"], attention_window=window,
+        max_position_embeddings=s["seq"] + 2, pad_token_id=1,
+    )
+    ids = _ids(s)
+    return _finish(T.LongformerModel(cfg), {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+
+
+def reformer():
+    import torch
+    import transformers as T
+
+    _quiet()
+    torch.manual_seed(0)
+    s = _size()
+    seq = s["seq"]
+    a = 8 if seq <= 64 else 16
+    half = s["hidden"] // 2
+    chunk = 16 if seq <= 64 else 64
+    cfg = T.ReformerConfig(
+        vocab_size=s["vocab"], hidden_size=s["hidden"], num_attention_heads=s["heads"],
+        attention_head_size=s["hidden"] // s["heads"], feed_forward_size=s["ffn"],
+        attn_layers=["local", "lsh"] * max(1, s["layers"] // 2), axial_pos_shape=[a, seq // a],
+        axial_pos_embds_dim=[half, s["hidden"] - half], max_position_embeddings=seq,
+        lsh_attn_chunk_length=chunk, local_attn_chunk_length=chunk, num_buckets=max(2, seq // chunk // 2) * 2,
+        is_decoder=False, pad_token_id=0,
+    )
+    return _finish(T.ReformerModel(cfg), {"input_ids": _ids(s)})
+
+
+def switch_transformers():
+    import torch
+    import transformers as T
+
+    _quiet()
+    torch.manual_seed(0)
+    s = _size()
+    cfg = T.SwitchTransformersConfig(
+        vocab_size=s["vocab"], d_model=s["hidden"], d_ff=s["ffn"], d_kv=s["hidden"] // s["heads"],
+        num_heads=s["heads"], num_layers=s["layers"], num_decoder_layers=s["layers"], num_experts=4,
+        expert_capacity=max(8, s["batch"] * s["seq"] // 2), num_sparse_encoder_layers=max(1, s["layers"] // 2),
+        num_sparse_decoder_layers=max(1, s["layers"] // 2), decoder_start_token_id=0, pad_token_id=0,
+    )
+    ids = _ids(s)
+    return _finish(T.SwitchTransformersModel(cfg), {"input_ids": ids, "decoder_input_ids": ids[:, : max(4, s["seq"] // 8)]})
+
+
+def ctrl():
+    import torch
+    import transformers as T
+
+    _quiet()
+    torch.manual_seed(0)
+    s = _size()
+    cfg = T.CTRLConfig(
+        vocab_size=s["vocab"], n_embd=s["hidden"], n_layer=s["layers"], n_head=s["heads"], dff=s["ffn"],
+        n_positions=max(256, s["seq"]),
+    )
+    return _finish(T.CTRLModel(cfg), {"input_ids": _ids(s)})
+
+
+# ------------------------------------------------------------------------------------------------
+# driver
+
+
+def _transformers_dir() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("transformers is not installed: pip install 'mend[dev]'")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def make_fixed(dest: Path, models: list[str]) -> Path:
+    """Copy the installed transformers into DEST/transformers and run `mend fix` on the models' folders."""
+    src = _transformers_dir()
+    target = dest / "transformers"
+    if target.exists():
+        print(f"using the existing copy {target} (delete it to copy again)")
+    else:
+        print(f"copying {src} -> {target}")
+        shutil.copytree(src, target, ignore=shutil.ignore_patterns("__pycache__"))
+    folders = [str(target / "models" / TRANSFORMERS_DIRS[m]) for m in models]
+    cmd = [sys.executable, "-m", "mend.cli", "fix", *folders]
+    print("$", " ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    print((proc.stdout + proc.stderr).strip()[-3000:])
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"`mend fix` failed with exit code {proc.returncode}; repair a copy yourself and pass --fixed-root")
+    return dest
+
+
+def _fmt_pair(pair: list[Any] | None) -> str:
+    if not pair:
+        return "-"
+    return f"{'-' if pair[0] is None else pair[0]} -> {'-' if pair[1] is None else pair[1]}"
+
+
+def _fmt_x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def summarize(results: dict[str, dict[str, Any] | None], backends: list[str]) -> tuple[list[str], list[list[str]]]:
+    head = ["model"]
+    for b in backends:
+        head += [f"{b} breaks", f"{b} cold speedup", f"{b} warm speedup", f"{b} x eager (orig -> rep)"]
+    body = []
+    for model, doc in results.items():
+        row = [model]
+        if doc is None:
+            body.append(row + ["failed"] + [""] * (len(head) - 2))
+            continue
+        comps = {c["backend"]: c for c in doc.get("comparisons", [])}
+        rows = {(r["variant"], r["backend"]): r for r in doc["results"]}
+        for b in backends:
+            c = comps.get(b)
+            orig = rows.get(("original", b), {})
+            rep = rows.get(("repaired", b), {})
+            if c is None:
+                status = orig.get("status") or "-"
+                breaks = f"{orig.get('breaks')} -> ?" if orig.get("status") == "ok" else status
+                row += [breaks, "-", "-", "-"]
+                continue
+            ve = [(r.get("ratios") or {}).get("latency_vs_eager") for r in (orig, rep)]
+            row += [
+                _fmt_pair(c["breaks"]), _fmt_x(c["cold_speedup"]), _fmt_x(c["warm_speedup"]),
+                " -> ".join("-" if v is None else f"{v:.2f}" for v in ve),
+            ]
+        body.append(row)
+    return head, body
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    p.add_argument("--fixed-root", type=Path, help="folder holding a `mend fix`-ed copy of transformers/ (shadows the installed one)")
+    p.add_argument("--make-fixed", type=Path, help="copy the installed transformers here and run `mend fix` on the models")
+    p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, from {', '.join(MODELS)}")
+    p.add_argument("--tiny", action="store_true", help="tiny configs (a quick CPU check); default: small-but-not-tiny")
+    p.add_argument("--backends", default=None, help="comma-separated mend bench backends (default: eager,inductor,mend "
+                   "plus inductor-reduce-overhead on CUDA)")
+    p.add_argument("--rounds", type=int, default=None)
+    p.add_argument("--calls", type=int, default=None)
+    p.add_argument("--warmup", type=int, default=None)
+    p.add_argument("--dtype", default=None, help="float32, float16 or bfloat16 (default: float32)")
+    p.add_argument("--out", type=Path, default=Path("bench-models"), help="folder for the JSON results and summary.md")
+    args = p.parse_args(argv)
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    bad = [m for m in models if m not in MODELS]
+    if bad:
+        p.error(f"unknown model {', '.join(bad)}; choose from {', '.join(MODELS)}")
+    fixed = args.fixed_root
+    if args.make_fixed:
+        fixed = make_fixed(args.make_fixed, models)
+    if fixed is not None and not (fixed / "transformers" / "__init__.py").is_file():
+        p.error(f"--fixed-root {fixed}: no transformers/__init__.py there")
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    tiny = args.tiny
+    rounds = args.rounds or (3 if tiny else 10)
+    calls = args.calls or (3 if tiny else 10)
+    warmup = args.warmup if args.warmup is not None else (1 if tiny else 3)
+    backends = (args.backends.split(",") if args.backends else
+                ["eager", "inductor"] + (["inductor-reduce-overhead"] if device == "cuda" else []) + ["mend"])
+    args.out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, MEND_BENCH_MODELS_SIZE="tiny" if tiny else "small")
+    results: dict[str, dict[str, Any] | None] = {}
+    started = datetime.now(timezone.utc)
+    for m in models:
+        out = args.out / f"{m}.json"
+        cmd = [sys.executable, "-m", "mend.cli", "bench", f"{HERE}:{m}", "--device", device,
+               "--rounds", str(rounds), "--calls", str(calls), "--warmup", str(warmup), "--json", str(out)]
+        cmd += ["--fixed", str(fixed)] if fixed else ["--no-repair"]
+        for b in backends:
+            cmd += ["-b", b]
+        if args.dtype:
+            cmd += ["--dtype", args.dtype]
+        print(f"\n=== {m}: {' '.join(cmd[2:])}", flush=True)
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, env=env, text=True)
+        print(f"=== {m}: exit {proc.returncode} after {time.perf_counter() - t0:.0f} s", flush=True)
+        results[m] = json.loads(out.read_text()) if out.is_file() and proc.returncode in (0, 1) else None
+
+    shown = [b for b in backends if b != "eager"]
+    head, body = summarize(results, shown)
+    first = next((d for d in results.values() if d), None)
+    dev_name = f"{first['device']['type']}: {first['device']['name']}" if first else device
+    title = (f"mend bench on transformers models ({'tiny' if tiny else 'small'} configs), {dev_name}, "
+             f"torch {first['torch_version'] if first else '?'}, {started.date().isoformat()}")
+    try:
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=title, title_justify="left",
+                  caption="breaks: original -> repaired; speedups: original / repaired time (above 1: the repair "
+                  "helped); x eager: warm latency / eager latency of the same variant", caption_justify="left")
+        for h in head:
+            t.add_column(h, justify="left" if h == "model" else "right")
+        for row in body:
+            t.add_row(*row)
+        Console(width=max(160, 40 * len(shown))).print(t)
+    except ImportError:
+        print(title)
+        for row in [head, *body]:
+            print(" | ".join(row))
+    md = [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    md += ["| " + " | ".join(r) + " |" for r in body]
+    if not fixed:
+        md += ["", "No --fixed-root: only the original variant ran."]
+    (args.out / "summary.md").write_text("\n".join(md) + "\n")
+    print(f"\nwrote {args.out / 'summary.md'} and one JSON result per model in {args.out}/")
+    return 0 if all(results.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
