@@ -181,25 +181,30 @@ def code_for_recompile(site: RecompileSite) -> str:
 # --------------------------------------------------------------------------------------------------
 # static findings and fixes (optional parts: they may not be installed or ready)
 # --------------------------------------------------------------------------------------------------
-def static_codes(paths: Iterable[str]) -> dict[tuple[str, int], list[str]]:
-    """Static findings per (absolute path, line) for the given files; empty if unavailable."""
-    out: dict[tuple[str, int], list[str]] = {}
-    try:
-        from mend.analyzers.static import check_source  # type: ignore[attr-defined]
-    except Exception:
-        return out
+def static_codes(paths: Iterable[str], extra: Iterable[str] = ()) -> dict[tuple[str, int], list[str]]:
+    """Static findings per (absolute path, line) for the given files; empty if unavailable.
+
+    ``extra`` files (the run's scripts) are analysed with them, so that the analyzer sees the
+    ``torch.compile`` call sites that make the other files' functions compiled.
+    """
+    import os
     from pathlib import Path
 
-    for path in sorted(set(paths)):
-        p = Path(path)
-        try:
-            source = p.read_text(encoding="utf-8")
-            diagnostics = check_source(source, str(p))
-        except Exception:
-            continue
-        for d in diagnostics:
-            for line in range(d.line, (d.end_line or d.line) + 1):
-                out.setdefault((str(p), line), []).append(d.code)
+    out: dict[tuple[str, int], list[str]] = {}
+    files = sorted({str(Path(p)) for p in [*paths, *extra] if Path(p).is_file()})
+    if not files:
+        return out
+    try:
+        from mend.analyzers.static import check_paths, load_config  # type: ignore[attr-defined]
+
+        config = load_config(files)
+        diagnostics = list(check_paths(files, config).diagnostics)
+    except Exception:
+        return out
+    for d in diagnostics:
+        path = os.path.realpath(d.path if os.path.isabs(d.path) else Path.cwd() / d.path)
+        for line in range(d.line, (d.end_line or d.line) + 1):
+            out.setdefault((path, line), []).append(d.code)
     return out
 
 
@@ -323,17 +328,24 @@ class Finding:
 
 def findings(data: RunData, use_static: bool = True, include_library: bool = True) -> list[Finding]:
     """Every recorded site as a :class:`Finding`, sorted by path and line."""
+    import os
+
     static: dict[tuple[str, int], list[str]] = {}
     if use_static:
         files = {str(resolve(data, s.path)) for s in [*data.breaks, *data.recompiles] if not s.in_library}
-        static = static_codes(files)
+        scripts = [str(resolve(data, r.argv[0])) for r in data.runs if r.argv and r.argv[0].endswith(".py")]
+        static = static_codes(files, scripts)
+
+    def key(site: Any) -> tuple[str, int]:
+        return (os.path.realpath(resolve(data, site.path)), site.line)
+
     out: list[Finding] = []
     fixes: dict[str, FixStatus] = {}
     for site in data.breaks:
         if site.in_library and not include_library:
             continue
         guess = code_for_break(site, data.root)
-        flagged = static.get((str(resolve(data, site.path)), site.line), [])
+        flagged = static.get(key(site), [])
         code, matched = _choose(guess, flagged, BREAK_CODES.get(site.registry_id or "", ()))
         fix = fixes.setdefault(code, fix_status(code))
         out.append(Finding("frame-skip" if site.frame_skip else "break", code, rule_name(code), site, matched, fix))
@@ -341,7 +353,7 @@ def findings(data: RunData, use_static: bool = True, include_library: bool = Tru
         if site.in_library and not include_library:
             continue
         guess = code_for_recompile(site)
-        flagged = static.get((str(resolve(data, site.path)), site.line), [])
+        flagged = static.get(key(site), [])
         code, matched = _choose(guess, flagged, (guess,) if guess != "MND991" else ())
         fix = fixes.setdefault(code, fix_status(code))
         out.append(Finding("recompile", code, rule_name(code), site, matched, fix))

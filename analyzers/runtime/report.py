@@ -44,22 +44,24 @@ def render_table(data: RunData, found: Sequence[Finding], console: Any = None) -
         table = Table(title="Recorded graph breaks and recompiles (grouped by source site)", title_justify="left")
         for col, kw in (
             ("Location", {"no_wrap": True}),
-            ("Kind", {}),
-            ("Rule", {"no_wrap": True}),
+            ("Kind", {"no_wrap": True}),
+            ("Rule", {"max_width": 30}),
             ("Count", {"justify": "right"}),
-            ("Reason", {"overflow": "fold"}),
-            ("mend fix", {}),
+            ("Reason", {"min_width": 40, "ratio": 1}),
+            ("mend fix", {"no_wrap": True}),
         ):
             table.add_column(col, **kw)
         for f in found:
             kind = {"break": "[red]break[/]", "frame-skip": "[bold red]frame skip[/]", "recompile": "[yellow]recompile[/]"}[f.kind]
             rule = f"{f.code} {f.name}" + (" [dim](static)[/]" if f.static_match else "")
             reg = f"[{f.registry_id}] " if f.registry_id else ""
-            fix = f.fix.label
+            fix = f.fix.label.replace(" (sometimes)", "*")
             fix = f"[green]{fix}[/]" if fix.startswith("safe") else (f"[yellow]{fix}[/]" if fix != "no" else "[dim]no[/]")
             lib = " [dim](library)[/]" if f.site.in_library else ""
-            table.add_row(f"{f.path}:{f.line}{lib}", kind, rule, str(f.count), _escape(reg + _short(f.reason)), fix)
+            table.add_row(f"{f.path}:{f.line}{lib}", kind, rule, str(f.count), _escape(reg + _short(f.reason, 90)), fix)
         console.print(table)
+        if any(f.fix.available == "sometimes" for f in found):
+            console.print("[dim]* the fix applies when its safety conditions hold (see `mend rule CODE`)[/]")
     else:
         console.print("[green]No graph breaks or recompiles were recorded.[/]")
     if data.regions:
