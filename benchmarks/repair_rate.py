@@ -86,7 +86,7 @@ def worker(name: str, out: str) -> None:
     torch.save({"eager": first(eager), "compiled": first(compiled)}, out + ".pt")
     Path(out).write_text(json.dumps({
         "transformers": src,
-        "graphs": len(rec.graphs),
+        "graphs": rec.graphs if isinstance(rec.graphs, int) else len(rec.graphs),
         "breaks": [f"{Path(b.path).name}:{b.line} {b.registry_id or ''} {b.gb_type}" for b in rec.breaks],
         "occurrences": sum(b.count for b in rec.breaks),
     }))
