@@ -128,11 +128,21 @@ def test_debug_dump_writes_every_stage(monkeypatch, tmp_path):
     assert "new kernel" in (dirs[0] / "fusion.txt").read_text()
 
 
-def test_self_check_mode_passes_on_correct_graph(monkeypatch, caplog):
+def test_self_check_mode_reports_a_miscompile(monkeypatch, tmp_path):
+    from mend.compiler.codegen import cpp
+
     monkeypatch.setenv("MEND_COMPILER_CHECK", "1")
+    monkeypatch.setenv("MEND_COMPILER_DEBUG", str(tmp_path / "good"))
     x = torch.randn(6, 10)
     check(lambda x: x.log_softmax(-1), x)
-    assert "differ" not in caplog.text
+    assert not list((tmp_path / "good").rglob("selfcheck.txt"))
+    # a deliberately wrong code generator: exp emitted as log
+    monkeypatch.setitem(cpp._FLOAT_FN, "exp", "mend_log({0})")
+    monkeypatch.setenv("MEND_COMPILER_DEBUG", str(tmp_path / "bad"))
+    call = mend_compile_fx(lambda x: (x.exp(),), x)
+    call([x])
+    report = list((tmp_path / "bad").rglob("selfcheck.txt"))
+    assert report and "outputs [0] differ" in report[0].read_text()
 
 
 def test_unsupported_device_dtype_falls_back_per_op():
