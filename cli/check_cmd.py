@@ -50,6 +50,8 @@ def check(
     ignore_noqa: bool = typer.Option(False, "--ignore-noqa", help="Report findings silenced by noqa comments."),
     regions: Optional[str] = typer.Option(None, "--regions", help="modules | compiled-only"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print findings only, no summary."),
+    show_traced: bool = typer.Option(False, "--show-traced", help="List the functions mend considers traced "
+                                                                   "by torch.compile, and why, then exit."),
 ) -> None:
     """Find code that breaks torch.compile graphs or triggers recompiles (no torch import).
 
@@ -110,6 +112,13 @@ def check(
                     bar.close()
             diags = result.diagnostics
             files_checked = [str(f) for f in result.files]
+            if show_traced:
+                from mend.analyzers.static.engine import display_path
+
+                for f in result.files:
+                    for t in result.project.traced_functions(str(f)):
+                        typer.echo(f"{display_path(f)}:{t.line}: {t.qualname} ({t.reason})")
+                raise typer.Exit(0)
     except FileNotFoundError as exc:
         _fail(str(exc))
         return

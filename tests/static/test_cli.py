@@ -294,3 +294,10 @@ def test_files_named_explicitly_are_always_parsed(tmp_path: Path):
     r = run(["check", "--no-cache", "--isolated", "--output-format", "json", "plain.py"], tmp_path)
     assert [(d["code"], d["line"]) for d in json.loads(r.stdout)] == [("MND901", 1)]
     assert "syntax error" in json.loads(r.stdout)[0]["message"]
+
+
+def test_show_traced(tmp_path: Path):
+    (tmp_path / "m.py").write_text(BAD + "\n\ndef helper(x):\n    return x\n")
+    r = run(["check", "--no-cache", "--isolated", "--show-traced", "."], tmp_path)
+    assert r.exit_code == 0
+    assert r.stdout.splitlines() == ["m.py:6: M.forward (module-forward)"]
