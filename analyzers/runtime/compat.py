@@ -124,12 +124,19 @@ def traced_code() -> list[tuple[str, int, int, str]]:
         return []
     out = []
     for code in codes:
-        try:
-            lines = [ln for _, _, ln in code.co_lines() if ln is not None]
-            out.append((str(code.co_filename), int(code.co_firstlineno), max(lines or [code.co_firstlineno]), str(code.co_name)))
-        except Exception:
-            continue
+        entry = _code_spans.get(code)
+        if entry is None:
+            try:
+                lines = [ln for _, _, ln in code.co_lines() if ln is not None]
+                entry = (str(code.co_filename), int(code.co_firstlineno), max(lines or [code.co_firstlineno]), str(code.co_name))
+            except Exception:
+                continue
+            _code_spans[code] = entry
+        out.append(entry)
     return out
+
+
+_code_spans: dict[Any, tuple[str, int, int, str]] = {}
 
 
 def _frame_of(code: Any) -> Frame | None:
@@ -166,10 +173,10 @@ def _log_graph_break_hook(orig: Callable[..., Any]) -> Callable[..., Any]:
                         "gb_type": str(gb_type),
                         "reason": str(reason or ""),
                         "real_stack": _stack_entries(real),
-                        "above": _stack_above_dynamo(),
+                        "above": _stack_above_dynamo,  # called only when needed, during the event
                         "frame": _frame_of(_root_code(self)),
                         "compile_id": current_compile_id(),
-                        "traced": traced_code(),
+                        "traced": traced_code() if _line_listeners else (),
                     },
                 )
         except Exception:
@@ -196,7 +203,7 @@ def _call_user_compiler_hook(orig: Callable[..., Any]) -> Callable[..., Any]:
                         "frame": _frame_of(getattr(getattr(self, "root_tx", None), "f_code", None)),
                         "compile_id": current_compile_id(),
                         "nodes": sum(1 for n in gm.graph.nodes if n.op.startswith("call_")),
-                        "traced": traced_code(),
+                        "traced": traced_code() if _line_listeners else (),
                     },
                 )
             except Exception:

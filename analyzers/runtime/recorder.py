@@ -281,7 +281,12 @@ class Recorder:
     def on_break(self, info: dict[str, Any]) -> None:
         parsed = compat.parse_reason(info["reason"], info["gb_type"])
         real = [(f, ln, compat.original_function(fn)[0], text) for f, ln, fn, text in info["real_stack"]]
-        above = [(f, ln, compat.original_function(fn)[0], text) for f, ln, fn, text in info["above"]]
+        raw_above = info["above"]
+        if callable(raw_above) and not any(self.filter.is_project(entry[0]) for entry in info["real_stack"]):
+            raw_above = raw_above()
+        elif callable(raw_above):
+            raw_above = []
+        above = [(f, ln, compat.original_function(fn)[0], text) for f, ln, fn, text in raw_above]
         (filename, line, function, text), in_library = self._attribute(real, above)
         skip = info["reason"].lstrip().startswith(_SKIP_PREFIX)
         with self._lock:
