@@ -245,17 +245,24 @@ class Project:
                 m = self.method(r[0], r[2], "forward")
                 if m:
                     work.append((m[0], m[1], "entry-point", True))
+        work.reverse()  # roots in discovery order; roots keep their own reason even when also called
+        for s, fn, reason, _root in list(work):
+            if not fn.disabled:
+                self.traced.setdefault(s.path, {}).setdefault(
+                    fn.id, TracedFunction(s.path, fn.id, fn.line, fn.end_line, reason, True))
+        seen: set[tuple[str, str]] = set()
         while work:
             s, fn, reason, root = work.pop()
+            if (s.path, fn.id) in seen:
+                continue
+            seen.add((s.path, fn.id))
             if fn.disabled:
                 continue
             traced = self.traced.setdefault(s.path, {})
-            if fn.id in traced:
-                continue
-            traced[fn.id] = TracedFunction(s.path, fn.id, fn.line, fn.end_line, reason, root)
+            traced.setdefault(fn.id, TracedFunction(s.path, fn.id, fn.line, fn.end_line, reason, root))
             for site in fn.calls:
                 for ts, tf in self.resolve_ref(site.ref, s, fn):
-                    if not tf.disabled and tf.id not in self.traced.get(ts.path, {}):
+                    if not tf.disabled and (ts.path, tf.id) not in seen:
                         work.append((ts, tf, f"called from {fn.id}", False))
 
     # -- queries ----------------------------------------------------------------------------
