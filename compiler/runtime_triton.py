@@ -188,6 +188,14 @@ def autotune_enabled() -> bool:
 # ---------------------------------------------------------------------------------------- launcher
 
 
+def _hooked(hook) -> bool:
+    """Whether a Triton launch hook (None, a function, or an empty/non-empty HookChain) is installed."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return bool(calls) if calls is not None else True
+
+
 class TritonLauncher:
     """``launcher(*tensors)``: run one kernel (inputs then outputs, as the wrapper passes them)."""
 
@@ -206,24 +214,34 @@ class TritonLauncher:
     def __repr__(self) -> str:
         return f"<triton kernel {self.kernel.name} {self.template} xnumel={self.xnumel}>"
 
-    def launch(self, cfg, tensors) -> None:
+    def launch(self, cfg, tensors):
         grid = ((self.xnumel + cfg.XBLOCK - 1) // cfg.XBLOCK,)
         if self.interpreted:
             with _lock, _interpreter_runs_jit_functions():
                 self.fn[grid](*tensors, **cfg.constexprs(self.template))
-            return
-        self.fn[grid](*tensors, **cfg.constexprs(self.template), num_warps=cfg.num_warps)
+            return None
+        return self.fn[grid](*tensors, **cfg.constexprs(self.template), num_warps=cfg.num_warps)
 
     def __call__(self, *tensors) -> None:
+        fast = self._fast
+        if fast is not None:
+            ck, aligned, grid0, extra, device, get_device, get_stream, enter, leave = fast
+            if get_device() == device and tuple(t.data_ptr() % 16 == 0 for t in tensors) == aligned:
+                ck.run(grid0, 1, 1, get_stream(device), ck.function, ck.packed_metadata, None, enter, leave,
+                       *tensors, *extra)
+                return None
+            self.launch(self.config, tensors)  # another specialization: Triton's own launch path
+            return None
         if self.fallback is not None:
             return self.fallback(*tensors)
         if self.xnumel == 0:  # no rows (a reduction over an empty row still writes its identity)
             return None
         if self.config is not None:
-            return self.launch(self.config, tensors)
+            self.launch(self.config, tensors)
+            return None
         try:
             self.config = self._choose(tensors)
-            self.launch(self.config, tensors)
+            ck = self.launch(self.config, tensors)
             STATS["kernels_built"] += 1
         except Exception as exc:  # noqa: BLE001 - a kernel Triton cannot build runs interpreted
             if isinstance(exc, torch.cuda.OutOfMemoryError):
@@ -237,7 +255,38 @@ class TritonLauncher:
             self.fallback = lambda *ts: run_kernel(self.kernel, *ts)
             self.config = None
             return self.fallback(*tensors)
+        self._arm_fast_launch(ck, tensors)
         return None
+
+    _fast = None
+
+    def _arm_fast_launch(self, ck, tensors) -> None:
+        """Later calls launch the compiled kernel directly (Triton's per-call argument binding, cache-key
+        hashing and grid handling cost ~20 us per launch, more than many kernels run). Only when the
+        pointers have the same 16-byte alignment as at compile time (Triton specializes on it), on the same
+        device, and no launch hooks (profilers) are installed; otherwise Triton's own path runs."""
+        if self.interpreted or os.environ.get("MEND_TRITON_FAST_LAUNCH", "1") == "0" or ck is None:
+            return
+        try:
+            import triton
+            from triton.runtime.driver import driver
+
+            knobs = getattr(triton, "knobs", None)
+            enter = getattr(knobs.runtime, "launch_enter_hook", None) if knobs is not None else None
+            leave = getattr(knobs.runtime, "launch_exit_hook", None) if knobs is not None else None
+            if _hooked(enter) or _hooked(leave):
+                return
+            if not all(hasattr(ck, a) for a in ("run", "function", "packed_metadata")):
+                return
+            active = driver.active
+            cfg = self.config
+            grid0 = (self.xnumel + cfg.XBLOCK - 1) // cfg.XBLOCK
+            extra = tuple(cfg.constexprs(self.template).values())
+            aligned = tuple(t.data_ptr() % 16 == 0 for t in tensors)
+            self._fast = (ck, aligned, grid0, extra, active.get_current_device(), active.get_current_device,
+                          active.get_current_stream, enter, leave)
+        except Exception:  # noqa: BLE001 - keep Triton's launch path
+            self._fast = None
 
     def _choose(self, tensors):
         configs = list(self.plan.configs)

@@ -173,7 +173,11 @@ def _persistent_configs(xnumel: int, rnumel: int) -> tuple:
 
 def _looped_configs(xnumel: int, rnumel: int, outer: bool) -> tuple:
     if outer:
-        cands = [(64, 32, 4), (128, 16, 4), (32, 64, 4)]
+        # rows are contiguous: wide XBLOCK for coalescing, narrower when there are few rows (more programs)
+        if xnumel >= 64 * 132:
+            cands = [(64, 32, 4), (128, 16, 4), (32, 64, 4)]
+        else:
+            cands = [(32, 64, 4), (64, 32, 4), (16, 128, 4)]
         xcap = next_pow2(xnumel)
         out = []
         for xb, rb, w in cands:
@@ -206,8 +210,11 @@ def _is_outer_reduction(k: ir.Kernel, mapping, ranges) -> bool:
     reduction (e.g. a sum over dim 0): such kernels want wide ``XBLOCK`` tiles."""
     r_unit = x_unit = 0
     for st in k.stages:
-        for ld in ir.loads(st.expr):
-            e = simplify_index(ld.index.xreplace(mapping), ranges)
+        idxs = [ld.index for ld in ir.loads(st.expr)]
+        if st.kind == "pointwise" and st.store is not None:
+            idxs.append(st.store_index)
+        for ix in idxs:
+            e = simplify_index(ix.xreplace(mapping), ranges)
             if not e.free_symbols:
                 continue
             # the address step of one row and of one reduction element, at the start of the tile
