@@ -191,7 +191,7 @@ def _transformers_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def make_fixed(dest: Path, models: list[str]) -> Path:
+def make_fixed(dest: Path, models: list[str], unsafe: bool = False) -> Path:
     """Copy the installed transformers into DEST/transformers and run `mend fix` on the models' folders."""
     src = _transformers_dir()
     target = dest / "transformers"
@@ -201,7 +201,7 @@ def make_fixed(dest: Path, models: list[str]) -> Path:
         print(f"copying {src} -> {target}")
         shutil.copytree(src, target, ignore=shutil.ignore_patterns("__pycache__"))
     folders = [str(target / "models" / TRANSFORMERS_DIRS[m]) for m in models]
-    cmd = [sys.executable, "-m", "mend.cli", "fix", *folders]
+    cmd = [sys.executable, "-m", "mend.cli", "fix", *(["--unsafe-fixes"] if unsafe else []), *folders]
     print("$", " ".join(cmd))
     proc = subprocess.run(cmd, capture_output=True, text=True)
     print((proc.stdout + proc.stderr).strip()[-3000:])
@@ -255,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="auto", help="cpu, cuda or auto")
     p.add_argument("--fixed-root", type=Path, help="folder holding a `mend fix`-ed copy of transformers/ (shadows the installed one)")
     p.add_argument("--make-fixed", type=Path, help="copy the installed transformers here and run `mend fix` on the models")
+    p.add_argument("--unsafe-fixes", action="store_true", help="--make-fixed: run `mend fix --unsafe-fixes`")
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, from {', '.join(MODELS)}")
     p.add_argument("--tiny", action="store_true", help="tiny configs (a quick CPU check); default: small-but-not-tiny")
     p.add_argument("--backends", default=None, help="comma-separated mend bench backends (default: eager,inductor,mend "
@@ -272,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown model {', '.join(bad)}; choose from {', '.join(MODELS)}")
     fixed = args.fixed_root
     if args.make_fixed:
-        fixed = make_fixed(args.make_fixed, models)
+        fixed = make_fixed(args.make_fixed, models, unsafe=args.unsafe_fixes)
     if fixed is not None and not (fixed / "transformers" / "__init__.py").is_file():
         p.error(f"--fixed-root {fixed}: no transformers/__init__.py there")
     device = args.device

@@ -30,6 +30,9 @@ def bench(
         "harness file). Without it, mend runs `mend fix` on a copy of the harness folder.",
     ),
     repair: bool = typer.Option(True, "--repair/--no-repair", help="Without --fixed, repair a copy with `mend fix`."),
+    unsafe_fixes: bool = typer.Option(
+        False, "--unsafe-fixes", help="Without --fixed, repair the copy with `mend fix --unsafe-fixes`."
+    ),
     backend: Optional[list[str]] = typer.Option(
         None, "--backend", "-b",
         help="Backend to run (repeatable): eager, dynamo-eager, aot_eager, inductor, inductor-reduce-overhead, "
@@ -77,7 +80,7 @@ def bench(
             err.print("[red]error:[/red] --png needs matplotlib: pip install 'mend[bench]' (or use --html)")
             raise typer.Exit(2) from None
     settings = Settings(
-        harness=harness, fixed=str(fixed) if fixed else None, repair=repair, backends=backend or None,
+        harness=harness, fixed=str(fixed) if fixed else None, repair=repair, unsafe_fixes=unsafe_fixes, backends=backend or None,
         device=device, rounds=rounds, calls=calls, warmup=warmup, batch=batch, threads=threads,
         compile_threads=compile_threads, dtype=dtype, grad=grad, timeout_s=timeout,
     )

@@ -51,6 +51,7 @@ class Settings:
     harness: str
     fixed: str | None = None
     repair: bool = True  # without --fixed, try `mend fix` on a copy
+    unsafe_fixes: bool = False  # ... with --unsafe-fixes
     backends: list[str] | None = None  # None: eager, inductor, mend (+ reduce-overhead on CUDA)
     device: str = "auto"
     rounds: int = 10
@@ -291,7 +292,7 @@ def run(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
         if not settings.fixed and settings.repair:
             step("repairing a copy with mend fix", 0)
             try:
-                v, more = variants_mod.auto_repair(spec, work)
+                v, more = variants_mod.auto_repair(spec, work, unsafe_fixes=settings.unsafe_fixes)
                 variant_list.append(v)
                 notes.extend(more)
             except variants_mod.RepairUnavailable as exc:

@@ -61,7 +61,7 @@ def from_fixed_dir(spec: HarnessSpec, fixed: str | Path) -> Variant:
     return Variant("repaired", str(spec), search, str(root), str(spec.path))
 
 
-def auto_repair(spec: HarnessSpec, workdir: Path) -> tuple[Variant, list[str]]:
+def auto_repair(spec: HarnessSpec, workdir: Path, unsafe_fixes: bool = False) -> tuple[Variant, list[str]]:
     """Copy the harness file's folder (its ``.py`` files) to ``workdir`` and run ``mend fix`` on the copy.
 
     Returns the repaired variant and notes for the report. Raises :class:`RepairUnavailable` when the
@@ -74,7 +74,7 @@ def auto_repair(spec: HarnessSpec, workdir: Path) -> tuple[Variant, list[str]]:
     for f in sorted(src_dir.glob("*.py")):
         shutil.copy2(f, dest / f.name)
         copied.append(f.name)
-    cmd = [sys.executable, "-m", "mend.cli", "fix", str(dest)]
+    cmd = [sys.executable, "-m", "mend.cli", "fix", *(["--unsafe-fixes"] if unsafe_fixes else []), str(dest)]
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=str(dest))
@@ -95,7 +95,7 @@ def auto_repair(spec: HarnessSpec, workdir: Path) -> tuple[Variant, list[str]]:
         )
     changed = [n for n in copied if not filecmp.cmp(src_dir / n, dest / n, shallow=False)]
     notes = [
-        f"repaired variant: `mend fix` on a temporary copy of {src_dir} (removed after the run); "
+        f"repaired variant: `mend fix{' --unsafe-fixes' if unsafe_fixes else ''}` on a temporary copy of {src_dir} (removed after the run); "
         f"it changed {', '.join(changed) or 'nothing'}"
     ]
     if not changed:

@@ -160,7 +160,7 @@ class Worker:
             "loaded",
             batch=self.batch,
             unwrapped=self.unwrapped,
-            shadowed=sorted(self.shadowed),
+            shadowed=sorted(self.shadowed)[:50],
             torch_version=torch.__version__,
             device_name=torch.cuda.get_device_name() if self.cuda else _cpu_name(),
         )
