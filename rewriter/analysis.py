@@ -100,12 +100,28 @@ def parse_stmt(text: str) -> cst.BaseStatement:
     return cst.parse_statement(text)
 
 
+def _import_nodes(body: Sequence[cst.CSTNode]) -> Iterator[cst.CSTNode]:
+    """Import statements at module level, also inside top-level if/try blocks (TYPE_CHECKING, fallbacks)."""
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            yield from (s for s in stmt.body if isinstance(s, (cst.Import, cst.ImportFrom)))
+        elif isinstance(stmt, (cst.If, cst.Try)):
+            blocks = [stmt.body]
+            if isinstance(stmt, cst.If) and stmt.orelse is not None:
+                blocks.append(stmt.orelse.body if isinstance(stmt.orelse, cst.Else) else cst.IndentedBlock([stmt.orelse]))
+            if isinstance(stmt, cst.Try):
+                blocks += [h.body for h in stmt.handlers]
+            for block in blocks:
+                if isinstance(block, cst.IndentedBlock):
+                    yield from _import_nodes(block.body)
+
+
 class ImportMap:
     """Local name -> qualified module path, from a module's top-level imports."""
 
     def __init__(self, module: cst.Module) -> None:
         self.names: dict[str, str] = {}
-        for node in _walk(module):
+        for node in _import_nodes(module.body):
             if isinstance(node, cst.Import):
                 for alias in node.names:
                     full = dotted(alias.name) or ""
@@ -146,12 +162,45 @@ class ImportMap:
         return None
 
 
+class _Collect(cst.CSTVisitor):
+    """Pre-order list of nodes, in one traversal (``node.children`` is slow on large trees)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.nodes: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.nodes.append(node)
+        return True
+
+
 def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        cur = stack.pop()
-        yield cur
-        stack.extend(reversed(cur.children))
+    collector = _Collect()
+    node.visit(collector)
+    return iter(collector.nodes)
+
+
+class _Parents(cst.CSTVisitor):
+    def __init__(self, parents: dict) -> None:
+        super().__init__()
+        self.parents = parents
+        self.stack: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.stack:
+            self.parents[node] = self.stack[-1]
+        self.stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+
+
+def add_parents(node: cst.CSTNode, parents: dict, parent: cst.CSTNode | None = None) -> None:
+    """Record the parent of every node under ``node`` (and of ``node`` itself, if given)."""
+    if parent is not None:
+        parents[node] = parent
+    node.visit(_Parents(parents))
 
 
 walk = _walk

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence  # noqa: F401
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,10 +21,10 @@ from typing import Any
 import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.rewriter.analysis import FunctionFacts, ImportMap, dotted, range_contains_pos, walk
+from mend.rewriter.analysis import FunctionFacts, ImportMap, add_parents, dotted, range_contains_pos, walk
 
 SIDE_EFFECT_POLICIES = ("guard", "defer", "drop")
 
@@ -111,14 +111,62 @@ class FileContext:
         self.source = source
         self.path = path
         self.options = options
-        self.wrapper = MetadataWrapper(cst.parse_module(source))
-        self.module = self.wrapper.module
-        self.positions = self.wrapper.resolve(PositionProvider)
-        self.parents = self.wrapper.resolve(ParentNodeProvider)
+        self.module = cst.parse_module(source)
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {stmt: self.module for stmt in self.module.body}
+        self.positions: dict[cst.CSTNode, Any] = {}
+        self._units = _units(self.module, source)
+        self._resolved: set[int] = set()
+        self._all_parents = False
         self.imports = ImportMap(self.module)
         self._facts: dict[int, FunctionFacts] = {}
         self._by_type: dict[tuple, list] = {}
         self.counter = _count_mend_names(source)
+
+    # --- positions ----------------------------------------------------------------------------
+    def prepare_parents(self, node: cst.CSTNode) -> None:
+        """Parents for every node under ``node`` (positions stay limited to prepared units)."""
+        add_parents(node, self.parents)
+
+    def prepare_all(self) -> None:
+        """Parents for the whole module (for fixes that edit outside their own statement)."""
+        if not self._all_parents:
+            add_parents(self.module, self.parents)
+            self._all_parents = True
+
+    def prepare(self, lines: Iterable[int]) -> None:
+        """Resolve positions for the statements holding ``lines`` (1-based).
+
+        PositionProvider over a whole large file is the slowest part of a fix, and repairs only need
+        the statements they touch: positions are computed per unit (a top-level statement, or one
+        statement of a top-level class body), each rendered alone and shifted to its real place."""
+        wanted = sorted(set(lines))
+        for ln in wanted:
+            units = [u for u in self._units if u[1] <= ln <= u[2]]
+            for unit in sorted(units, key=lambda u: u[2] - u[1]):  # narrowest first
+                key = id(unit[0])
+                if key in self._resolved or self._resolve_unit(*unit):
+                    self._resolved.add(key)
+                    break
+        self._by_type.clear()
+
+    def _resolve_unit(self, stmt: cst.CSTNode, start: int, end: int, shift: int,
+                      links: tuple[tuple[cst.CSTNode, cst.CSTNode], ...]) -> bool:
+        sub = self.module.with_changes(body=[stmt], header=(), footer=())
+        local = MetadataWrapper(sub, unsafe_skip_copy=True).resolve(PositionProvider)
+        if shift and not _columns_reliable(local):
+            return False
+        for child, parent in links:
+            self.parents[child] = parent
+        add_parents(stmt, self.parents)
+        offset = start - local[_anchor(stmt)].start.line
+        for node, rng in local.items():
+            if node is sub:
+                continue
+            self.positions[node] = CodeRange(
+                CodePosition(rng.start.line + offset, rng.start.column + shift),
+                CodePosition(rng.end.line + offset, rng.end.column + shift),
+            )
+        return True
 
     # --- locating -----------------------------------------------------------------------------
     def find(self, types: type | tuple[type, ...], diag: Diagnostic,
@@ -227,6 +275,69 @@ class FileContext:
         return f"_mend_{stem}{self.counter}"
 
 
+def _anchor(stmt: cst.CSTNode) -> cst.CSTNode:
+    decorators = getattr(stmt, "decorators", None)
+    if decorators:
+        return decorators[0]
+    if isinstance(stmt, cst.SimpleStatementLine):
+        return stmt.body[0]
+    return stmt
+
+
+def _ast_spans(cst_body: Sequence[cst.CSTNode], ast_body: list) -> list[tuple[cst.CSTNode, int, int, Any]]:
+    """Pair libcst statements with Python ast statements (a ``;`` line holds several ast nodes)."""
+    out = []
+    i = 0
+    for stmt in cst_body:
+        take = len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
+        nodes = ast_body[i : i + take]
+        i += take
+        if not nodes:
+            continue
+        first = nodes[0]
+        decos = getattr(first, "decorator_list", None) or []
+        start = min([first.lineno] + [d.lineno for d in decos])
+        end = max(getattr(n, "end_lineno", n.lineno) or n.lineno for n in nodes)
+        out.append((stmt, start, end, first))
+    return out
+
+
+def _units(module: cst.Module, source: str) -> list[tuple]:
+    """Position units: (statement, first line, last line, column shift, parent links)."""
+    import ast
+
+    tree = ast.parse(source)
+    out: list[tuple] = []
+    for stmt, start, end, node in _ast_spans(module.body, list(tree.body)):
+        out.append((stmt, start, end, 0, ((stmt, module),)))
+        if isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock) and \
+                isinstance(node, ast.ClassDef):
+            indent = stmt.body.indent if stmt.body.indent is not None else module.default_indent
+            if "\t" in indent:
+                continue
+            for inner, s2, e2, _ in _ast_spans(stmt.body.body, list(node.body)):
+                links = ((stmt, module), (stmt.body, stmt), (inner, stmt.body))
+                out.append((inner, s2, e2, len(indent), links))
+    return out
+
+
+def _columns_reliable(local: Any) -> bool:
+    """Shifting columns is exact unless code follows a multi-line string on its last line."""
+    ends = set()
+    for node, rng in local.items():
+        if isinstance(node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)) and \
+                rng.end.line > rng.start.line:
+            ends.add((rng.end.line, rng.end.column))
+    if not ends:
+        return True
+    end_lines = {ln for ln, _ in ends}
+    for node, rng in local.items():
+        if rng.start.line in end_lines and any(rng.start.line == ln and rng.start.column >= col
+                                               for ln, col in ends):
+            return False
+    return True
+
+
 def _count_mend_names(source: str) -> int:
     import re
 
@@ -283,6 +394,7 @@ def plan_round(ctx: FileContext, diagnostics: Sequence[Diagnostic]) -> tuple[lis
     declines: list[Decline] = []
     postponed: list[Diagnostic] = []
     taken: list[cst.CSTNode] = []
+    ctx.prepare(d.line for d in diagnostics if d.code in FIXERS)
     for diag in sorted(diagnostics, key=lambda d: (d.line, d.col, d.code)):
         fixer = FIXERS.get(diag.code)
         if fixer is None:
@@ -342,7 +454,6 @@ def apply_plans(ctx: FileContext, plans: Sequence[Plan]) -> str:
 
 def _validate(text: str, path: str) -> str | None:
     try:
-        cst.parse_module(text)
         compile(text, path, "exec", dont_inherit=True)
     except (cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
         return f"{type(exc).__name__}: {exc}"
@@ -368,11 +479,20 @@ def fix_source(
     diags = [d for d in diagnostics if options.wants(d.code)]
     declines: list[Decline] = []
     postponed: list[Diagnostic] = []
+    from mend.rewriter.fixes import FIXERS
+
     for _ in range(options.max_rounds):
+        if not any(d.code in FIXERS for d in diags):
+            declines = [Decline(d, "no automatic fix for this rule") for d in diags]
+            postponed = []
+            break
         try:
             ctx = FileContext(current, path, options)
         except cst.ParserSyntaxError as exc:
             result.error = f"cannot parse: {exc.message} (line {exc.raw_line})"
+            return result
+        except (SyntaxError, ValueError) as exc:
+            result.error = f"cannot parse: {exc}"
             return result
         plans, declines, postponed = plan_round(ctx, diags)
         if not plans:

@@ -529,6 +529,7 @@ def _validation_cond(test: cst.BaseExpression, facts: FunctionFacts, torch: str,
 def _compile_boundaries(ctx: FileContext) -> list[tuple[cst.CSTNode, object]]:
     """Edits wrapping each torch.compile boundary of the file with _mend_restore_exceptions."""
     edits: list[tuple[cst.CSTNode, object]] = []
+    ctx.prepare_all()
     for node in walk(ctx.module):
         if isinstance(node, cst.FunctionDef):
             decos = list(node.decorators)

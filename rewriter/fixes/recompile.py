@@ -39,6 +39,7 @@ def fix_module_attr(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     cls = ctx.enclosing_class(stmt)
     if cls is None:
         return Decline(diag, "the update is not inside a class")
+    ctx.prepare_parents(cls)  # reads in every method are followed below
     init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
     if init is None:
         return Decline(diag, "the class has no __init__ to register a buffer in")
