@@ -19,7 +19,7 @@ import time
 import torch
 import torch.utils._pytree
 
-from . import compat, debug, ir, wrapper
+from . import compat, debug, graph_cache, ir, wrapper
 from .codegen import KernelCompileError, NoGenerator, generator_for
 from .decomps import decomposition_table
 from .lowering import Lowering, log_once
@@ -28,7 +28,7 @@ from .scheduler import schedule
 log = logging.getLogger("mend.compiler")
 
 STATS = {"graphs": 0, "fallback_graphs": 0, "kernels": 0, "interpreted_kernels": 0, "extern_calls": 0,
-         "compile_seconds": 0.0}
+         "compile_seconds": 0.0, "graph_cache_hits": 0}
 
 
 class GraphFallback(RuntimeError):
@@ -71,14 +71,23 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "infe
 
 def _compile(gm, example_inputs, dump):
     device = _device_of(example_inputs, gm)
-    lowering = Lowering(gm, example_inputs)
-    g = lowering.run()
-    STATS["extern_calls"] += len(lowering.extern_ops)
+    key = graph_cache.graph_key(gm, example_inputs)
+    cached = graph_cache.load(key)
+    if cached is not None:
+        STATS["graph_cache_hits"] += 1
+        sg, extern_ops = cached
+    else:
+        lowering = Lowering(gm, example_inputs)
+        g = lowering.run()
+        extern_ops = list(lowering.extern_ops)
+        if dump:
+            dump.write("ir.txt", str(g))
+        sg, decisions = schedule(g, device.type)
+        if dump:
+            dump.write("fusion.txt", "\n".join(decisions))
+        graph_cache.store(key, (sg, extern_ops))
+    STATS["extern_calls"] += len(extern_ops)
     if dump:
-        dump.write("ir.txt", str(g))
-    sg, decisions = schedule(g, device.type)
-    if dump:
-        dump.write("fusion.txt", "\n".join(decisions))
         dump.write("scheduled.txt", str(sg))
     try:
         gen = generator_for(device.type)
@@ -106,7 +115,7 @@ def _compile(gm, example_inputs, dump):
         call = _self_checking(call, gm, dump)
     call.mend_graph = sg  # for inspection (tests, explain): kernels, steps, buffers
     call.mend_interpreted = [k.name for k in kernels if fns[k.name][1] == "tensor"]
-    call.mend_extern_ops = list(lowering.extern_ops)
+    call.mend_extern_ops = list(extern_ops)
     return call
 
 

@@ -123,16 +123,34 @@ def dtype_name(dt: torch.dtype) -> str:
 
 
 class Expr:
-    """Base of element expressions. Subclasses are frozen dataclasses; equality is by value."""
+    """Base of element expressions. Subclasses are frozen dataclasses; equality is by value. The hash is
+    computed once per node (expressions are DAGs that get hashed many times during CSE and fusion)."""
 
     dtype: torch.dtype
 
     def children(self) -> tuple["Expr", ...]:
         return ()
 
+    def __getstate__(self):
+        # the cached hash depends on the process (string hashing is salted): never persist it
+        return {k: v for k, v in self.__dict__.items() if k != "_h"}
 
-@dataclass(frozen=True)
+    def __setstate__(self, state):
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_h")
+        if h is None:
+            h = hash((type(self).__name__,) + tuple(getattr(self, f) for f in self.__dataclass_fields__))
+            object.__setattr__(self, "_h", h)
+        return h
+
+
+@dataclass(frozen=True, eq=True)
 class Load(Expr):
+    __hash__ = Expr.__hash__
+
     buf: str
     index: sympy.Expr
     dtype: torch.dtype
@@ -141,8 +159,10 @@ class Load(Expr):
         return f"{self.buf}[{self.index}]"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=True)
 class Local(Expr):
+    __hash__ = Expr.__hash__
+
     name: str
     dtype: torch.dtype
 
@@ -150,8 +170,10 @@ class Local(Expr):
         return f"%{self.name}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=True)
 class Const(Expr):
+    __hash__ = Expr.__hash__
+
     value: Any
     dtype: torch.dtype
 
@@ -159,8 +181,10 @@ class Const(Expr):
         return f"{self.value!r}:{dtype_name(self.dtype)}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=True)
 class IndexValue(Expr):
+    __hash__ = Expr.__hash__
+
     index: sympy.Expr
     dtype: torch.dtype
 
@@ -168,8 +192,10 @@ class IndexValue(Expr):
         return f"idx({self.index}):{dtype_name(self.dtype)}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=True)
 class Op(Expr):
+    __hash__ = Expr.__hash__
+
     op: str
     args: tuple
     dtype: torch.dtype

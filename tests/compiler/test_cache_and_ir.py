@@ -76,6 +76,39 @@ def test_second_compile_of_a_graph_hits_the_cache(monkeypatch, tmp_path):
     assert runtime_cpp.STATS["compiles"] == c0 + 1 and runtime_cpp.STATS["hits"] == h0 + 1
 
 
+def test_graph_cache_skips_lowering_in_a_warm_compile(monkeypatch, tmp_path):
+    from mend.compiler import backend, lowering
+
+    from .helpers import check
+
+    monkeypatch.setenv("MEND_CACHE_DIR", str(tmp_path))
+    x = torch.randn(5, 40)
+    fn = lambda x: (x.layer_norm if False else torch.nn.functional.layer_norm(x, (40,)), x.sum(0))  # noqa: E731
+    h0 = backend.STATS["graph_cache_hits"]
+    first = check(fn, x)
+    assert backend.STATS["graph_cache_hits"] == h0
+    assert list((tmp_path / "v1" / "graphs").rglob("*.pkl"))
+
+    def no_lowering(self):
+        raise AssertionError("lowering ran on a graph-cache hit")
+
+    monkeypatch.setattr(lowering.Lowering, "run", no_lowering)
+    second = check(fn, x)
+    assert backend.STATS["graph_cache_hits"] == h0 + 1
+    assert str(second.mend_graph) == str(first.mend_graph)
+
+
+def test_damaged_graph_cache_entry_is_rebuilt(monkeypatch, tmp_path):
+    from .helpers import check
+
+    monkeypatch.setenv("MEND_CACHE_DIR", str(tmp_path))
+    x = torch.randn(3, 7)
+    check(lambda x: (x.exp() + 1,), x)
+    for p in (tmp_path / "v1" / "graphs").rglob("*.pkl"):
+        p.write_bytes(b"not a pickle")
+    check(lambda x: (x.exp() + 1,), x)
+
+
 # ----------------------------------------------------------------------------------------- symbolic
 
 
