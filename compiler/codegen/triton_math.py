@@ -17,7 +17,6 @@ libdevice.
 
 from __future__ import annotations
 
-import numpy as np
 import triton.language as tl
 
 # Every name a generated kernel may call through ``tm``; each exists in libdevice with the same signature.
@@ -133,27 +132,28 @@ def pow(a, b):
 # ---------------------------------------------------------------- numpy escape (interpreter only)
 
 
-def _np_apply(fn, *xs):
-    """Apply a numpy ufunc to interpreter tensors (their handles hold numpy arrays)."""
+def _np_apply(name, *xs):
+    """Apply numpy's ufunc ``name`` to interpreter tensors (their handles hold numpy arrays)."""
+    import numpy as np
     from triton.runtime.interpreter import TensorHandle
 
     first = xs[0]
     data = [x.handle.data for x in xs]
-    out = fn(*data).astype(data[0].dtype)
+    out = getattr(np, name)(*data).astype(data[0].dtype)
     return tl.tensor(TensorHandle(out, first.handle.dtype), first.type)
 
 
 def asin(x):
-    return _np_apply(np.arcsin, x)
+    return _np_apply("arcsin", x)
 
 
 def acos(x):
-    return _np_apply(np.arccos, x)
+    return _np_apply("arccos", x)
 
 
 def atan(x):
-    return _np_apply(np.arctan, x)
+    return _np_apply("arctan", x)
 
 
 def atan2(a, b):
-    return _np_apply(np.arctan2, a, b)
+    return _np_apply("arctan2", a, b)

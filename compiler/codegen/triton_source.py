@@ -486,9 +486,9 @@ class _Emitter:
                 return self._float_special(e.op, args, cadt)
         else:
             fmt = _INT.get(e.op)
-            if fmt is None and e.op in ("floordiv", "truncdiv", "remainder", "fmod", "sign"):
+            if fmt is None and e.op in ("floordiv", "truncdiv", "remainder", "fmod", "sign", "pow"):
                 return self._int_special(e.op, args, cadt)
-            if fmt is None and e.op in ("truediv", "reciprocal", "pow") or (
+            if fmt is None and e.op in ("truediv", "reciprocal") or (
                     fmt is None and (e.op in _TL_FLOAT or e.op in _SHIM)):
                 # float functions of integer operands compute in float32 (lowering casts normally)
                 fargs = [self.tmp(f"{a}.to(tl.float32)") for a in args]
@@ -532,6 +532,18 @@ class _Emitter:
             a = args[0]
             return self.tmp(f"({a} > 0).to({t}) - ({a} < 0).to({t})")
         a, b = args
+        if op == "pow":
+            # exact integer power by squaring over the exponent's bits (negative exponents: torch raises)
+            bits = torch.iinfo(ct).bits - 1
+            r, base, ex = self.src.fresh(), self.src.fresh(), self.src.fresh()
+            self.line(f"{r} = tl.full([1], 1, {t}) + {a} * 0")
+            self.line(f"{base} = {a} + {b} * 0")
+            self.line(f"{ex} = {b} + {a} * 0")
+            self.line(f"for _bit in tl.static_range({bits}):")
+            self.line(f"    {r} = tl.where(({ex} & 1) != 0, {r} * {base}, {r})")
+            self.line(f"    {base} = {base} * {base}")
+            self.line(f"    {ex} = {ex} >> 1")
+            return r
         # truncating quotient from magnitudes (the same under C and Python division rules)
         q = self.tmp(f"tl.abs({a}) // tl.abs({b})")
         neg = self.tmp(f"({a} < 0) != ({b} < 0)")

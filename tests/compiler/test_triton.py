@@ -136,6 +136,12 @@ def test_integer_and_bool_semantics():
                            torch.maximum(a, b), (a > b) & m, ~m | (a == 3), a.sign(), m.sum()), a, b, m)
 
 
+def test_integer_power_is_exact():
+    a = torch.randint(-9, 10, (40,))
+    b = torch.randint(0, 12, (40,))
+    check(lambda a, b: (torch.pow(a, b), a ** 3, torch.pow(a.int(), b.int())), a, b)
+
+
 def test_float_division_modes_and_sign():
     a = torch.randn(100) * 10
     b = torch.randn(100) * 3
@@ -431,7 +437,7 @@ TIER2_CASES = {
     "reductions_long": (lambda x: (x.amax(-1), x.argmax(-1), x.amin(-1), x.prod(-1)), (torch.randn(3, 9000),)),
     "columns": (lambda x: (x.sum(0), x.amax(0), x.argmax(0)), (torch.randn(300, 24),)),
     "ints": (lambda a, m: (torch.div(a, 3, rounding_mode="floor"), torch.remainder(a, 7), m.any(-1), m.all(-1),
-                           a.sum(-1), a.amax(-1)),
+                           a.sum(-1), a.amax(-1), a ** 3),
              (torch.randint(-9, 9, (5, 20)), torch.rand(5, 20) > 0.5)),
     "math": (lambda x: (torch.expm1(x) + torch.log1p(x.abs()) + torch.atan2(x, x + 1) + torch.erfc(x)
                         + torch.round(x) + torch.trunc(x) + torch.asinh(x) + torch.sinh(x)
