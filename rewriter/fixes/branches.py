@@ -526,8 +526,11 @@ def _validation_cond(test: cst.BaseExpression, facts: FunctionFacts, torch: str,
     return _Lower(facts, torch)(test)
 
 
-def _compile_boundaries(ctx: FileContext) -> list[tuple[cst.CSTNode, object]]:
-    """Edits wrapping each torch.compile boundary of the file with _mend_restore_exceptions."""
+WRAPPERS = ("_mend_restore_exceptions", "_mend_boundary")
+
+
+def _compile_boundaries(ctx: FileContext, wrapper: str = "_mend_restore_exceptions") -> list[tuple[cst.CSTNode, object]]:
+    """Edits wrapping each torch.compile boundary of the file with ``wrapper``."""
     edits: list[tuple[cst.CSTNode, object]] = []
     ctx.prepare_all()
     for node in walk(ctx.module):
@@ -535,8 +538,8 @@ def _compile_boundaries(ctx: FileContext) -> list[tuple[cst.CSTNode, object]]:
             decos = list(node.decorators)
             names = [ctx.imports.qualify(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
                      for d in decos]
-            if "torch.compile" in names and "_mend_restore_exceptions" not in names:
-                new_decos = [cst.Decorator(decorator=cst.Name("_mend_restore_exceptions"))] + decos
+            if "torch.compile" in names and wrapper not in names:
+                new_decos = [cst.Decorator(decorator=cst.Name(wrapper))] + decos
                 edits.append((node, lambda upd, nd=new_decos: upd.with_changes(
                     decorators=[nd[0]] + list(upd.decorators))))
         elif isinstance(node, cst.Call) and ctx.imports.qualify(node.func) == "torch.compile":
@@ -544,12 +547,11 @@ def _compile_boundaries(ctx: FileContext) -> list[tuple[cst.CSTNode, object]]:
             if isinstance(parent, cst.Decorator):
                 continue
             if isinstance(parent, cst.Arg) and isinstance(ctx.parent(parent), cst.Call) and \
-                    dotted(ctx.parent(parent).func) == "_mend_restore_exceptions":
+                    dotted(ctx.parent(parent).func) in (wrapper, "_mend_boundary"):
                 continue
             if not node.args:
                 continue
-            edits.append((node, lambda upd: cst.Call(func=cst.Name("_mend_restore_exceptions"),
-                                                    args=[cst.Arg(value=upd)])))
+            edits.append((node, lambda upd: cst.Call(func=cst.Name(wrapper), args=[cst.Arg(value=upd)])))
     return edits
 
 

@@ -89,8 +89,16 @@ def _fix_statement(ctx: FileContext, diag: Diagnostic, stmt: cst.SimpleStatement
             + list(call.args),
         )
         new_stmt = stmt.with_changes(body=[cst.Expr(value=new_call)])
+        from mend.rewriter.fixes.branches import _compile_boundaries
+
+        edits: list = [(stmt, new_stmt)]
+        imports = [("mend.rewriter.runtime", "defer", "_mend_defer")]
+        boundaries = _compile_boundaries(ctx, "_mend_boundary")
+        if boundaries:  # flush deferred output after every call of this file's compiled objects
+            edits += boundaries
+            imports.append(("mend.rewriter.runtime", "boundary", "_mend_boundary"))
         return Plan(diag, "defer the call until after the graph (side-effects = defer)", "unsafe",
-                    [(stmt, new_stmt)], imports=[("mend.rewriter.runtime", "defer", "_mend_defer")])
+                    edits, imports=imports)
     test, imports = _guard_test(ctx)
     guarded = cst.If(
         test=parse_expr(test),

@@ -168,3 +168,42 @@ def test_defer_keeps_output_after_graph(capsys) -> None:
     assert len(graphs) == 1
     assert "y0 = tensor(0.)" in capsys.readouterr().out  # pre-mutation value, printed after the graph
     torch.testing.assert_close(out, f(torch.zeros(3)))
+
+
+DEFER_SRC = '''import torch
+
+
+@torch.compile(backend="eager")
+def f(x: torch.Tensor) -> torch.Tensor:
+    y = x.sin()
+    print("y0 =", y[0])
+    y.add_(1)
+    return y.cos()
+'''
+
+
+def test_defer_policy_end_to_end(tmp_path, capsys) -> None:
+    """side-effects = defer: one graph, and the output still appears, after the graph, pre-mutation."""
+    import importlib
+    import sys
+
+    from mend.analyzers.runtime import record
+    from mend.rewriter.engine import FixOptions, fix_source
+    from tests.rewriter.conftest import diag
+
+    res = fix_source(DEFER_SRC, "deferred_mod.py", [diag("MND101", 7, 5)],
+                     FixOptions(unsafe=True, side_effects="defer"))
+    assert "@_mend_boundary" in res.fixed and "_mend_defer(print" in res.fixed
+    (tmp_path / "deferred_mod.py").write_text(res.fixed)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        torch._dynamo.reset()
+        mod = importlib.import_module("deferred_mod")
+        with record(source=[str(tmp_path)]) as rec:
+            out = mod.f(torch.zeros(3))
+        assert rec.graphs == 1 and not rec.breaks
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("deferred_mod", None)
+    assert "y0 = tensor(0.)" in capsys.readouterr().out
+    torch.testing.assert_close(out, torch.ones(3).cos())
