@@ -139,3 +139,61 @@ def test_training_batchnorm_updates_running_stats():
         torch.testing.assert_close(c(x), bn_e(x), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(bn_c.running_mean, bn_e.running_mean)
     torch.testing.assert_close(bn_c.running_var, bn_e.running_var)
+
+
+class _EmbedDropout(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(50, 16)
+        self.ln = torch.nn.LayerNorm(16)
+        self.drop = torch.nn.Dropout(0.1)
+        self.fc = torch.nn.Linear(16, 16)
+        self.register_buffer("pos", torch.arange(8))
+
+    def forward(self, ids):
+        h = self.emb(ids) + self.emb(self.pos)[None]
+        return self.fc(self.drop(self.ln(h))).tanh()
+
+
+@pytest.mark.slow
+def test_embedding_dropout_eval_and_train():
+    torch.manual_seed(0)
+    m = _EmbedDropout()
+    ids = torch.randint(0, 50, (2, 8))
+    c = mend.compiler.compile(m)
+    m.eval()
+    torch.testing.assert_close(c(ids), m(ids))
+    m.train()
+    out = c(ids)
+    out.sum().backward()
+    assert out.shape == (2, 8, 16) and m.emb.weight.grad.abs().sum() > 0
+    assert torch.isfinite(m.fc.weight.grad).all()
+
+
+def test_input_mutation_is_applied():
+    def mut(x, y):
+        x.add_(y)
+        return x * 2
+
+    a, b = torch.randn(5), torch.randn(5)
+    a0 = a.clone()
+    r = mend.compiler.compile(mut)(a, b)
+    torch.testing.assert_close(a, a0 + b)
+    torch.testing.assert_close(r, (a0 + b) * 2)
+
+
+@pytest.mark.slow
+def test_huggingface_gpt2_forward_is_one_graph():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=100, n_positions=32,
+                                  bos_token_id=0, eos_token_id=0)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    ids = torch.randint(0, 100, (2, 16))
+    before = dict(backend.STATS)
+    with torch.no_grad():
+        got = mend.compiler.compile(model)(ids).logits
+        want = model(ids).logits
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert backend.STATS["fallback_graphs"] == before["fallback_graphs"]
+    assert backend.STATS["kernels"] > before["kernels"]
