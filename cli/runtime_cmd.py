@@ -132,7 +132,7 @@ def gate(
     max_recompiles: Optional[int] = typer.Option(None, "--max-recompiles", min=0, help="Override the global budget."),
     config: Optional[Path] = typer.Option(None, "--config", help="Read [tool.mend.gate] from this pyproject.toml."),
 ) -> None:
-    """Fail (exit 1) when recorded breaks or recompiles exceed the budgets in [tool.mend.gate] or a baseline.
+    """Fail (exit 1) when recorded breaks or recompiles exceed the gate budgets (pyproject tool.mend.gate) or a baseline.
 
     Exit codes: 0 within budget, 1 over budget (the offending sites are listed), 2 missing or invalid
     data file, baseline or configuration.
