@@ -333,3 +333,65 @@ class TritonLauncher:
             end.synchronize()
             best = min(best, start.elapsed_time(end) / reps)
         return best
+
+
+class TritonSplitLauncher:
+    """Launcher of the ``split`` template: the partial-reduction kernel over a 2-D grid (row blocks x
+    chunks) into fresh workspace buffers, then the combine kernel. The first configuration is used (no
+    autotune); a build failure falls back to the reference interpreter like :class:`TritonLauncher`."""
+
+    template = "split"
+
+    def __init__(self, kernel, part_fn, done_fn, source):
+        self.kernel = kernel
+        self.part = part_fn
+        self.done = done_fn
+        self.source = source
+        self.plan = source.plan
+        self.xnumel = self.plan.xnumel
+        self.config = self.plan.configs[0]
+        self.fallback = None
+        self.workspaces = list(source.workspaces)
+        self.kernel_text = source.render()
+        self.interpreted = type(part_fn).__name__ == "InterpretedFunction"
+        self._built = False
+
+    def __repr__(self) -> str:
+        return f"<triton kernel {self.kernel.name} split x{self.plan.nsplit} xnumel={self.xnumel}>"
+
+    def _launch(self, tensors) -> None:
+        p, c, d = self.plan, self.config, self.plan.done_config
+        dev = tensors[0].device if tensors else torch.device("cuda")
+        ws = [torch.empty(p.nsplit * p.xnumel, dtype=dt, device=dev) for _, dt in self.workspaces]
+        args = list(tensors) + ws
+        g1 = ((p.xnumel + c.XBLOCK - 1) // c.XBLOCK, p.nsplit)
+        g2 = ((p.xnumel + d.XBLOCK - 1) // d.XBLOCK,)
+        if self.interpreted:
+            with _lock, _interpreter_runs_jit_functions():
+                self.part[g1](*args, XBLOCK=c.XBLOCK, RBLOCK=c.RBLOCK)
+                self.done[g2](*args, XBLOCK=d.XBLOCK, SBLOCK=d.RBLOCK)
+            return
+        self.part[g1](*args, XBLOCK=c.XBLOCK, RBLOCK=c.RBLOCK, num_warps=c.num_warps)
+        self.done[g2](*args, XBLOCK=d.XBLOCK, SBLOCK=d.RBLOCK, num_warps=d.num_warps)
+
+    def __call__(self, *tensors) -> None:
+        if self.fallback is not None:
+            return self.fallback(*tensors)
+        if self._built:
+            return self._launch(tensors)
+        try:
+            self._launch(tensors)
+            self._built = True
+            STATS["kernels_built"] += 1
+        except Exception as exc:  # noqa: BLE001 - a kernel Triton cannot build runs interpreted
+            if isinstance(exc, torch.cuda.OutOfMemoryError):
+                raise
+            STATS["launch_fallbacks"] += 1
+            _log_once(f"mend: Triton kernel {self.kernel.name} failed to build ({type(exc).__name__}); it runs "
+                      "in the reference interpreter")
+            from .interpret import run_kernel
+
+            self.fallback = lambda *ts: run_kernel(self.kernel, *ts)
+            return self.fallback(*tensors)
+        return None
+

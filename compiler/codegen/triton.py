@@ -13,24 +13,29 @@ Under ``TRITON_INTERPRET=1`` the same kernels run on CPU tensors in Triton's int
 
 from __future__ import annotations
 
+import os
+
 from .. import ir
 from . import KernelCompileError
-from .triton_source import PERSISTENT_RMAX, KernelSource, render_module
+from .triton_source import PERSISTENT_RMAX, SPLIT_MIN_RNUMEL, KernelSource, render_module
 
 
 class TritonGenerator:
     name = "triton"
 
-    def __init__(self, persistent_rmax: int = PERSISTENT_RMAX, interpret: bool | None = None):
+    def __init__(self, persistent_rmax: int = PERSISTENT_RMAX, interpret: bool | None = None,
+                 split_min_rnumel: int = SPLIT_MIN_RNUMEL):
         self.persistent_rmax = persistent_rmax
         self.interpret = interpret
+        # MEND_TRITON_SPLIT=0 keeps every row in one program (no split reductions)
+        self.split_min_rnumel = split_min_rnumel if os.environ.get("MEND_TRITON_SPLIT", "1") != "0" else 2**62
 
     def sources(self, kernels: list[ir.Kernel]):
         """(rendered KernelSource list, {failed kernel name: reason})."""
         good, bad = [], {}
         for k in kernels:
             try:
-                s = KernelSource(k, self.persistent_rmax)
+                s = KernelSource(k, self.persistent_rmax, self.split_min_rnumel)
                 s.render()
                 good.append(s)
             except NotImplementedError as exc:
@@ -68,7 +73,12 @@ class TritonGenerator:
                     bad.setdefault("*", f"{type(whole).__name__}: {whole}")
             for s in good:
                 m = mods.get(s.k.name)
-                if m is not None:
+                if m is None:
+                    continue
+                if s.plan.template == "split":
+                    fns = [getattr(m, n) for n in s.fn_names]
+                    out[s.k.name] = (rt.TritonSplitLauncher(s.k, fns[0], fns[1], s), "tensor")
+                else:
                     out[s.k.name] = (rt.TritonLauncher(s.k, getattr(m, s.fn_name), s), "tensor")
         failed = [n for n in bad if n != "*"]
         if failed:

@@ -142,6 +142,9 @@ class Plan:
     index_dtype: str  # tl.int32 | tl.int64
     configs: tuple  # Config, best guess first
     outer_reduction: bool = False  # the reduced dims are not the contiguous ones
+    nsplit: int = 1  # split template: programs per row (partial reductions), then a combine kernel
+    rchunk: int = 0  # split template: reduction elements per partial
+    done_config: "Config | None" = None  # split template: the combine kernel (XBLOCK rows, RBLOCK=SBLOCK)
 
 
 def _warps(elements: int, lo: int = 1, hi: int = 8) -> int:
@@ -254,7 +257,34 @@ def _flat_mapping(size, dims, sym):
     return out, total
 
 
-def plan(k: ir.Kernel, persistent_rmax: int = PERSISTENT_RMAX):
+SPLIT_MIN_RNUMEL = 16384  # a row at least this long is split across programs when there are few rows
+SPLIT_MAX_ROWS = 32
+SPLIT_KINDS = ("sum", "prod", "max", "min", "any", "all", "argmax", "argmin")
+
+
+def levels(k: ir.Kernel) -> dict:
+    """avail[stage]: number of completed passes over the row before the stage's value exists."""
+    avail: dict[str, int] = {}
+    for st in k.stages:
+        deps = [avail[e.name] for e in ir.walk(st.expr) if isinstance(e, ir.Local)]
+        need = max(deps, default=0)
+        avail[st.name] = need + 1 if st.kind == "reduction" else need
+    return avail
+
+
+def _splittable(k: ir.Kernel) -> bool:
+    """One pass of independent reductions (plus pointwise stores that need no reduction and per-row
+    epilogues): the row can be cut into chunks reduced by separate programs and combined afterwards."""
+    avail = levels(k)
+    for st in k.stages:
+        if st.kind == "reduction" and (avail[st.name] != 1 or st.reduction not in SPLIT_KINDS):
+            return False
+        if st.kind == "pointwise" and avail[st.name] != 0:
+            return False
+    return any(st.kind == "reduction" for st in k.stages)
+
+
+def plan(k: ir.Kernel, persistent_rmax: int = PERSISTENT_RMAX, split_min_rnumel: int = SPLIT_MIN_RNUMEL):
     """(Plan, var mapping old -> flat expr, ranges of the flat symbols)."""
     for _, dt in k.dtypes:
         compute_dtype(dt)
@@ -305,7 +335,26 @@ def plan(k: ir.Kernel, persistent_rmax: int = PERSISTENT_RMAX):
             configs = _persistent_configs(xnumel, rnumel)
     else:
         configs = _looped_configs(xnumel, rnumel, outer)
-    p = Plan(template, xnumel, rnumel, "tl.int64" if wide else "tl.int32", configs, outer)
+    nsplit, rchunk, done = 1, 0, None
+    if (template != "pointwise" and 0 < xnumel <= SPLIT_MAX_ROWS and rnumel >= split_min_rnumel
+            and _splittable(k)):
+        # few long rows: one program per row would leave most of the GPU idle
+        configs = _looped_configs(xnumel, rnumel, outer)
+        unit = max(c.RBLOCK for c in configs)
+        want = next_pow2(max(2, -(-264 // xnumel)))
+        want = min(want, 256, max(1, rnumel // (2 * unit)))
+        if want >= 2:
+            rchunk = -(-(-(-rnumel // want)) // unit) * unit
+            nsplit = -(-rnumel // rchunk)
+        if nsplit >= 2:
+            template = "split"
+            sb = next_pow2(nsplit)
+            xb2 = max(1, min(next_pow2(xnumel), max(1, 4096 // sb)))
+            done = Config(xb2, sb, _warps(xb2 * sb, 1, 4))
+        else:
+            nsplit, rchunk = 1, 0
+    p = Plan(template, xnumel, rnumel, "tl.int64" if wide else "tl.int32", configs, outer, nsplit, rchunk,
+             done)
     return p, mapping, ranges
 
 
@@ -410,6 +459,14 @@ _BOOL = {
     "minimum": "({0} & {1})",
     "abs": "{0}",
 }
+
+
+def _acc_dtype(st: ir.Stage) -> torch.dtype:
+    """The accumulator dtype of a reduction stage (bool and any/all accumulate in int32)."""
+    vdt = compute_dtype(st.expr.dtype)
+    if vdt == torch.bool or st.reduction in ("any", "all"):
+        return torch.int32
+    return vdt
 
 
 class _Emitter:
@@ -575,11 +632,16 @@ class _Index:
 class KernelSource:
     """Triton source of one kernel; ``render()`` returns the text of the ``@triton.jit`` function."""
 
-    def __init__(self, kernel: ir.Kernel, persistent_rmax: int = PERSISTENT_RMAX):
+    def __init__(self, kernel: ir.Kernel, persistent_rmax: int = PERSISTENT_RMAX,
+                 split_min_rnumel: int = SPLIT_MIN_RNUMEL):
         self.k = kernel
-        self.plan, self.mapping, self.ranges = plan(kernel, persistent_rmax)
+        self.plan, self.mapping, self.ranges = plan(kernel, persistent_rmax, split_min_rnumel)
         self.ndim = 1 if self.plan.template == "pointwise" else 2
         self.fn_name = f"mend_{self.plan.template[:3]}_{kernel.name}"
+        # split template: a partial-reduction kernel and a combine kernel, with workspace buffers
+        self.fn_names = [self.fn_name] if self.plan.template != "split" else [
+            f"{self.fn_name}_part", f"{self.fn_name}_done"]
+        self.workspaces: list[tuple[str, torch.dtype]] = []  # (param name, dtype), split template only
         self.ptr = {}
         self.params = []
         for i, b in enumerate(kernel.inputs):
@@ -587,6 +649,11 @@ class KernelSource:
         for i, b in enumerate(kernel.outputs):
             self.ptr[b] = f"out_ptr{i}"
         self.params = [self.ptr[b] for b in list(kernel.inputs) + list(kernel.outputs)]
+        if self.plan.template == "split":
+            for j, st in enumerate(s for s in kernel.stages if s.kind == "reduction"):
+                self.workspaces.append((f"ws{j}", _acc_dtype(st)))
+                if st.reduction in ("argmax", "argmin"):
+                    self.workspaces.append((f"wsi{j}", torch.int64))
         self.stage = {s.name: s for s in kernel.stages}
         self.row_values: dict[str, str] = {}  # reduction/outer stage -> [XBLOCK, 1] value
         self.pw_values: dict[str, str] = {}  # persistent: pointwise stage -> tile value
@@ -627,6 +694,22 @@ class KernelSource:
         return self.pw_values[st.name]
 
     # ------------------------------------------------------------------------------- rendering
+    def compile_units(self) -> list:
+        """[(function name, signature, [(constexprs, num_warps) per launch configuration])]: everything
+        needed to compile the kernel's functions ahead of time."""
+        p = self.plan
+        base = self.signature()
+        if p.template != "split":
+            return [(self.fn_name, base, [(c.constexprs(p.template), c.num_warps) for c in p.configs])]
+        sig = {k: v for k, v in base.items() if v != "constexpr"}
+        for name, dt in self.workspaces:
+            sig[name] = "*" + SIG_TYPE[dt]
+        part = dict(sig, XBLOCK="constexpr", RBLOCK="constexpr")
+        done = dict(sig, XBLOCK="constexpr", SBLOCK="constexpr")
+        d = p.done_config
+        return [(self.fn_names[0], part, [(c.constexprs("looped"), c.num_warps) for c in p.configs]),
+                (self.fn_names[1], done, [({"XBLOCK": d.XBLOCK, "SBLOCK": d.RBLOCK}, d.num_warps)])]
+
     def signature(self) -> dict:
         sig = {p: "*" + SIG_TYPE[self.k.dtype_of(b)]
                for p, b in zip(self.params, list(self.k.inputs) + list(self.k.outputs))}
@@ -642,6 +725,8 @@ class KernelSource:
         return self._text
 
     def _render(self) -> str:
+        if self.plan.template == "split":
+            return self._render_split()
         p = self.plan
         cexpr = ["XBLOCK: tl.constexpr"] + ([] if p.template == "pointwise" else ["RBLOCK: tl.constexpr"])
         head = [
@@ -687,11 +772,11 @@ class KernelSource:
             v = f"{value}.to({TL_TYPE[st.dtype]})"
         em.line(f"tl.store({self.ptr[st.name]} + {text}, {v}, {mask})")
 
-    def _zeros(self) -> list[str]:
+    def _zeros(self, rblock: str = "RBLOCK") -> list[str]:
         it = self.plan.index_dtype
         if self.ndim == 1:
             return [f"    xzero = tl.zeros([XBLOCK], {it})"]
-        return [f"    xzero2 = tl.zeros([XBLOCK, 1], {it})", f"    rzero = tl.zeros([1, RBLOCK], {it})"]
+        return [f"    xzero2 = tl.zeros([XBLOCK, 1], {it})", f"    rzero = tl.zeros([1, {rblock}], {it})"]
 
     def _pointwise(self) -> list[str]:
         self._need_zero = False
@@ -776,13 +861,126 @@ class KernelSource:
 
     # --------------------------------------------------------------------------- looped
     def _levels(self) -> dict:
-        """avail[stage]: number of completed row loops before the stage's value exists."""
-        avail: dict[str, int] = {}
+        return levels(self.k)
+
+    # ------------------------------------------------------------------------------ split
+    def _head(self, name, extra_params, cexpr, pid_axis0=True) -> list[str]:
+        it = self.plan.index_dtype
+        params = self.params + [w for w, _ in self.workspaces] + [f"{c}: tl.constexpr" for c in cexpr]
+        pid = "tl.program_id(0)" if it == "tl.int32" else "tl.program_id(0).to(tl.int64)"
+        ar = "tl.arange(0, XBLOCK)" + ("" if it == "tl.int32" else ".to(tl.int64)")
+        return [
+            "@triton.jit",
+            f"def {name}({', '.join(params)}):",
+            f"    xnumel = {self.plan.xnumel}",
+            f"    xoffset = {pid} * XBLOCK",
+            f"    xindex = xoffset + {ar}[:, None]",
+            "    xmask = xindex < xnumel",
+            f"    rnumel = {self.plan.rnumel}",
+        ]
+
+    def _render_split(self) -> str:
+        """Two functions. ``_part`` (grid: row blocks x nsplit) reduces chunk ``program_id(1)`` of each
+        row into workspace slot ``[split, row]`` (and does the row's pointwise stores); ``_done`` (grid: row
+        blocks) combines the ``nsplit`` partials of each row with the builtin reductions, then computes and
+        stores the per-row epilogue stages."""
+        p = self.plan
+        it = p.index_dtype
+        reds = [st for st in self.k.stages if st.kind == "reduction"]
+        ws = {}
+        j = 0
+        for st in reds:
+            ws[st.name] = (f"ws{j}", f"wsi{j}" if st.reduction in ("argmax", "argmin") else None)
+            j += 1
+        # ---- part
+        self._need_zero = False
+        top = _Emitter(self, "    ")
+        accs = {st.name: self._acc_init(top, st) for st in reds}
+        rar = "tl.arange(0, RBLOCK)" + ("" if it == "tl.int32" else ".to(tl.int64)")
+        sid = "tl.program_id(1)" if it == "tl.int32" else "tl.program_id(1).to(tl.int64)"
+        top.line(f"rbase = {rar}[None, :]")
+        top.line(f"rstart = {sid} * {p.rchunk}")
+        top.line(f"for roffset in range(rstart, rstart + {p.rchunk}, RBLOCK):")
+        em = _Emitter(self, "        ", parent=top)
+        em.line("rindex = roffset + rbase")
+        em.line("rmask = rindex < rnumel")
+        for st in reds:
+            self._acc_update(em, st, em.emit(st.expr), accs[st.name])
         for st in self.k.stages:
-            deps = [avail[e.name] for e in ir.walk(st.expr) if isinstance(e, ir.Local)]
-            need = max(deps, default=0)
-            avail[st.name] = need + 1 if st.kind == "reduction" else need
-        return avail
+            if st.kind == "pointwise" and st.store is not None:
+                self._store(em, st, em.emit(st.expr), row=False)
+        top.lines += em.lines
+        for st in reds:
+            val, idx = self._partial_finish(top, st, accs[st.name])
+            wv, wi = ws[st.name]
+            top.line(f"tl.store({wv} + {sid} * xnumel + xindex, {val}, xmask)")
+            if wi is not None:
+                top.line(f"tl.store({wi} + {sid} * xnumel + xindex, {idx}, xmask)")
+        part = self._head(self.fn_names[0], [], ["XBLOCK", "RBLOCK"])
+        part += (self._zeros() if self._need_zero else []) + top.lines
+        # ---- done
+        self._need_zero = False
+        self.row_values = {}
+        top = _Emitter(self, "    ")
+        sar = "tl.arange(0, SBLOCK)" + ("" if it == "tl.int32" else ".to(tl.int64)")
+        top.line(f"sindex = {sar}[None, :]")
+        top.line(f"smask = sindex < {p.nsplit}")
+        for st in reds:
+            wv, wi = ws[st.name]
+            vdt = _acc_dtype(st)
+            ident = {"sum": "0", "prod": "1", "any": "0", "all": "1"}.get(st.reduction)
+            if ident is None:
+                ident = _lowest(vdt) if st.reduction in ("max", "argmax") else _highest(vdt)
+            a = {"acc": self.fresh(), "dtype": vdt}
+            top.line(f"{a['acc']} = tl.load({wv} + sindex * xnumel + xindex, xmask & smask, other={ident})")
+            if wi is not None:
+                a["idx"] = self.fresh()
+                top.line(f"{a['idx']} = tl.load({wi} + sindex * xnumel + xindex, xmask & smask, other=rnumel)")
+            if st.reduction in ("max", "min") and vdt.is_floating_point:
+                a["nan"] = self.fresh()
+                top.line(f"{a['nan']} = ({a['acc']} != {a['acc']}).to(tl.int32)")
+            r = self._acc_finish(top, st, a)
+            self.row_values[st.name] = r
+            if st.store is not None:
+                self._store(top, st, r, row=True)
+        for st in self.k.stages:
+            if st.kind == "outer":
+                self._outer(top, st)
+        done = self._head(self.fn_names[1], [], ["XBLOCK", "SBLOCK"])
+        done += (self._zeros("SBLOCK") if self._need_zero else []) + top.lines
+        return "\n".join(part) + "\n\n\n" + "\n".join(done) + "\n"
+
+    def _partial_finish(self, em: _Emitter, st: ir.Stage, a: dict):
+        """A chunk's partial result per row ([XBLOCK, 1] value, and index for argmax/argmin)."""
+        kind = st.reduction
+        acc, vdt = a["acc"], a["dtype"]
+        if kind in ("argmax", "argmin"):
+            ident = _lowest(vdt) if kind == "argmax" else _highest(vdt)
+            fn = "tl.max" if kind == "argmax" else "tl.min"
+            idx = a["idx"]
+            if vdt.is_floating_point:
+                isn = em.tmp(f"{acc} != {acc}")
+                hasn = em.tmp(f"tl.max({isn}.to(tl.int32), 1)[:, None] > 0")
+                m = em.tmp(f"{fn}(tl.where({isn}, {ident}, {acc}), 1)[:, None]")
+                target = em.tmp(f"tl.where({hasn}, {isn}, {acc} == {m})")
+                m = em.tmp(f"tl.where({hasn}, float(\"nan\"), {m})")
+            else:
+                m = em.tmp(f"{fn}({acc}, 1)[:, None]")
+                target = em.tmp(f"{acc} == {m}")
+            i = em.tmp(f"tl.min(tl.where({target}, {idx}, rnumel), 1)[:, None].to(tl.int64)")
+            return m, i
+        if kind == "sum":
+            r = em.tmp(f"tl.sum({acc}, 1)[:, None]")
+        elif kind == "prod":
+            r = em.tmp(f"tl.reduce({acc}, 1, _mul_combine)[:, None]")
+        elif kind in ("any", "max"):
+            r = em.tmp(f"tl.max({acc}, 1)[:, None]")
+        else:
+            r = em.tmp(f"tl.min({acc}, 1)[:, None]")
+        if "nan" in a:
+            hasn = em.tmp(f"tl.max({a['nan']}, 1)[:, None]")
+            r = em.tmp(f"tl.where({hasn} > 0, float(\"nan\"), {r})")
+        return em.tmp(f"{r}.to({TL_TYPE[vdt]})"), None
 
     def _looped(self) -> list[str]:
         self._need_zero = False

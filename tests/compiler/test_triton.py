@@ -52,13 +52,19 @@ def scheduled(fn, *args):
     return gm, sg
 
 
-def run_triton(fn, *args, rmax=None):
+def run_triton(fn, *args, rmax=None, split_min=None):
     """Compile ``fn`` with the Triton generator, run it in the interpreter; (outputs, graph, launchers)."""
     gm, sg = scheduled(fn, *args)
-    gen = TritonGenerator() if rmax is None else TritonGenerator(persistent_rmax=rmax)
+    opts = {}
+    if rmax is not None:
+        opts["persistent_rmax"] = rmax
+    if split_min is not None:
+        opts["split_min_rnumel"] = split_min
+    gen = TritonGenerator(**opts)
     fns = gen.compile(sg.kernels, Dump("t"))
     for _, (f, style) in fns.items():
-        assert isinstance(f, runtime_triton.TritonLauncher) and style == "tensor"
+        assert isinstance(f, (runtime_triton.TritonLauncher, runtime_triton.TritonSplitLauncher))
+        assert style == "tensor"
     assert set(fns) == {k.name for k in sg.kernels}
     consts = {c.name: getattr(gm, c.attr) for c in sg.constants}
     call, _ = wrapper.build(sg, fns, consts, torch.device("cpu"))
@@ -68,9 +74,9 @@ def run_triton(fn, *args, rmax=None):
     return out, sg, fns
 
 
-def check(fn, *args, rmax=None, templates=None, dtype=None):
+def check(fn, *args, rmax=None, templates=None, dtype=None, split_min=None):
     want = tuple(pytree.tree_leaves(fn(*args)))
-    got, sg, fns = run_triton(fn, *args, rmax=rmax)
+    got, sg, fns = run_triton(fn, *args, rmax=rmax, split_min=split_min)
     assert len(got) == len(want)
     for i, (g, w) in enumerate(zip(got, want)):
         assert_same(g, w, dtype, msg=f"output {i}")
@@ -304,6 +310,39 @@ def test_several_rows_per_program_with_a_partial_last_block(rmax):
         assert_same(g, w)
 
 
+def test_few_long_rows_are_split_across_programs():
+    x = torch.randn(3, 9000)
+    x[1, 5000] = float("nan")
+    x[2, 100] = x[2, 7000] = 50.0  # a tie across chunks: the first index wins
+    x[0, 8999] = -60.0
+    sg, fns = check(lambda x: (x.sum(-1), x.amax(-1), x.amin(-1), x.argmax(-1), x.argmin(-1), x.mean(-1),
+                               (x > 0).any(-1), (x > -5).all(-1), x * 2, (x * 2).sum(-1)), x,
+                    split_min=4096, templates=["split"])
+    f = next(iter(fns.values()))[0]
+    assert f.plan.nsplit >= 2 and f.plan.nsplit * f.plan.rchunk >= 9000
+
+
+def test_full_reductions_split():
+    y = torch.randn(20000)
+    a = torch.randint(-5, 5, (12000,))
+    check(lambda y: (y.sum(), y.mean(), y.amax(), y.argmax(), ((y - 1) ** 2).mean()), y, split_min=4096,
+          templates=["split"])
+    check(lambda a: (a.sum(), a.amax(), a.argmin(), (a == 4).any(), (a < 9).all()), a, split_min=4096,
+          templates=["split"])
+    z = torch.rand(9000) * 0.002 + 0.999
+    check(lambda z: z.prod(), z, split_min=4096, templates=["split"])
+
+
+def test_column_reduction_with_few_columns_splits():
+    x = torch.randn(20000, 3)
+    check(lambda x: (x.sum(0), x.amax(0)), x, split_min=4096, templates=["split"])
+
+
+def test_dependent_reductions_are_not_split():
+    x = torch.randn(2, 9000)
+    check(lambda x: torch.softmax(x, -1), x, split_min=4096, templates=["looped"])
+
+
 # ----------------------------------------------------------------- through Dynamo + aot_autograd
 
 
@@ -452,13 +491,14 @@ def _compile_sm90(sources, module):
 
     compiled = 0
     for s in sources:
-        fn = getattr(module, s.fn_name)
-        for cfg in s.plan.configs:
-            src = ASTSource(fn=fn, signature=s.signature(), constexprs=cfg.constexprs(s.plan.template))
-            out = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg.num_warps})
-            assert out.asm["cubin"], s.fn_name
-            assert out.metadata.shared <= 228 * 1024
-            compiled += 1
+        for name, sig, launches in s.compile_units():
+            fn = getattr(module, name)
+            for constexprs, num_warps in launches:
+                src = ASTSource(fn=fn, signature=sig, constexprs=constexprs)
+                out = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
+                assert out.asm["cubin"], name
+                assert out.metadata.shared <= 228 * 1024
+                compiled += 1
     return compiled
 
 
@@ -477,6 +517,25 @@ def test_every_kernel_compiles_for_sm90(case, monkeypatch):
     # and the interpreter gets the same kernels right
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     check(fn, *args)
+
+
+@pytest.mark.slow
+def test_split_template_compiles_for_sm90(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    x = torch.randn(4, 40000)
+    _, sg = scheduled(lambda x: (x.sum(-1), x.argmax(-1), x.amin(-1), (x > 0).all(-1), x.prod(-1), x * 3,
+                                 x.mean(-1) + 1), x)
+    y = torch.randn(3 * 2**20)
+    _, sg2 = scheduled(lambda y: (y.sum(), ((y - 1) ** 2).mean(), y.argmin()), y)
+    gen = TritonGenerator(interpret=False)
+    templates = set()
+    for graph in (sg, sg2):  # one module per graph (kernel names repeat across graphs)
+        sources, bad = gen.sources(graph.kernels)
+        assert not bad
+        templates |= {s.plan.template for s in sources}
+        module = runtime_triton.load_module(render_module(sources, interpret=False))
+        assert _compile_sm90(sources, module) >= 2
+    assert "split" in templates
 
 
 @pytest.mark.slow

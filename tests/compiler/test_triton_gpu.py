@@ -125,6 +125,16 @@ def test_reductions_nan_ties_and_infinities():
     check(lambda y: (y.amax(-1), y.argmax(-1), y.argmin(-1)), y)
 
 
+def test_full_and_few_row_reductions_are_split():
+    y = r(3 * 2**20)
+    y[123456] = 7.5
+    check(lambda y: (y.sum(), ((y - 1) ** 2).mean(), y.argmax(), y.amin()), y)
+    x = r(4, 200000)
+    x[2, 150000] = float("nan")
+    check(lambda x: (x.sum(-1), x.amax(-1), x.argmin(-1), (x > 4).any(-1), x * 2), x)
+    check(lambda x: (x.sum(0), x.amax(0)), r(100000, 8))
+
+
 def test_int_bool_and_column_reductions():
     a = torch.randint(-100, 100, (70, 290), device=DEV)
     m = a > 90
