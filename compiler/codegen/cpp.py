@@ -162,7 +162,7 @@ def _cast(src: str, sdt, ddt) -> str:
 class _Body:
     """Emits CSE'd statements for expressions at one iteration point."""
 
-    def __init__(self, kernel_vars: dict, local_ref, mapping=None, ranges=None, prefix="t"):
+    def __init__(self, kernel_vars: dict, local_ref, mapping=None, ranges=None, prefix="t", recip=None):
         self.lines: list[str] = []
         self.memo: dict = {}
         self.ptr = kernel_vars  # buffer name -> C pointer name
@@ -171,6 +171,7 @@ class _Body:
         self.ranges = ranges or {}
         self.n = 0
         self.prefix = prefix
+        self.recip = recip or {}  # Local name -> C name of its reciprocal (row-invariant divisors)
 
     def index(self, e) -> str:
         if self.mapping:
@@ -208,6 +209,10 @@ class _Body:
         args = [self.memo[a] for a in e.args]
         if e.op == "cast":
             return self._tmp(e.dtype, _cast(args[0], e.args[0].dtype, e.dtype))
+        if e.op == "truediv" and isinstance(e.args[1], ir.Local) and e.args[1].name in self.recip:
+            # x / s with s fixed for the whole row: one division per row, a multiply per element (as ATen's
+            # softmax does); differs from a correctly rounded division by at most one ulp
+            return self._tmp(e.dtype, f"({args[0]} * {self.recip[e.args[1].name]})")
         # the type operations are performed in
         adt = e.args[-1].dtype if e.op == "where" else e.args[0].dtype
         t = compute_type(adt)
@@ -352,13 +357,17 @@ class CppKernelSource:
                 return scalars[e.name]
             return f"{scratch[e.name]}[ridx]"
 
+        recip = {st.name: f"r_{st.name}" for st in k.stages
+                 if st.kind != "pointwise" and compute_type(st.dtype) == "float" and st.reduction not in ("argmax", "argmin")}
         row_lines = []
         for si, st in enumerate(k.stages):
-            b = _Body(ptrs, local_ref, prefix=f"t{si}_")
+            b = _Body(ptrs, local_ref, prefix=f"t{si}_", recip=recip if st.kind == "pointwise" else None)
             if st.kind == "outer":
                 v = b.emit(st.expr)
                 row_lines += b.lines
                 row_lines.append(f"{compute_type(st.dtype)} {scalars[st.name]} = {v};")
+                if st.name in recip:
+                    row_lines.append(f"float {recip[st.name]} = 1.0f / {scalars[st.name]};")
                 if st.store is not None:
                     row_lines.append(_store(ptrs[st.name], print_c(st.store_index), v,
                                             st.dtype))
@@ -378,6 +387,8 @@ class CppKernelSource:
                 if st.store is not None:
                     row_lines.append(_store(ptrs[st.name], print_c(st.store_index),
                                             scalars[st.name], st.dtype))
+                if st.name in recip:
+                    row_lines.append(f"float {recip[st.name]} = 1.0f / {scalars[st.name]};")
             else:
                 v = b.emit(st.expr)
                 inner = list(b.lines)
