@@ -479,8 +479,10 @@ class FunctionWalker:
             if kind == tk.T and isinstance(default, ast.Constant) and default.value is None:
                 kind = tk.M
             if kind == tk.N and arg.annotation is None:
-                if self.is_forward and default is None:
-                    kind = tk.T  # forward's parameters are tensors in practice
+                if self.is_forward and default is None and arg.arg in self._tensor_like_names():
+                    # forward's parameters are tensors in practice; flags such as
+                    # `output_attentions` (never used with `.attr` or `[...]`) are not
+                    kind = tk.T
                 elif default is None or (isinstance(default, ast.Constant) and default.value is None):
                     # unannotated parameters may be tensors: enough for `.item()`-style method rules,
                     # never for truthiness rules
@@ -489,6 +491,26 @@ class FunctionWalker:
                 self.env[arg.arg] = kind
                 if "mask" in arg.arg.lower() and kind == tk.T:
                     self.bool_names.add(arg.arg)
+
+    def _tensor_like_names(self) -> set[str]:
+        """Names used as ``name.attr`` or ``name[...]`` somewhere in this function (computed once)."""
+        cached = getattr(self, "_tln", None)
+        if cached is not None:
+            return cached
+        found: set[str] = set()
+        self._tln = found
+        stack: list[ast.AST] = list(self.node.body)
+        while stack:
+            n = stack.pop()
+            t = n.__class__
+            if t is ast.Attribute or t is ast.Subscript:
+                v = n.value
+                if v.__class__ is ast.Name:
+                    found.add(v.id)
+            elif t is ast.FunctionDef or t is ast.AsyncFunctionDef or t is ast.ClassDef or t is ast.Lambda:
+                continue
+            stack.extend(children(n))
+        return found
 
     def kind(self, e: ast.AST) -> int:
         if isinstance(e, ast.Name):
