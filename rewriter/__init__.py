@@ -1,0 +1,22 @@
+"""mend.rewriter: repair graph breaks and recompile triggers in source (no torch import).
+
+Public API::
+
+    from mend.rewriter import FixOptions, fix_source, fix_paths, fix_info
+
+    fix_source(source, path, diagnostics, FixOptions(unsafe=False, side_effects="guard"),
+               diagnose=None) -> FileResult          # one file's text; .fixed, .applied, .remaining
+    fix_paths(paths, FixOptions(...), write=True, from_run=None) -> FixRun   # what `mend fix` runs
+    fix_info(code) -> FixInfo | None                 # the fix registry (mend rule, mend check [*])
+
+Run-time helpers for repaired code: :mod:`mend.rewriter.runtime` (``defer``, ``flush``,
+``boundary``, ``restore_exceptions``). Verification: :mod:`mend.rewriter.verify`. See ``docs/fix.md``.
+"""
+
+from __future__ import annotations
+
+from mend.rewriter.api import FixError, FixRun, fix_paths
+from mend.rewriter.engine import FileResult, FixOptions, fix_source
+from mend.rewriter.registry import FixInfo, fix_info
+
+__all__ = ["FileResult", "FixError", "FixInfo", "FixOptions", "FixRun", "fix_info", "fix_paths", "fix_source"]

@@ -88,13 +88,6 @@ def runtime_diagnostics(data_file: str | Path) -> list[Diagnostic]:
     return out
 
 
-def _same(a: str | Path, b: str | Path) -> bool:
-    try:
-        return Path(a).resolve() == Path(b).resolve()
-    except OSError:
-        return str(a) == str(b)
-
-
 def fix_paths(
     paths: Sequence[str | Path],
     options: FixOptions,
@@ -125,9 +118,9 @@ def fix_paths(
         by_file.setdefault(str(Path(d.path).resolve()), []).append(d)
     run = FixRun()
     targets = [Path(f) for f in files]
-    for d_path in by_file:
-        if not any(_same(d_path, f) for f in targets) and from_run is not None:
-            targets.append(Path(d_path))
+    if from_run is not None:
+        known = {str(f.resolve()) for f in targets}
+        targets += [Path(p) for p in by_file if p not in known]
     for file in targets:
         key = str(file.resolve())
         diags = by_file.get(key)
