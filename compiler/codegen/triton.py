@@ -24,18 +24,25 @@ class TritonGenerator:
     name = "triton"
 
     def __init__(self, persistent_rmax: int = PERSISTENT_RMAX, interpret: bool | None = None,
-                 split_min_rnumel: int = SPLIT_MIN_RNUMEL):
+                 split_min_rnumel: int = SPLIT_MIN_RNUMEL, nan_combine: bool | None = None):
         self.persistent_rmax = persistent_rmax
         self.interpret = interpret
+        self.nan_combine = nan_combine  # None: on a GPU yes, in the interpreter no (custom combines are slow)
         # MEND_TRITON_SPLIT=0 keeps every row in one program (no split reductions)
         self.split_min_rnumel = split_min_rnumel if os.environ.get("MEND_TRITON_SPLIT", "1") != "0" else 2**62
+
+    def _interp(self) -> bool:
+        from ..runtime_triton import interpret_mode
+
+        return interpret_mode() if self.interpret is None else self.interpret
 
     def sources(self, kernels: list[ir.Kernel]):
         """(rendered KernelSource list, {failed kernel name: reason})."""
         good, bad = [], {}
+        nan_combine = (not self._interp()) if self.nan_combine is None else self.nan_combine
         for k in kernels:
             try:
-                s = KernelSource(k, self.persistent_rmax, self.split_min_rnumel)
+                s = KernelSource(k, self.persistent_rmax, self.split_min_rnumel, nan_combine)
                 s.render()
                 good.append(s)
             except NotImplementedError as exc:

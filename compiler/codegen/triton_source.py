@@ -633,8 +633,11 @@ class KernelSource:
     """Triton source of one kernel; ``render()`` returns the text of the ``@triton.jit`` function."""
 
     def __init__(self, kernel: ir.Kernel, persistent_rmax: int = PERSISTENT_RMAX,
-                 split_min_rnumel: int = SPLIT_MIN_RNUMEL):
+                 split_min_rnumel: int = SPLIT_MIN_RNUMEL, nan_combine: bool = True):
         self.k = kernel
+        # NaN-propagating max/min: one tl.reduce with a NaN-aware combine (as fast as tl.max on a GPU);
+        # False: tl.max plus a NaN-flag reduction (builtin reductions only: 47x faster in the interpreter)
+        self.nan_combine = nan_combine
         self.plan, self.mapping, self.ranges = plan(kernel, persistent_rmax, split_min_rnumel)
         self.ndim = 1 if self.plan.template == "pointwise" else 2
         self.fn_name = f"mend_{self.plan.template[:3]}_{kernel.name}"
@@ -817,6 +820,10 @@ class KernelSource:
             vv = v if vdt != torch.bool else em.tmp(f"{v}.to(tl.int32)")
             ident = _lowest(vdt) if kind == "max" else _highest(vdt)
             fn = "tl.max" if kind == "max" else "tl.min"
+            if vdt.is_floating_point and self.nan_combine:
+                comb = "_max_nan" if kind == "max" else "_min_nan"
+                r = em.tmp(f"tl.reduce(tl.where({mask}, {vv}, {ident}), 1, {comb})[:, None]")
+                return em.tmp(f"{r}.to({out_ct})")
             r = em.tmp(f"{fn}(tl.where({mask}, {vv}, {ident}), 1)[:, None]")
             if vdt.is_floating_point:
                 nan = em.tmp(f"tl.max((({v} != {v}) & {mask}).to(tl.int32), 1)[:, None]")
@@ -936,7 +943,7 @@ class KernelSource:
             if wi is not None:
                 a["idx"] = self.fresh()
                 top.line(f"{a['idx']} = tl.load({wi} + sindex * xnumel + xindex, xmask & smask, other=rnumel)")
-            if st.reduction in ("max", "min") and vdt.is_floating_point:
+            if st.reduction in ("max", "min") and vdt.is_floating_point and not self.nan_combine:
                 a["nan"] = self.fresh()
                 top.line(f"{a['nan']} = ({a['acc']} != {a['acc']}).to(tl.int32)")
             r = self._acc_finish(top, st, a)
@@ -973,6 +980,8 @@ class KernelSource:
             r = em.tmp(f"tl.sum({acc}, 1)[:, None]")
         elif kind == "prod":
             r = em.tmp(f"tl.reduce({acc}, 1, _mul_combine)[:, None]")
+        elif kind in ("max", "min") and vdt.is_floating_point and self.nan_combine:
+            r = em.tmp(f"tl.reduce({acc}, 1, {'_max_nan' if kind == 'max' else '_min_nan'})[:, None]")
         elif kind in ("any", "max"):
             r = em.tmp(f"tl.max({acc}, 1)[:, None]")
         else:
@@ -1050,7 +1059,7 @@ class KernelSource:
             idx = self.fresh()
             em.line(f"{idx} = tl.full({shape}, rnumel, {self.plan.index_dtype})")
             out["idx"] = idx
-        if kind in ("max", "min") and vdt.is_floating_point:
+        if kind in ("max", "min") and vdt.is_floating_point and not self.nan_combine:
             nan = self.fresh()
             em.line(f"{nan} = tl.zeros({shape}, tl.int32)")
             out["nan"] = nan
@@ -1077,7 +1086,8 @@ class KernelSource:
         elif kind in ("max", "min"):
             ident = _lowest(vdt) if kind == "max" else _highest(vdt)
             fn = "tl.maximum" if kind == "max" else "tl.minimum"
-            em.line(f"{acc} = {fn}({acc}, tl.where({mask}, {v}, {ident}).to({t}))")
+            nanarg = ", propagate_nan=tl.PropagateNan.ALL" if vdt.is_floating_point and self.nan_combine else ""
+            em.line(f"{acc} = {fn}({acc}, tl.where({mask}, {v}, {ident}).to({t}){nanarg})")
             if "nan" in a:
                 em.line(f"{a['nan']} = {a['nan']} | ((({v} != {v}) & {mask}).to(tl.int32))")
         elif kind in ("argmax", "argmin"):
@@ -1103,6 +1113,8 @@ class KernelSource:
             r = em.tmp(f"tl.sum({acc}, 1)[:, None]")
         elif kind == "prod":
             r = em.tmp(f"tl.reduce({acc}, 1, _mul_combine)[:, None]")
+        elif kind in ("max", "min") and vdt.is_floating_point and self.nan_combine:
+            r = em.tmp(f"tl.reduce({acc}, 1, {'_max_nan' if kind == 'max' else '_min_nan'})[:, None]")
         elif kind in ("any", "max"):
             r = em.tmp(f"tl.max({acc}, 1)[:, None]")
         elif kind in ("all", "min"):
@@ -1138,6 +1150,16 @@ import triton.language as tl
 @triton.jit
 def _mul_combine(a, b):
     return a * b
+
+
+@triton.jit
+def _max_nan(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _min_nan(a, b):
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 '''
 

@@ -52,10 +52,9 @@ def scheduled(fn, *args):
     return gm, sg
 
 
-def run_triton(fn, *args, rmax=None, split_min=None):
+def run_triton(fn, *args, rmax=None, split_min=None, **opts):
     """Compile ``fn`` with the Triton generator, run it in the interpreter; (outputs, graph, launchers)."""
     gm, sg = scheduled(fn, *args)
-    opts = {}
     if rmax is not None:
         opts["persistent_rmax"] = rmax
     if split_min is not None:
@@ -74,9 +73,9 @@ def run_triton(fn, *args, rmax=None, split_min=None):
     return out, sg, fns
 
 
-def check(fn, *args, rmax=None, templates=None, dtype=None, split_min=None):
+def check(fn, *args, rmax=None, templates=None, dtype=None, split_min=None, **opts):
     want = tuple(pytree.tree_leaves(fn(*args)))
-    got, sg, fns = run_triton(fn, *args, rmax=rmax, split_min=split_min)
+    got, sg, fns = run_triton(fn, *args, rmax=rmax, split_min=split_min, **opts)
     assert len(got) == len(want)
     for i, (g, w) in enumerate(zip(got, want)):
         assert_same(g, w, dtype, msg=f"output {i}")
@@ -336,6 +335,21 @@ def test_full_reductions_split():
 def test_column_reduction_with_few_columns_splits():
     x = torch.randn(20000, 3)
     check(lambda x: (x.sum(0), x.amax(0)), x, split_min=4096, templates=["split"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rmax,split_min", [(4096, None), (8, None), (4096, 1024)])
+def test_gpu_max_min_variant_propagates_nan(rmax, split_min):
+    """On a GPU, max/min reduce with a NaN-propagating combine (the interpreter default is tl.max plus a
+    NaN flag): run that variant here on small rows."""
+    x = torch.randn(3, 2100)
+    x[1, 7] = float("nan")
+    x[2, 2000] = float("nan")
+    x[0, 1500] = 9.0
+    sg, fns = check(lambda x: (x.amax(-1), x.amin(-1), x.amax(0), x * 2), x, rmax=rmax, split_min=split_min,
+                    nan_combine=True)
+    assert all(f.source.nan_combine for f, _ in fns.values())
+    assert any("_max_nan" in f.kernel_text for f, _ in fns.values())
 
 
 def test_dependent_reductions_are_not_split():
