@@ -38,10 +38,10 @@ def test_reports_graphs_kernels_and_match(tmp_path, capsys):
 
 
 def test_graph_break_exits_1_and_points_to_fix(tmp_path, capsys):
-    rc = main([_write(tmp_path, "print('hi')\n            return self.fc(x)")])
+    rc = main([_write(tmp_path, "print('hi')\n        return self.fc(x)")])
     err = capsys.readouterr().err
     assert rc == 1 and "mend fix" in err
-    rc = main([_write(tmp_path, "print('hi')\n            return self.fc(x)"), "--no-fullgraph"])
+    rc = main([_write(tmp_path, "print('hi')\n        return self.fc(x)"), "--no-fullgraph"])
     assert rc == 0
 
 
