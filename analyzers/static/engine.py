@@ -14,7 +14,6 @@ import os
 import sys
 import time
 from collections.abc import Iterable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,10 +87,47 @@ def analyze_text(source: str, path: str, module: str, is_package: bool, skip: bo
     return summary
 
 
+def load_fix_registry():
+    """``mend.rewriter.registry.fix_info``, or ``None`` when the rewriter is not there.
+
+    The registry module is tiny, but importing it through its package would run
+    ``mend/rewriter/__init__.py``, which loads LibCST and the whole rewriter (seconds on a pre-commit
+    hook). So the module is loaded from its file on its own; an import through the package is the
+    fallback when that is not possible.
+    """
+    import importlib.util
+
+    mod = sys.modules.get("mend.rewriter.registry") or sys.modules.get("_mend_fix_registry")
+    if mod is None:
+        try:
+            spec = importlib.util.find_spec("mend.rewriter")
+            locations = list(spec.submodule_search_locations or []) if spec else []
+            for loc in locations:
+                path = Path(loc) / "registry.py"
+                if path.is_file():
+                    rspec = importlib.util.spec_from_file_location("_mend_fix_registry", path)
+                    mod = importlib.util.module_from_spec(rspec)
+                    sys.modules["_mend_fix_registry"] = mod  # dataclasses look their module up
+                    rspec.loader.exec_module(mod)
+                    break
+        except Exception:
+            mod = None
+    if mod is None:
+        try:
+            import mend.rewriter.registry as mod  # type: ignore[no-redef]
+        except ImportError:
+            return None
+    return getattr(mod, "fix_info", None)
+
+
+_REGISTRY: list = []
+
+
 def _fix_for(code: str) -> Fix | None:
-    try:
-        from mend.rewriter.registry import fix_info  # type: ignore[import-not-found]
-    except ImportError:
+    if not _REGISTRY:
+        _REGISTRY.append(load_fix_registry())
+    fix_info = _REGISTRY[0]
+    if fix_info is None:
         return None
     try:
         info = fix_info(code)
@@ -282,6 +318,8 @@ def summarize_files(files: Iterable[Path], config: Config, jobs: int | None = No
         todo.append((path, data, module, is_package, prefilter))
     jobs = jobs if jobs is not None else (os.cpu_count() or 1)
     if jobs > 1 and len(todo) >= 32:
+        from concurrent.futures import ProcessPoolExecutor
+
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             for s in pool.map(_work, todo, chunksize=max(1, min(16, len(todo) // (jobs * 4) or 1))):
                 summaries.append(s)

@@ -283,6 +283,7 @@ def test_no_torch_import_on_the_check_path(tmp_path: Path):
     code = ("import sys, runpy; sys.argv = ['mend', 'check', '--no-cache', %r];\n"
             "try:\n    runpy.run_module('mend.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
             "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))[:5]\n"
+            "assert 'libcst' not in sys.modules, 'check must not pay for the rewriter (LibCST)'\n"
             % str(tmp_path))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
