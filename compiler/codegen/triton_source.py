@@ -32,7 +32,14 @@ import sympy
 import torch
 
 from .. import ir
-from ..symbolic import FloorDiv, IMax, IMin, IMod, _bounds, simplify_index, variables
+from ..symbolic import FloorDiv, IMax, IMin, IMod, simplify_index, variables
+
+try:  # value ranges of index expressions (decides int32 vs int64 indexing)
+    from ..symbolic import _bounds
+except ImportError:  # pragma: no cover - without it every kernel indexes in int64 (correct, slower)
+
+    def _bounds(e, ranges):
+        return None
 from .common import coalesce
 from .triton_math import NAMES as SHIM_NAMES
 
@@ -292,7 +299,6 @@ def plan(k: ir.Kernel, persistent_rmax: int = PERSISTENT_RMAX, split_min_rnumel:
         compute_dtype(st.dtype)
     if not k.rdims:
         sizes, cmap = coalesce(k)
-        nv = variables(len(sizes))
         fmap, total = _flat_mapping(sizes, list(range(len(sizes))), X)
         mapping = {old: sympy.sympify(e).xreplace(fmap) for old, e in cmap.items()}
         ranges = {X: max(total, 1)}
@@ -300,7 +306,6 @@ def plan(k: ir.Kernel, persistent_rmax: int = PERSISTENT_RMAX, split_min_rnumel:
         rnumel = 1
         template = "pointwise"
         outer = False
-        del nv
     else:
         rdims = sorted(k.rdims)
         odims = [d for d in range(len(k.size)) if d not in rdims]
@@ -834,7 +839,8 @@ class KernelSource:
             ident = _lowest(vdt) if kind == "argmax" else _highest(vdt)
             fn = "tl.argmax" if kind == "argmax" else "tl.argmin"
             masked = em.tmp(f"tl.where({mask}, {vv}, {ident})")
-            masked = em.tmp(f"{masked} + tl.zeros([XBLOCK, RBLOCK], {TL_TYPE[vdt if vdt != torch.bool else torch.int32]})")
+            zt = TL_TYPE[vdt if vdt != torch.bool else torch.int32]
+            masked = em.tmp(f"{masked} + tl.zeros([XBLOCK, RBLOCK], {zt})")
             r = em.tmp(f"{fn}({masked}, 1)[:, None].to(tl.int64)")
             if vdt.is_floating_point:
                 # the first NaN wins (torch treats NaN as the extreme value)
