@@ -104,10 +104,10 @@ _FLOAT_FN = {
     "isinf": "(mend_fabs({0}) == ({t0})MEND_INF_F)",
 }
 _INT_FN = {
-    "fmod": "({0} % {1})",
+    "fmod": "mend_imod({0}, {1})",
     "remainder": "mend_remainder_int({0}, {1})",
     "floordiv": "mend_floordiv_int({0}, {1})",
-    "truncdiv": "({0} / {1})",
+    "truncdiv": "mend_idiv({0}, {1})",
     "pow": "mend_ipow({0}, {1})",
     "fma": "({0} * {1} + {2})",
     "isinf": "false",

@@ -146,11 +146,14 @@ static inline double mend_erf(double x) { return __builtin_erf(x); }
 
 template <typename T> static inline T mend_max(T a, T b) { return (a > b || a != a) ? a : b; }
 template <typename T> static inline T mend_min(T a, T b) { return (a < b || a != a) ? a : b; }
+// Integer division never traps: division by zero gives 0 (torch raises instead) and MIN / -1 wraps.
+template <typename T> static inline T mend_idiv(T a, T b) { return b == 0 ? (T)0 : (b == (T)-1 ? (T)(0 - a) : (T)(a / b)); }
+template <typename T> static inline T mend_imod(T a, T b) { return (b == 0 || b == (T)-1) ? (T)0 : (T)(a % b); }
 template <typename T> static inline T mend_floordiv_int(T a, T b) {
-  T q = a / b; return ((a % b != 0) && ((a < 0) != (b < 0))) ? q - 1 : q;
+  T q = mend_idiv(a, b); return ((mend_imod(a, b) != 0) && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 template <typename T> static inline T mend_remainder_int(T a, T b) {
-  T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  T r = mend_imod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 template <typename T> static inline T mend_remainder_fp(T a, T b) {
   T r = mend_fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;

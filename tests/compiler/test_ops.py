@@ -155,3 +155,13 @@ def test_extern_ops_are_aten_calls():
                  a, w, bias, allow_extern=True)
     assert any("addmm" in op for op in call.mend_extern_ops)
     assert any("sort" in op for op in call.mend_extern_ops)
+
+
+def test_integer_division_by_zero_does_not_crash_the_process():
+    from .helpers import run_mend
+
+    a = torch.tensor([7, -7, 5, -(2**31)], dtype=torch.int32)
+    b = torch.tensor([0, 2, 0, -1], dtype=torch.int32)
+    (q, r, t), _ = run_mend(lambda a, b: (torch.floor_divide(a, b), torch.remainder(a, b),
+                                          torch.div(a, b, rounding_mode="trunc")), a, b)
+    assert q[1].item() == -4 and r[1].item() == 1 and t[1].item() == -3  # defined entries match torch
