@@ -6,7 +6,9 @@ For each case, eager, Inductor (default mode) and mend run interleaved: every ro
 of each variant in turn; the table reports the median of the per-round medians (and p10 across rounds),
 the ratio mend/Inductor, and the compile time of the first call, cold (empty cache directories for both
 compilers) and warm (``torch._dynamo.reset()`` then compile again in the same process: on-disk caches hot).
-The last line is the geometric mean of mend/Inductor. Compile workers are limited to one thread so they do
+The last column counts mend's graphs and kernels and flags any fallback (a graph run eagerly or a kernel
+run in the reference interpreter), so a fast number can never hide one. The last line is the geometric
+mean of mend/Inductor. Compile workers are limited to one thread so they do
 not disturb the timings of the other variants.
 """
 
@@ -30,7 +32,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import mend.compiler.backend  # noqa: E402,F401  (registers backend "mend")
+from mend.compiler import backend as mend_backend  # noqa: E402  (registers backend "mend")
 
 
 class Block(nn.Module):
@@ -126,14 +128,17 @@ def main(argv=None):
           + f", threads {torch.get_num_threads()}, rounds {a.rounds} x {a.reps} calls, "
           + f"load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "")
     head = (f"{'case':<15}{'eager ms':>10}{'inductor ms':>13}{'mend ms':>10}{'mend/ind':>10}"
-            f"{'ind cold s':>12}{'mend cold s':>12}{'ind warm s':>12}{'mend warm s':>12}")
+            f"{'ind cold s':>12}{'mend cold s':>12}{'ind warm s':>12}{'mend warm s':>12}  mend graphs/kernels")
     print(head)
     print("-" * len(head))
     ratios = []
     cold_ratios = []
     for name, (fn, args, train) in suite.items():
         ind, ind_cold = compile_time(fn, args, "inductor", train, a.device)
+        before = dict(mend_backend.STATS)
         mend, mend_cold = compile_time(fn, args, "mend", train, a.device)
+        st = {k: mend_backend.STATS[k] - before[k] for k in ("graphs", "fallback_graphs", "kernels",
+                                                             "interpreted_kernels")}
         _, ind_warm = compile_time(fn, args, "inductor", train, a.device)
         _, mend_warm = compile_time(fn, args, "mend", train, a.device)
         runners = {"eager": make_runner(fn, args, train), "inductor": make_runner(ind, args, train),
@@ -155,8 +160,11 @@ def main(argv=None):
         ratio = med["mend"] / med["inductor"]
         ratios.append(ratio)
         cold_ratios.append(ind_cold / mend_cold)
+        note = f"  {st['graphs']}g/{st['kernels']}k"
+        if st["fallback_graphs"] or st["interpreted_kernels"]:
+            note += f" FALLBACK: {st['fallback_graphs']} eager graphs, {st['interpreted_kernels']} interpreted"
         print(f"{name:<15}{med['eager']:>10.3f}{med['inductor']:>13.3f}{med['mend']:>10.3f}{ratio:>9.2f}x"
-              f"{ind_cold:>12.2f}{mend_cold:>12.2f}{ind_warm:>12.2f}{mend_warm:>12.2f}")
+              f"{ind_cold:>12.2f}{mend_cold:>12.2f}{ind_warm:>12.2f}{mend_warm:>12.2f}{note}")
         sys.stdout.flush()
     gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     gc = math.exp(sum(math.log(r) for r in cold_ratios) / len(cold_ratios))
