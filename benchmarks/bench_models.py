@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +250,48 @@ def summarize(results: dict[str, dict[str, Any] | None], backends: list[str]) ->
     return head, body
 
 
+def print_summary(out: Path, models: list[str], backends_arg: str | None, fixed: bool = True, size: str = "small") -> int:
+    """Print and write (``summary.md``) the table of the JSON results in ``out``."""
+    results: dict[str, dict[str, Any] | None] = {}
+    for m in models:
+        f = out / f"{m}.json"
+        results[m] = json.loads(f.read_text()) if f.is_file() else None
+    first = next((d for d in results.values() if d), None)
+    if first is None:
+        print(f"no result in {out}/")
+        return 1
+    backends = backends_arg.split(",") if backends_arg else first["settings"]["backends"]
+    started = datetime.fromisoformat(first["created"])
+    shown = [b for b in backends if b != "eager"]
+    head, body = summarize(results, shown)
+    dev_name = f"{first['device']['type']}: {first['device']['name']}"
+    title = (f"mend bench on transformers models ({size} configs), {dev_name}, "
+             f"torch {first['torch_version']}, {started.date().isoformat()}")
+    try:
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=title, title_justify="left",
+                  caption="breaks: original -> repaired; speedups: original / repaired time (above 1: the repair "
+                  "helped); x eager: warm latency / eager latency of the same variant", caption_justify="left")
+        for h in head:
+            t.add_column(h, justify="left" if h == "model" else "right")
+        for row in body:
+            t.add_row(*row)
+        Console(width=max(160, 40 * len(shown))).print(t)
+    except ImportError:
+        print(title)
+        for row in [head, *body]:
+            print(" | ".join(row))
+    md = [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    md += ["| " + " | ".join(r) + " |" for r in body]
+    if not fixed:
+        md += ["", "No --fixed-root: only the original variant ran."]
+    (out / "summary.md").write_text("\n".join(md) + "\n")
+    print(f"\nwrote {out / 'summary.md'} and one JSON result per model in {out}/")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="auto", help="cpu, cuda or auto")
@@ -265,7 +307,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--dtype", default=None, help="float32, float16 or bfloat16 (default: float32)")
     p.add_argument("--out", type=Path, default=Path("bench-models"), help="folder for the JSON results and summary.md")
+    p.add_argument("--summary-only", action="store_true",
+                   help="run nothing: print the table of the results already in --out (runs split over several commands)")
     args = p.parse_args(argv)
+    if args.summary_only:
+        return print_summary(args.out, [m for m in MODELS if (args.out / f"{m}.json").is_file()], args.backends,
+                             size="tiny" if args.tiny else "small")
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     bad = [m for m in models if m not in MODELS]
@@ -289,8 +336,7 @@ def main(argv: list[str] | None = None) -> int:
                 ["eager", "inductor"] + (["inductor-reduce-overhead"] if device == "cuda" else []) + ["mend"])
     args.out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, MEND_BENCH_MODELS_SIZE="tiny" if tiny else "small")
-    results: dict[str, dict[str, Any] | None] = {}
-    started = datetime.now(timezone.utc)
+    ok = True
     for m in models:
         out = args.out / f"{m}.json"
         cmd = [sys.executable, "-m", "mend.cli", "bench", f"{HERE}:{m}", "--device", device,
@@ -304,37 +350,12 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, env=env, text=True)
         print(f"=== {m}: exit {proc.returncode} after {time.perf_counter() - t0:.0f} s", flush=True)
-        results[m] = json.loads(out.read_text()) if out.is_file() and proc.returncode in (0, 1) else None
+        ok = ok and proc.returncode == 0
+        if proc.returncode not in (0, 1) and out.is_file():
+            out.unlink()  # a result from an earlier run must not pass for this one
 
-    shown = [b for b in backends if b != "eager"]
-    head, body = summarize(results, shown)
-    first = next((d for d in results.values() if d), None)
-    dev_name = f"{first['device']['type']}: {first['device']['name']}" if first else device
-    title = (f"mend bench on transformers models ({'tiny' if tiny else 'small'} configs), {dev_name}, "
-             f"torch {first['torch_version'] if first else '?'}, {started.date().isoformat()}")
-    try:
-        from rich.console import Console
-        from rich.table import Table
-
-        t = Table(title=title, title_justify="left",
-                  caption="breaks: original -> repaired; speedups: original / repaired time (above 1: the repair "
-                  "helped); x eager: warm latency / eager latency of the same variant", caption_justify="left")
-        for h in head:
-            t.add_column(h, justify="left" if h == "model" else "right")
-        for row in body:
-            t.add_row(*row)
-        Console(width=max(160, 40 * len(shown))).print(t)
-    except ImportError:
-        print(title)
-        for row in [head, *body]:
-            print(" | ".join(row))
-    md = [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    md += ["| " + " | ".join(r) + " |" for r in body]
-    if not fixed:
-        md += ["", "No --fixed-root: only the original variant ran."]
-    (args.out / "summary.md").write_text("\n".join(md) + "\n")
-    print(f"\nwrote {args.out / 'summary.md'} and one JSON result per model in {args.out}/")
-    return 0 if all(results.values()) else 1
+    print_summary(args.out, models, ",".join(backends), fixed=bool(fixed), size="tiny" if tiny else "small")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

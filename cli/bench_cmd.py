@@ -47,9 +47,10 @@ def bench(
         None, "--batch", min=1, help="Items per call for throughput (default: first dimension of the first tensor argument)."
     ),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch.set_num_threads in each worker."),
-    compile_threads: int = typer.Option(
-        1, "--compile-threads", min=1,
-        help="TORCHINDUCTOR_COMPILE_THREADS for each worker (1: no compile-worker pool that would disturb timings).",
+    compile_threads: Optional[int] = typer.Option(
+        None, "--compile-threads", min=1,
+        help="TORCHINDUCTOR_COMPILE_THREADS for each worker. Default: 1 on CPU (no compile-worker pool to "
+        "disturb the timings), Inductor's own default on CUDA (parallel Triton compiles).",
     ),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Cast the model and floating inputs: float32, float16, bfloat16."),
     grad: bool = typer.Option(False, "--grad/--no-grad", help="Run calls with autograd on (needed when the harness calls backward)."),

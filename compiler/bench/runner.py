@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -40,6 +41,9 @@ NOTE = (
     "Numbers are comparable only within one run: every variant ran in its own process on this machine, "
     "interleaved, in this run. Compare runs from different machines or times by their ratios, not their times."
 )
+
+
+SETTLE_S = 3.0
 
 
 class BenchError(Exception):
@@ -59,7 +63,7 @@ class Settings:
     warmup: int = 3
     batch: int | None = None
     threads: int | None = None
-    compile_threads: int = 1
+    compile_threads: int | None = None  # None: 1 on CPU, Inductor's own default on CUDA
     dtype: str | None = None
     grad: bool = False
     seed: int = 0
@@ -129,11 +133,12 @@ class _Worker:
                 "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
                 "TRITON_CACHE_DIR": str(tmp / "triton"),
                 "MEND_CACHE_DIR": str(tmp / "mend"),
-                "TORCHINDUCTOR_COMPILE_THREADS": str(cfg["compile_threads"]),
                 "PYTHONUNBUFFERED": "1",
                 "PYTHONDONTWRITEBYTECODE": "1",
             }
         )
+        if cfg["compile_threads"] is not None:
+            env["TORCHINDUCTOR_COMPILE_THREADS"] = str(cfg["compile_threads"])
         env.pop("TORCH_LOGS", None)  # torch's own log handlers would duplicate our capture on stderr
         self.log_path = tmp / "worker.log"
         self._log = open(self.log_path, "wb")
@@ -317,6 +322,9 @@ def _measure(
     started = datetime.now(timezone.utc)
     workers: list[_Worker] = []
     notes: list[str] = []
+    compile_threads = settings.compile_threads
+    if compile_threads is None and not device.startswith("cuda"):
+        compile_threads = 1
     reduce_overhead_cpu = [b for b in backends if b == "inductor-reduce-overhead" and not device.startswith("cuda")]
     step("starting workers", 0, total=len(variant_list) * len(backends) * (3 + settings.rounds))
     try:
@@ -334,7 +342,7 @@ def _measure(
                     "threads": settings.threads,
                     "grad": settings.grad,
                     "seed": settings.seed,
-                    "compile_threads": settings.compile_threads,
+                    "compile_threads": compile_threads,
                 }
                 w = _Worker(v, b, cfg, work / f"{v.name}-{b}")
                 if reduce_overhead_cpu and b == "inductor-reduce-overhead":
@@ -360,6 +368,8 @@ def _measure(
             if ev:
                 w.row["first_call_s"] = ev["first_call_s"]
                 w.row["compile_s"] = ev["compile_s"]
+                if compile_threads != 1 and w.backend != "eager":
+                    time.sleep(SETTLE_S)  # let Inductor's compile-worker pool go quiet before the next one
             step("", 1)
         for r in range(settings.rounds):
             active = [w for w in workers if w.alive]
@@ -418,7 +428,7 @@ def _measure(
             "warmup": settings.warmup,
             "batch": settings.batch,
             "threads": settings.threads,
-            "compile_threads": settings.compile_threads,
+            "compile_threads": compile_threads,
             "dtype": settings.dtype,
             "grad": settings.grad,
             "seed": settings.seed,
