@@ -19,7 +19,7 @@ import time
 import torch
 import torch.utils._pytree
 
-from . import compat, debug, graph_cache, ir, wrapper
+from . import compat, debug, graph_cache, wrapper
 from .codegen import KernelCompileError, NoGenerator, generator_for
 from .decomps import decomposition_table
 from .lowering import Lowering, log_once

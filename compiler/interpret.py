@@ -7,9 +7,6 @@ oracle for tests of the code generators. It is slow (index tensors for every loa
 
 from __future__ import annotations
 
-import math
-
-import sympy
 import torch
 
 from . import ir

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import sympy
 import torch
 
 from .. import ir
@@ -337,7 +336,6 @@ class CppKernelSource:
     # ------------------------------------------------------------------------- row kernels
     def _rows(self, ptrs) -> list[str]:
         k = self.k
-        xs = variables(len(k.size))
         outer = k.outer_dims
         rdims = k.rdims
         rsizes = [k.size[d] for d in rdims]
@@ -460,7 +458,7 @@ class CppKernelSource:
                 return f"{arrays[e.name]}[{lane}]"
             return f"{scratch[e.name]}[ridx*{CH}L + {lane}]"
 
-        vloop = [f"#pragma omp simd", f"for (int64_t x{last} = c0; x{last} < c1; ++x{last}) {{"]
+        vloop = ["#pragma omp simd", f"for (int64_t x{last} = c0; x{last} < c1; ++x{last}) {{"]
         lines = []
         for si, st in enumerate(k.stages):
             b = _Body(ptrs, local_ref, prefix=f"t{si}_")
