@@ -43,7 +43,8 @@ NOTE = (
 )
 
 
-SETTLE_S = 3.0
+SETTLE_S = 3.0  # seconds to wait after a cold start that used Inductor's compile-worker pool
+UNSTEADY = 1.5  # a row whose slowest round median exceeds its fastest by this factor gets a note
 
 
 class BenchError(Exception):
@@ -400,12 +401,8 @@ def _measure(
     if first.get("unwrapped"):
         notes.append("the harness returned an already compiled object; each backend compiled its original")
     cpus = os.cpu_count() or 1
-    if load_start and load_start[0] > 0.5 * cpus:
-        notes.append(
-            f"load average {load_start[0]:.2f} on {cpus} CPUs when the run started: other work on this "
-            "machine may have distorted the timings"
-        )
     rows = [_finish_row(w) for w in workers]
+    notes.extend(timing_notes(rows, load_start, cpus, device, settings.threads))
     _add_ratios(rows)
     return {
         "schema": SCHEMA_NAME,
@@ -438,6 +435,33 @@ def _measure(
         "results": rows,
         "comparisons": _comparisons(rows, backends),
     }
+
+
+def timing_notes(
+    rows: list[dict[str, Any]], load_start: list[float] | None, cpus: int, device: str, threads: int | None
+) -> list[str]:
+    """What the reader must know about the quality of the timings: a busy machine, unsteady rounds."""
+    notes = []
+    if load_start and load_start[0] > 0.5 * cpus:
+        hint = ""
+        if not device.startswith("cuda") and threads != 1:
+            hint = " (multi-threaded CPU timings suffer most: --threads 1 gives steadier numbers)"
+        notes.append(
+            f"load average {load_start[0]:.2f} on {cpus} CPUs when the run started: other work on this "
+            f"machine may have distorted the timings{hint}"
+        )
+    unsteady = [
+        f"{r['variant']} / {r['backend']}"
+        for r in rows
+        if r["status"] == "ok" and len(r["latency_ms"]["round_medians"]) > 1
+        and max(r["latency_ms"]["round_medians"]) > UNSTEADY * min(r["latency_ms"]["round_medians"])
+    ]
+    if unsteady:
+        notes.append(
+            f"round medians varied by more than {UNSTEADY:.1f}x for {', '.join(unsteady)}: run more rounds, "
+            "or on a quieter machine, before trusting small differences"
+        )
+    return notes
 
 
 def _finish_row(w: _Worker) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import pytest
 from mend.compiler.bench import load_result, load_schema
 
 REPO = Path(__file__).resolve().parents[2]
-QUICK = ["--rounds", "2", "--calls", "3", "--warmup", "1"]
+QUICK = ["--rounds", "2", "--calls", "3", "--warmup", "1", "--threads", "1"]
 
 
 def mend(*args: str, cwd: Path = REPO, timeout: int = 600) -> subprocess.CompletedProcess:

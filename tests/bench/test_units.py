@@ -178,3 +178,19 @@ def test_compare_matches_rows_and_flags_other_machines():
 def test_median_helper_agrees_with_statistics():
     lat = runner.latency_stats([[0.002, 0.001], [0.004, 0.003]])
     assert lat["median"] == pytest.approx(statistics.median([1.5, 3.5]))
+
+
+def test_unsteady_rounds_and_a_busy_machine_are_reported():
+    """The notes come from the measured rows and the load average, not from a fixed list."""
+    def row(backend, medians):
+        return {"variant": "original", "backend": backend, "status": "ok",
+                "latency_ms": runner.latency_stats([[m / 1e3] for m in medians])}
+
+    rows = [row("eager", [1.0, 1.1, 1.0]), row("inductor", [1.0, 3.0, 1.0]),
+            {"variant": "original", "backend": "mend", "status": "unavailable"}]
+    notes = runner.timing_notes(rows, [0.2, 0.2, 0.2], 2, "cpu", None)
+    assert len(notes) == 1 and "original / inductor" in notes[0] and "eager" not in notes[0]
+    busy = runner.timing_notes(rows[:1], [3.5, 2.0, 1.0], 2, "cpu", None)
+    assert len(busy) == 1 and "load average 3.50 on 2 CPUs" in busy[0] and "--threads 1" in busy[0]
+    assert "--threads 1" not in runner.timing_notes(rows[:1], [3.5, 2.0, 1.0], 2, "cpu", 1)[0]
+    assert runner.timing_notes(rows[:1], [0.5, 0.5, 0.5], 2, "cpu", None) == []
