@@ -30,6 +30,7 @@ class CallSite:
     col: int
     end_line: int
     end_col: int
+    in_loop: bool = False
 
 
 @dataclass

@@ -822,7 +822,7 @@ class FunctionWalker:
         ref = self.call_ref(call)
         if ref is not None:
             line, col, end_line, end_col = self.mod.span(call)
-            self.info.calls.append(CallSite(ref, line, col, end_line, end_col))
+            self.info.calls.append(CallSite(ref, line, col, end_line, end_col, self.loop_depth > 0))
 
     def _frame_skip_findings(self) -> None:
         """A break inside ``try``, a loop, or a user ``@contextmanager`` makes Dynamo skip the frame."""

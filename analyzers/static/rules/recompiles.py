@@ -323,12 +323,18 @@ def check_drivers(mod) -> None:
         self_name = node.args.args[0].arg if (info.cls and node.args.args) else None
         scopes.append((node.body, fscope, info, self_name, node))
     scope_nodes = [list(_scope_stmts(body, ())) for body, *_ in scopes]
-    # how often each function name is called, and whether from a loop (for "repeatedly called")
+    # how often each function of this module is called, and whether from a loop ("repeatedly called"):
+    # module-level code from its nodes, functions from the call sites the walker recorded
     called: dict[str, int] = {}
-    for nodes in scope_nodes:
-        for n, loops in nodes:
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
-                called[n.func.id] = called.get(n.func.id, 0) + (2 if loops else 1)
+    for n, loops in scope_nodes[0]:
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+            called[n.func.id] = called.get(n.func.id, 0) + (2 if loops else 1)
+    prefix = f"{mod.module}." if mod.module else ""
+    for fn in mod.summary.functions.values():
+        for site in fn.calls:
+            if site.ref[0] == "qual" and site.ref[1].startswith(prefix) and "." not in site.ref[1][len(prefix):]:
+                name = site.ref[1][len(prefix):]
+                called[name] = called.get(name, 0) + (2 if site.in_loop else 1)
 
     compiled: dict[str, str | None] = {}  # compiled name -> the name it wraps
     for fid, info in mod.summary.functions.items():
