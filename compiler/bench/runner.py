@@ -113,7 +113,9 @@ def latency_stats(rounds: list[list[float]]) -> dict[str, Any]:
 
 
 class _Worker:
-    def __init__(self, variant: variants_mod.Variant, backend: str, cfg: dict[str, Any], tmp: Path) -> None:
+    def __init__(
+        self, variant: variants_mod.Variant, backend: str, cfg: dict[str, Any], tmp: Path, unavailable: str | None = None
+    ) -> None:
         self.variant = variant
         self.backend = backend
         self.tmp = tmp
@@ -127,6 +129,10 @@ class _Worker:
         self.times: list[list[float]] = []
         self.harness_error: str | None = None
         self.alive = False
+        self._log = None
+        if unavailable is not None:  # known before starting anything: no process
+            self.row["status"], self.row["reason"] = "unavailable", unavailable
+            return
         tmp.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.update(
@@ -226,7 +232,8 @@ class _Worker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self._log.close()
+        if self._log is not None:
+            self._log.close()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -345,10 +352,10 @@ def _measure(
                     "seed": settings.seed,
                     "compile_threads": compile_threads,
                 }
-                w = _Worker(v, b, cfg, work / f"{v.name}-{b}")
+                why = None
                 if reduce_overhead_cpu and b == "inductor-reduce-overhead":
-                    w._fail("unavailable", "CUDA graphs (mode='reduce-overhead') need a CUDA device")
-                workers.append(w)
+                    why = "CUDA graphs (mode='reduce-overhead') need a CUDA device"
+                workers.append(_Worker(v, b, cfg, work / f"{v.name}-{b}", unavailable=why))
         loaded: dict[int, dict[str, Any]] = {}
         for i, w in enumerate(workers):
             step(f"loading {w.variant.name} / {w.backend}", 0)

@@ -36,6 +36,8 @@ def test_help_lists_the_options():
                      "unknown backend no-such-backend", marks=pytest.mark.slow),  # asks torch._dynamo
         (["examples/transformer_block.py:harness", "--fixed", "examples/nowhere"], "not a folder"),
         (["examples/transformer_block.py:harness", "--dtype", "int8"], "--dtype must be"),
+        pytest.param(["examples/transformer_block.py:harness", "--device", "cuda"], "torch sees no CUDA device",
+                     marks=[pytest.mark.slow, pytest.mark.skipif("__import__('torch').cuda.is_available()")]),
     ],
 )
 def test_bad_options_are_refused(args, message):

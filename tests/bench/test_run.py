@@ -121,11 +121,16 @@ def test_cpu_run_before_and_after(tmp_path, fixed_dir):
 @pytest.mark.slow
 @pytest.mark.xdist_group("bench")
 def test_recompiles_are_counted(tmp_path):
+    """Also: CUDA graphs on a CPU are reported unavailable, not run and not faked."""
     out = tmp_path / "r.json"
-    proc = mend("examples/step_counter.py:harness", "--no-repair", "-b", "dynamo-eager", "--device", "cpu",
-                *QUICK, "--json", str(out))
+    proc = mend("examples/step_counter.py:harness", "--no-repair", "-b", "dynamo-eager", "-b", "inductor-reduce-overhead",
+                "--device", "cpu", *QUICK, "--json", str(out))
     assert proc.returncode == 0, proc.stderr
-    row = rows(json.loads(out.read_text()))[("original", "dynamo-eager")]
+    doc = json.loads(out.read_text())
+    validate(doc)
+    ro = rows(doc)[("original", "inductor-reduce-overhead")]
+    assert ro["status"] == "unavailable" and "CUDA" in ro["reason"]
+    row = rows(doc)[("original", "dynamo-eager")]
     # self.step += 1: a recompile per call until the recompile limit (8 compiles), then eager
     assert row["recompiles"] == 7 and row["graphs"] == 8
     assert row["compile_total_s"] >= row["compile_s"] > 0
