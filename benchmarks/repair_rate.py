@@ -140,6 +140,8 @@ def main() -> None:
     ap.add_argument("--models", default=DEFAULT)
     ap.add_argument("--unsafe-fixes", action="store_true")
     ap.add_argument("--torch-tree", action="store_true", help="also run mend fix over torch's sources")
+    ap.add_argument("--model-folders-only", action="store_true",
+                    help="repair only the models' own folders (fast), not the whole transformers tree")
     args = ap.parse_args()
     import torch  # noqa: F401  (only for comparing outputs in this process)
     import transformers
@@ -152,17 +154,23 @@ def main() -> None:
         tree = copy / "transformers"
         shutil.copytree(Path(transformers.__file__).parent, tree, ignore=shutil.ignore_patterns("__pycache__"))
         files = sum(1 for _ in tree.rglob("*.py"))
+        if args.model_folders_only:
+            t0 = time.perf_counter()
+            for name in names:
+                mend_fix(tree / "models" / name, args.unsafe_fixes)
+            print(f"mend fix over the {len(names)} model folders only: {time.perf_counter() - t0:.1f} s")
         before_tree = snapshot(tree)
-        secs, summary = mend_fix(tree, args.unsafe_fixes)
-        after_tree = snapshot(tree)
-        changed = sum(before_tree[k] != after_tree[k] for k in before_tree)
-        unparsable = check_tree(tree)
-        secs2, _ = mend_fix(tree, args.unsafe_fixes)
-        stable = snapshot(tree) == after_tree
-        print(f"mend fix over transformers {transformers.__version__} ({files} files): {secs:.1f} s; "
-              f"{changed} files changed; {unparsable} unparsable outputs; second run ({secs2:.1f} s) "
-              f"{'changes nothing' if stable else 'CHANGED FILES'}")
-        print(f"  {summary}")
+        if not args.model_folders_only:
+            secs, summary = mend_fix(tree, args.unsafe_fixes)
+            after_tree = snapshot(tree)
+            changed = sum(before_tree[k] != after_tree[k] for k in before_tree)
+            unparsable = check_tree(tree)
+            secs2, _ = mend_fix(tree, args.unsafe_fixes)
+            stable = snapshot(tree) == after_tree
+            print(f"mend fix over transformers {transformers.__version__} ({files} files): {secs:.1f} s; "
+                  f"{changed} files changed; {unparsable} unparsable outputs; second run ({secs2:.1f} s) "
+                  f"{'changes nothing' if stable else 'CHANGED FILES'}")
+            print(f"  {summary}")
         if args.torch_tree:
             import torch as _t
 
