@@ -31,13 +31,15 @@ STORAGE = {
     torch.int16: "int16_t",
     torch.int32: "int32_t",
     torch.int64: "int64_t",
-    torch.bool: "bool",
+    torch.bool: "uint8_t",  # torch stores bool as one byte 0/1; a byte load keeps loops vectorizable
 }
 
 
 def compute_type(dt) -> str:
     if dt in (torch.float16, torch.bfloat16, torch.float32):
         return "float"
+    if dt == torch.bool:
+        return "bool"
     if dt not in STORAGE:
         raise NotImplementedError(f"dtype {dt} has no C++ mapping")
     return STORAGE[dt]
@@ -201,6 +203,8 @@ class _Body:
                 p = f"mend_bf16_to_f32({p})"
             elif e.dtype == torch.float16:
                 p = f"(float)({p})"
+            elif e.dtype == torch.bool:
+                p = f"({p} != 0)"
             return self._tmp(e.dtype, p)
         if isinstance(e, ir.IndexValue):
             return self._tmp(e.dtype, f"static_cast<{compute_type(e.dtype)}>({self.index(e.index)})")
