@@ -56,13 +56,14 @@ def results_table(doc: dict[str, Any]) -> Table:
     t = Table(
         title=f"mend bench {doc['harness']} ({dev['type']}: {dev['name']}, torch {doc['torch_version']})",
         title_justify="left",
-        caption="graphs/breaks/recompiles from Dynamo; x eager, x original: time ratios within this run (below 1 is faster)",
+        caption="graphs/breaks/recompiles from Dynamo; x eager, x original: time ratios within this run (below 1 is "
+        "faster); output: first call compared with the reference row (max abs diff)",
         caption_justify="left",
     )
     for col, just in (
         ("variant", "left"), ("backend", "left"), ("graphs/brk/recomp", "right"), ("compile s", "right"),
         ("1st call s", "right"), ("warm ms (p10-p90)", "right"), ("x eager", "right"), ("x original", "right"),
-        ("items/s", "right"), (mem_head, "right"),
+        ("items/s", "right"), (mem_head, "right"), ("output", "left"),
     ):
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     last_variant = None
@@ -72,7 +73,7 @@ def results_table(doc: dict[str, Any]) -> Table:
         last_variant = r["variant"]
         if r["status"] != "ok":
             style = "yellow" if r["status"] == "unavailable" else "red"
-            t.add_row(r["variant"], r["backend"], Text(r["status"], style=style), *[""] * 7)
+            t.add_row(r["variant"], r["backend"], Text(r["status"], style=style), *[""] * 8)
             continue
         lat = r["latency_ms"]
         ratios = r.get("ratios") or {}
@@ -88,8 +89,18 @@ def results_table(doc: dict[str, Any]) -> Table:
             _ratio_text(ratios.get("latency_vs_original")),
             f"{r['throughput']['items_per_s']:,.0f}",
             _mem(r),
+            _output_text(r),
         )
     return t
+
+
+def _output_text(row: dict[str, Any]) -> Text:
+    check = row.get("output_check")
+    if check is None:
+        return Text("reference", style="dim")
+    if check["matches"]:
+        return Text(f"ok ({check['max_abs_diff']:.0e})" if check["max_abs_diff"] else "ok (equal)", style="green")
+    return Text("DIFFERS", style="bold red")
 
 
 def _num(ms: float) -> str:

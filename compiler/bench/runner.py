@@ -126,6 +126,7 @@ class _Worker:
             "reason": None,
             "source": variant.source,
         }
+        self.cfg = cfg
         self.times: list[list[float]] = []
         self.harness_error: str | None = None
         self.alive = False
@@ -339,6 +340,7 @@ def _measure(
         for v in variant_list:
             for b in backends:
                 cfg = {
+                    "output_path": str(work / f"{v.name}-{b}" / "output.pt"),
                     "harness": v.harness,
                     "search": v.search,
                     "fixed": v.fixed,
@@ -370,12 +372,19 @@ def _measure(
         if bad is not None:
             where = f" (repaired variant from {bad.variant.fixed})" if bad.variant.fixed else ""
             raise BenchError(f"the harness cannot be loaded{where}: {bad.harness_error}")
+        reference: _Worker | None = None
         for i, w in enumerate(workers):
             step(f"compiling {w.variant.name} / {w.backend} (cold)", 0)
-            ev = w.command({"cmd": "cold"}, "ready", settings.timeout_s)
+            ref_path = reference.cfg["output_path"] if reference is not None else None
+            ev = w.command({"cmd": "cold", "reference": ref_path}, "ready", settings.timeout_s)
             if ev:
                 w.row["first_call_s"] = ev["first_call_s"]
                 w.row["compile_s"] = ev["compile_s"]
+                check = ev.get("output_check")
+                if check is not None and reference is not None:
+                    w.row["output_check"] = {"reference": f"{reference.variant.name} / {reference.backend}", **check}
+                if reference is None and w.variant.name == "original":
+                    reference = w  # the first original row that ran is the reference for all others
                 if compile_threads != 1 and w.backend != "eager":
                     time.sleep(SETTLE_S)  # let Inductor's compile-worker pool go quiet before the next one
             step("", 1)
@@ -456,6 +465,17 @@ def timing_notes(
         notes.append(
             f"load average {load_start[0]:.2f} on {cpus} CPUs when the run started: other work on this "
             f"machine may have distorted the timings{hint}"
+        )
+    differ = [
+        f"{r['variant']} / {r['backend']} ({r['output_check']['detail']})"
+        for r in rows
+        if r["status"] == "ok" and r.get("output_check") and not r["output_check"]["matches"]
+    ]
+    if differ:
+        ref = next(r["output_check"]["reference"] for r in rows if r.get("output_check"))
+        notes.append(
+            f"OUTPUT MISMATCH against {ref}: {'; '.join(differ)}. A speedup of a variant whose output changed "
+            "is not a like-for-like comparison"
         )
     unsteady = [
         f"{r['variant']} / {r['backend']}"

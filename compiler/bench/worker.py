@@ -171,7 +171,7 @@ class Worker:
 
             torch.cuda.synchronize()
 
-    def _call_once(self) -> float:
+    def _call_once(self, keep: list[Any] | None = None) -> float:
         import torch
 
         fn = self.fn
@@ -184,10 +184,12 @@ class Worker:
             out = fn(*self.args, **self.kwargs)
             self._sync()
             t1 = time.perf_counter()
+        if keep is not None:
+            keep.append(_output_tensors(out))
         del out
         return t1 - t0
 
-    def cold(self) -> None:
+    def cold(self, reference: str | None = None) -> None:
         import torch
 
         self.phase = "compile"
@@ -204,12 +206,47 @@ class Worker:
         if self.recorder_cm is not None:
             self.recorder = self.recorder_cm.__enter__()
         self.phase = "first call"
-        first = self._call_once()
+        kept: list[Any] = []
+        first = self._call_once(keep=kept)
         compile_cold = self.counter.compile_seconds()
+        self.phase = "output check"
+        check = self._check_output(kept[0], reference)
         self.phase = "warm-up"
         for _ in range(int(self.cfg.get("warmup", 3))):
             self._call_once()
-        self.proto.send("ready", first_call_s=first, compile_s=compile_cold, **self._counts())
+        self.proto.send("ready", first_call_s=first, compile_s=compile_cold, output_check=check, **self._counts())
+
+    def _check_output(self, tensors: list[Any], reference: str | None) -> dict[str, Any] | None:
+        """Save this worker's first output; compare it with the reference worker's saved output."""
+        import torch
+
+        torch.save(tensors, self.cfg["output_path"])
+        if reference is None:
+            return None
+        try:
+            ref = torch.load(reference)
+        except (OSError, RuntimeError) as exc:
+            return {"matches": False, "max_abs_diff": None, "detail": f"reference output unreadable: {exc}"}
+        rtol, atol = TOLERANCES.get(self.cfg.get("dtype") or "float32", TOLERANCES["float32"])
+        result: dict[str, Any] = {"matches": True, "max_abs_diff": 0.0, "rtol": rtol, "atol": atol, "detail": ""}
+        if len(ref) != len(tensors):
+            return {**result, "matches": False, "max_abs_diff": None,
+                    "detail": f"{len(tensors)} output tensors, the reference has {len(ref)}"}
+        for i, (a, b) in enumerate(zip(tensors, ref)):
+            if a.shape != b.shape:
+                return {**result, "matches": False, "max_abs_diff": None,
+                        "detail": f"output {i}: shape {tuple(a.shape)}, the reference has {tuple(b.shape)}"}
+            if a.numel() == 0:
+                continue
+            diff = (a - b).abs()
+            finite = torch.isfinite(diff)
+            same_nonfinite = bool(((~torch.isfinite(a)) == (~torch.isfinite(b))).all())
+            d = float(diff[finite].max()) if bool(finite.any()) else 0.0
+            result["max_abs_diff"] = max(result["max_abs_diff"], d)
+            if not same_nonfinite or not torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
+                result["matches"] = False
+                result["detail"] = result["detail"] or f"output {i} differs (max abs diff {d:.3g})"
+        return result
 
     def round(self, calls: int) -> None:
         self.phase = "timed run"
@@ -295,6 +332,31 @@ def _project_dirs(cfg: dict[str, Any], target: Any, search: list[str]) -> list[s
     return [d for d in dict.fromkeys(dirs) if d]
 
 
+# (rtol, atol) for comparing a row's first output with the reference (original variant, first backend)
+TOLERANCES = {"float32": (1e-3, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (5e-2, 5e-2)}
+
+
+def _output_tensors(out: Any) -> list[Any]:
+    """The floating and integer tensors of an output (tensor, tuple, list, dict, ModelOutput), on the CPU."""
+    import torch
+
+    found: list[Any] = []
+
+    def walk(o: Any) -> None:
+        if isinstance(o, torch.Tensor):
+            t = o.detach().to("cpu")
+            found.append(t.float() if t.is_floating_point() else t)
+        elif isinstance(o, dict):
+            for v in o.values():
+                walk(v)
+        elif isinstance(o, (tuple, list)):
+            for v in o:
+                walk(v)
+
+    walk(out)
+    return found
+
+
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as fh:
@@ -319,7 +381,7 @@ def main() -> None:
             msg = proto.receive()
             cmd = msg.get("cmd")
             if cmd == "cold":
-                worker.cold()
+                worker.cold(msg.get("reference"))
             elif cmd == "round":
                 worker.round(int(msg.get("calls", 1)))
             elif cmd == "finish":

@@ -23,3 +23,11 @@ def fixed_dir(tmp_path: Path) -> Path:
 def in_repo(monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(REPO)
     return REPO
+
+
+@pytest.fixture
+def wrong_dir(tmp_path: Path) -> Path:
+    """A --fixed folder whose 'repair' doubles the model's output."""
+    dest = tmp_path / "wrong"
+    shutil.copytree(HERE / "fixtures" / "wrong", dest)
+    return dest

@@ -77,6 +77,14 @@ def test_cpu_run_before_and_after(tmp_path, fixed_dir):
     assert after["shadowed"] == ["transformer_block.py"] and after["source"].startswith(str(fixed_dir))
     assert r[("original", "eager")]["graphs"] is None and r[("original", "eager")]["compile_s"] == 0
 
+    # every row computed what the original computes (the first row is the reference)
+    assert "output_check" not in r[("original", "eager")]
+    for key, row in r.items():
+        if row["status"] == "ok" and key != ("original", "eager"):
+            assert row["output_check"]["reference"] == "original / eager"
+            assert row["output_check"]["matches"], row["output_check"]
+            assert row["output_check"]["max_abs_diff"] < 1e-4
+
     # every ratio is recomputed from rows of this same run
     for (variant, backend), row in r.items():
         if row["status"] != "ok":
@@ -161,3 +169,18 @@ def test_inductor_before_and_after(tmp_path, fixed_dir):
     assert (before["breaks"], after["breaks"]) == (2, 0) and (before["graphs"], after["graphs"]) == (3, 1)
     if png is not None:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("bench")
+def test_a_repair_that_changes_the_output_is_flagged(tmp_path, wrong_dir):
+    out = tmp_path / "w.json"
+    proc = mend("examples/transformer_block.py:harness", "--fixed", str(wrong_dir), "-b", "eager", "--device", "cpu",
+                *QUICK, "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    validate(doc)
+    check = rows(doc)[("repaired", "eager")]["output_check"]
+    assert check["matches"] is False and check["max_abs_diff"] > 0.1 and "output 0 differs" in check["detail"]
+    assert any(n.startswith("OUTPUT MISMATCH against original / eager") for n in doc["notes"])
+    assert "DIFFERS" in proc.stdout
