@@ -152,7 +152,11 @@ def _run_one(name: str) -> tuple[Any, list[str]]:
         step, calls, source = MODELS[name]()
     except Exception as exc:
         raise CrosscheckError(f"{name}: building the model failed: {type(exc).__name__}: {exc}") from exc
-    with Recorder(source=source, fast=True, track_lines=True) as rec, warnings.catch_warnings():
+    import contextlib
+
+    # the models' own output goes to stderr, so that `--format json` stays parseable
+    with Recorder(source=source, fast=True, track_lines=True) as rec, warnings.catch_warnings(), \
+            contextlib.redirect_stdout(sys.stderr):
         warnings.simplefilter("ignore")
         for _ in range(calls):
             step()
