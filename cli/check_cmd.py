@@ -106,7 +106,7 @@ def check(
                 progress = bar.tick
             try:
                 result = check_paths(paths, config, jobs=jobs, use_cache=not no_cache, force_exclude=force_exclude,
-                                     ignore_noqa=ignore_noqa, progress=progress)
+                                     ignore_noqa=ignore_noqa, progress=progress, need_project=show_traced)
             finally:
                 if bar:
                     bar.close()

@@ -88,3 +88,43 @@ class ResultCache:
             os.replace(tmp, self.file)
         except OSError:
             pass  # a cache that cannot be written only costs time
+
+
+class RunCache:
+    """Whole-run results: the diagnostics of the last runs, keyed by their inputs (see
+    :func:`mend.analyzers.static.engine.check_paths`). Small, so that a warm run stays fast."""
+
+    MAX_RUNS = 32
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.file = directory / "check" / f"runs-v{__version__}.pickle"
+
+    def _load(self) -> dict:
+        try:
+            with open(self.file, "rb") as fh:
+                data = pickle.load(fh)
+            return data if isinstance(data, dict) else {}
+        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, ValueError, TypeError):
+            return {}
+
+    def get(self, key: str) -> dict | None:
+        return self._load().get(key)
+
+    def put(self, key: str, value: dict) -> None:
+        runs = self._load()
+        runs.pop(key, None)
+        runs[key] = value
+        while len(runs) > self.MAX_RUNS:
+            runs.pop(next(iter(runs)))
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            gi = self.directory / ".gitignore"
+            if not gi.exists():
+                gi.write_text("# Automatically created by mend.\n*\n")
+            fd, tmp = tempfile.mkstemp(dir=self.file.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(runs, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, self.file)
+        except OSError:
+            pass

@@ -10,6 +10,7 @@ selection, ``per-file-ignores`` and ``noqa`` are applied; findings become :class
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import sys
 import time
@@ -33,19 +34,25 @@ from mend.analyzers.static.visitor import ModuleAnalyzer
 PREFILTER = (b"torch", b"forward", b"compile", b"Module")
 
 
+@functools.lru_cache(maxsize=4096)
+def _package_prefix(folder: str) -> tuple[str, ...]:
+    """Package names of ``folder`` and its parents, walking up while ``__init__.py`` exists."""
+    if not os.path.isfile(os.path.join(folder, "__init__.py")):
+        return ()
+    parent = os.path.dirname(folder)
+    if parent == folder:
+        return (os.path.basename(folder),)
+    return (*_package_prefix(parent), os.path.basename(folder))
+
+
 def module_name_for(path: Path) -> tuple[str, bool]:
     """Dotted module name of ``path`` (walking up ``__init__.py`` packages) and whether it is a package."""
-    path = Path(os.path.abspath(path))
-    is_package = path.name == "__init__.py"
-    parts = [] if is_package else [path.stem]
-    d = path.parent
-    for _ in range(64):
-        if not (d / "__init__.py").is_file():
-            break
-        parts.insert(0, d.name)
-        if d.parent == d:
-            break
-        d = d.parent
+    p = os.path.abspath(path)
+    name = os.path.basename(p)
+    is_package = name == "__init__.py"
+    parts = list(_package_prefix(os.path.dirname(p)))
+    if not is_package:
+        parts.append(name[:-3] if name.endswith(".py") else Path(name).stem)
     return ".".join(parts), is_package
 
 
@@ -198,44 +205,62 @@ def diagnostics_for(summary: FileSummary, project: Project, config: Config, disp
 
 def make_loader(config: Config, cache: ResultCache | None = None):
     """Load modules of the tree that were not given on the command line, when a reference needs them."""
-    roots: list[Path] = []
+    memo: dict[str, FileSummary | None] = {}
+    loaded: list[tuple[str, str]] = []  # (path, key) of every dependency read from disk
 
     def loader(module: str, near: str) -> FileSummary | None:
-        if not module or module.split(".")[0] in sys.stdlib_module_names or module.startswith("torch"):
+        if module in memo:
+            return memo[module]
+        memo[module] = result = _load(module, near)
+        return result
+
+    bases_memo: dict[str, list[str]] = {}
+
+    def bases_for(near: str) -> list[str]:
+        folder = os.path.dirname(os.path.abspath(near)) if near else ""
+        out = bases_memo.get(folder)
+        if out is None:
+            out = []
+            if folder:
+                depth = len(_package_prefix(folder))
+                base = folder
+                for _ in range(depth):
+                    base = os.path.dirname(base)
+                out += [base, folder]
+            if config.root:
+                out.append(str(config.root))
+            bases_memo[folder] = out
+        return out
+
+    def _load(module: str, near: str) -> FileSummary | None:
+        top = module.split(".")[0]
+        if not module or top in sys.stdlib_module_names or top == "torch":
             return None
-        cands = []
-        if near:
-            p = Path(os.path.abspath(near)).parent
-            mod_here, _ = module_name_for(Path(near))
-            depth = mod_here.count(".")
-            base = p
-            for _ in range(depth):
-                base = base.parent
-            cands.append(base)
-            cands.append(p)
-        cands.extend(roots)
-        if config.root:
-            cands.append(config.root)
-        rel = Path(*module.split("."))
-        for base in cands:
-            for f in (base / rel.with_suffix(".py"), base / rel / "__init__.py"):
-                if f.is_file():
-                    try:
-                        data = f.read_bytes()
-                    except OSError:
-                        return None
-                    mod, is_pkg = module_name_for(f)
-                    if mod != module:
-                        continue
-                    key = file_key(data, mod, config.fingerprint())
-                    s = cache.get(str(f), key) if cache else None
-                    if s is None or s.skipped:
-                        s = analyze_bytes(data, str(f), mod, is_pkg, prefilter=False)
-                        if cache is not None:
-                            cache.put(str(f), key, s)
-                    return _as_dependency(s)
+        parts = module.split(".")
+        for base in bases_for(near):
+            stem = os.path.join(base, *parts)
+            for f in (stem + ".py", os.path.join(stem, "__init__.py")):
+                if not os.path.isfile(f):
+                    continue
+                fp = Path(f)
+                mod, is_pkg = module_name_for(fp)
+                if mod != module:
+                    continue
+                try:
+                    data = fp.read_bytes()
+                except OSError:
+                    return None
+                key = file_key(data, mod, config.fingerprint())
+                loaded.append((f, key))
+                s = cache.get(f, key) if cache else None
+                if s is None or s.skipped:
+                    s = analyze_bytes(data, f, mod, is_pkg, prefilter=False)
+                    if cache is not None:
+                        cache.put(f, key, s)
+                return _as_dependency(s)
         return None
 
+    loader.loaded = loaded  # type: ignore[attr-defined]
     return loader
 
 
@@ -286,36 +311,61 @@ def _read(path: Path) -> bytes | OSError:
         return exc
 
 
-def summarize_files(files: Iterable[Path], config: Config, jobs: int | None = None, use_cache: bool = True,
-                    progress=None, explicit: frozenset[str] = frozenset()) -> tuple[list[FileSummary], ResultCache | None, int]:
-    """Phase 1 over ``files``. Files in ``explicit`` (named on the command line) skip the pre-filter:
-    they are always parsed, so a syntax error in a file handed over by pre-commit is reported."""
-    cache = None
-    if use_cache:
-        cache = ResultCache(config.cache_dir or ((config.root or Path.cwd()) / ".mend_cache"))
-        cache.load()
+@dataclass
+class _Entry:
+    path: str
+    module: str
+    is_package: bool
+    data: bytes | None
+    key: str
+    prefilter: bool
+    error: str | None = None
+
+
+def hash_files(files: Iterable[Path], config: Config, explicit: frozenset[str] = frozenset()) -> list[_Entry]:
+    """Read every file once and compute its cache key."""
     fp = config.fingerprint()
-    summaries: list[FileSummary] = []
-    todo: list[tuple[str, bytes, str, bool]] = []
-    keys: dict[str, str] = {}
+    out = []
     for f in files:
         path = str(f)
         module, is_package = module_name_for(f)
         data = _read(f)
         if isinstance(data, OSError):
             reason = data.strerror or str(data)
-            summaries.append(_meta_summary(path, module, is_package, "MND902", f"cannot read file: {reason}"))
+            out.append(_Entry(path, module, is_package, None, f"unreadable:{reason}", False, reason))
             continue
         prefilter = path not in explicit
-        key = file_key(data, module, fp + ("" if prefilter else "|explicit"))
-        hit = cache.get(path, key) if cache else None
+        out.append(_Entry(path, module, is_package, data, file_key(data, module, fp + ("" if prefilter else "|explicit")),
+                          prefilter))
+    return out
+
+
+def summarize_files(files: Iterable[Path], config: Config, jobs: int | None = None, use_cache: bool = True,
+                    progress=None, explicit: frozenset[str] = frozenset(),
+                    entries: list[_Entry] | None = None) -> tuple[list[FileSummary], ResultCache | None, int]:
+    """Phase 1 over ``files``. Files in ``explicit`` (named on the command line) skip the pre-filter:
+    they are always parsed, so a syntax error in a file handed over by pre-commit is reported."""
+    cache = None
+    if use_cache:
+        cache = ResultCache(cache_dir_for(config))
+        cache.load()
+    if entries is None:
+        entries = hash_files(files, config, explicit)
+    summaries: list[FileSummary] = []
+    todo: list[tuple[str, bytes, str, bool, bool]] = []
+    keys: dict[str, str] = {}
+    for e in entries:
+        if e.error is not None:
+            summaries.append(_meta_summary(e.path, e.module, e.is_package, "MND902", f"cannot read file: {e.error}"))
+            continue
+        hit = cache.get(e.path, e.key) if cache else None
         if hit is not None:
             summaries.append(hit)
             if progress:
                 progress()
             continue
-        keys[path] = key
-        todo.append((path, data, module, is_package, prefilter))
+        keys[e.path] = e.key
+        todo.append((e.path, e.data, e.module, e.is_package, e.prefilter))
     jobs = jobs if jobs is not None else (os.cpu_count() or 1)
     if jobs > 1 and len(todo) >= 32:
         from concurrent.futures import ProcessPoolExecutor
@@ -336,6 +386,10 @@ def summarize_files(files: Iterable[Path], config: Config, jobs: int | None = No
     return summaries, cache, len(todo)
 
 
+def cache_dir_for(config: Config) -> Path:
+    return config.cache_dir or ((config.root or Path.cwd()) / ".mend_cache")
+
+
 def build_project(summaries: list[FileSummary], config: Config, cache: ResultCache | None = None) -> Project:
     return Project(summaries, config.regions, config.entry_points, make_loader(config, cache))
 
@@ -348,16 +402,57 @@ def display_path(path: Path) -> str:
     return str(path) if rel.startswith("..") else rel
 
 
+def _run_key(entries: list[_Entry], config: Config, ignore_noqa: bool) -> str:
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=20)
+    sel = (config.select, config.ignore, config.extend_select, sorted(config.per_file_ignores.items()),
+           config.fingerprint(), ignore_noqa, os.getcwd())
+    h.update(repr(sel).encode())
+    for e in entries:
+        h.update(e.path.encode() + b"\0" + e.key.encode() + b"\n")
+    return h.hexdigest()
+
+
+def _deps_unchanged(deps: list[tuple[str, str]], config: Config) -> bool:
+    fp = config.fingerprint()
+    for path, key in deps:
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            return False
+        mod, _ = module_name_for(Path(path))
+        if file_key(data, mod, fp) != key:
+            return False
+    return True
+
+
 def check_paths(paths: Iterable[str | Path], config: Config | None = None, jobs: int | None = None,
                 use_cache: bool = True, force_exclude: bool = False, ignore_noqa: bool = False,
-                progress=None) -> CheckResult:
-    """Check every Python file under ``paths``. See :class:`CheckResult`."""
+                progress=None, need_project: bool = False) -> CheckResult:
+    """Check every Python file under ``paths``. See :class:`CheckResult`.
+
+    With the cache on, a run over an unchanged tree (same files, same bytes, same dependencies read
+    from disk, same settings) replays the previous run's diagnostics without loading the per-file
+    summaries; ``need_project=True`` always builds the project index (``CheckResult.project``).
+    """
+    from mend.analyzers.static.cache import RunCache
+
     t0 = time.perf_counter()
     config = config or Config()
     paths = list(paths)
     files = discover_files(paths, config, force_exclude)
     explicit = frozenset(str(Path(p)) for p in paths if Path(p).is_file())
-    summaries, cache, analyzed = summarize_files(files, config, jobs, use_cache, progress, explicit)
+    entries = hash_files(files, config, explicit)
+    run_cache = run_key = None
+    if use_cache:
+        run_cache = RunCache(cache_dir_for(config))
+        run_key = _run_key(entries, config, ignore_noqa)
+        hit = None if need_project else run_cache.get(run_key)
+        if hit is not None and _deps_unchanged(hit["deps"], config):
+            return CheckResult(diagnostics=list(hit["diagnostics"]), files=files, lines=hit["lines"],
+                               cached=len(files), analyzed=0, seconds=time.perf_counter() - t0)
+    summaries, cache, analyzed = summarize_files(files, config, jobs, use_cache, progress, explicit, entries)
     project = build_project(summaries, config, cache)
     result = CheckResult(files=files, project=project, analyzed=analyzed,
                          cached=cache.hits if cache else 0)
@@ -368,5 +463,8 @@ def check_paths(paths: Iterable[str | Path], config: Config | None = None, jobs:
         result.diagnostics.extend(diagnostics_for(s, project, config, display_path(Path(s.path)), ignore_noqa))
     if cache is not None:
         cache.save()
+    if run_cache is not None and run_key is not None:
+        deps = list(getattr(project.loader, "loaded", []))
+        run_cache.put(run_key, {"deps": deps, "diagnostics": result.diagnostics, "lines": result.lines})
     result.seconds = time.perf_counter() - t0
     return result

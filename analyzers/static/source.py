@@ -58,7 +58,7 @@ class LineIndex:
         return self.lines[line - 1] if 1 <= line <= len(self.lines) else ""
 
 
-@dataclass
+@dataclass(slots=True)
 class Suppressions:
     """``# noqa`` comments of one file: per line, a set of codes or prefixes (``{"ALL"}`` = bare noqa)."""
 

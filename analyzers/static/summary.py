@@ -23,7 +23,7 @@ from mend.analyzers.static.source import Suppressions
 Ref = tuple[str, ...]
 
 
-@dataclass
+@dataclass(slots=True)
 class CallSite:
     ref: Ref
     line: int
@@ -33,7 +33,7 @@ class CallSite:
     in_loop: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class FuncInfo:
     id: str  # "forward" | "Block.forward" | "outer.<locals>.inner"
     name: str
@@ -51,7 +51,7 @@ class FuncInfo:
     regions: list[tuple] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class ClassInfo:
     id: str
     line: int
@@ -60,7 +60,7 @@ class ClassInfo:
     attr_classes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # self.attr -> classes
 
 
-@dataclass
+@dataclass(slots=True)
 class CompileSite:
     """A compile boundary: a ``torch.compile`` decorator or call (what it wraps, if known)."""
 
@@ -71,7 +71,7 @@ class CompileSite:
     func: str | None  # the function the site is in (None: module level)
 
 
-@dataclass
+@dataclass(slots=True)
 class FileSummary:
     path: str
     module: str

@@ -302,3 +302,30 @@ def test_show_traced(tmp_path: Path):
     r = run(["check", "--no-cache", "--isolated", "--show-traced", "."], tmp_path)
     assert r.exit_code == 0
     assert r.stdout.splitlines() == ["m.py:6: M.forward (module-forward)"]
+
+
+def test_warm_runs_follow_dependencies_and_settings(tmp_path: Path):
+    from mend.analyzers.static import Config, check_paths
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "base.py").write_text("import torch\n\ndef helper(x):\n    return x + 1\n")
+    (pkg / "model.py").write_text(
+        "from torch import nn\nfrom pkg.base import helper\n\n\nclass M(nn.Module):\n"
+        "    def forward(self, x):\n        for _ in range(2):\n            x = helper(x)\n        return x\n")
+    cfg = Config(root=tmp_path).with_overrides(cache_dir=tmp_path / "cache")
+    assert check_paths([pkg / "model.py"], cfg).diagnostics == []
+    warm = check_paths([pkg / "model.py"], cfg)
+    assert warm.analyzed == 0 and warm.diagnostics == []
+    # the dependency (read from disk, not given) changes: the warm run must see it
+    (pkg / "base.py").write_text("import torch\n\ndef helper(x):\n    print(x)\n    return x + 1\n")
+    got = check_paths([pkg / "model.py"], cfg)
+    assert got.analyzed == 0  # model.py itself is unchanged and comes from the per-file cache
+    assert [(Path(d.path).name, d.line, d.code) for d in got.diagnostics] == [("model.py", 7, "MND506")]
+    got = check_paths([pkg], cfg)
+    assert [(Path(d.path).name, d.line, d.code) for d in got.diagnostics] == [
+        ("base.py", 4, "MND101"), ("model.py", 7, "MND506")]
+    # selection is part of the run key
+    assert len(check_paths([pkg], cfg.with_overrides(ignore=("MND101",))).diagnostics) == 1
+    assert len(check_paths([pkg], cfg).diagnostics) == 2

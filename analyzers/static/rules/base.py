@@ -119,7 +119,7 @@ def checker(kind: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
     return deco
 
 
-@dataclass
+@dataclass(slots=True)
 class Finding:
     """A rule match before filtering: the engine keeps it if its function is traced and its
     ``requires`` conditions hold in the project index."""
