@@ -20,7 +20,7 @@ from typing import Any
 
 import libcst as cst
 from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from mend.analyzers.diagnostic import Diagnostic
@@ -63,6 +63,7 @@ class Plan:
     edits: list[tuple[cst.CSTNode, Any]]
     imports: list[tuple[str, str | None, str | None]] = field(default_factory=list)
     helpers: list[str] = field(default_factory=list)
+    drop_imports: list[str] = field(default_factory=list)  # modules whose import may now be unused
 
 
 @dataclass
@@ -447,6 +448,12 @@ def apply_plans(ctx: FileContext, plans: Sequence[Plan]) -> str:
         for mod, obj, asname in dict.fromkeys(imports):
             AddImportsVisitor.add_needed_import(context, mod, obj, asname)
         module = AddImportsVisitor(context).transform_module(module)
+    drops = [m for plan in plans for m in plan.drop_imports]
+    if drops:
+        context = CodemodContext()
+        for mod in dict.fromkeys(drops):
+            RemoveImportsVisitor.remove_unused_import(context, mod)
+        module = RemoveImportsVisitor(context).transform_module(module)
     if helpers:
         module = insert_helpers(module, list(dict.fromkeys(helpers)))
     return module.code
@@ -548,10 +555,6 @@ def write_atomic(path: Path, text: str) -> None:
         except FileNotFoundError:
             pass
         raise
-
-
-def qualified_call(ctx: FileContext, node: cst.Call) -> str | None:
-    return ctx.imports.qualify(node.func)
 
 
 __all__ = [

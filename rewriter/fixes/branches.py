@@ -42,12 +42,12 @@ from mend.rewriter.analysis import (
     FunctionFacts,
     body_statements,
     code,
+    dotted,
     is_container_or_none,
     names_in,
     parse_expr,
     parse_stmt,
     strip_parens,
-    target_names,
     walk,
 )
 from mend.rewriter.engine import Decline, FileContext, Plan
@@ -554,11 +554,3 @@ def _compile_boundaries(ctx: FileContext, wrapper: str = "_mend_restore_exceptio
             edits.append((node, lambda upd: cst.Call(func=cst.Name(wrapper), args=[cst.Arg(value=upd)])))
     return edits
 
-
-def dotted(expr):
-    from mend.rewriter.analysis import dotted as _d
-
-    return _d(expr)
-
-
-_ = target_names

@@ -17,7 +17,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.rewriter.analysis import code, is_number, names_in, parse_expr, parse_stmt, walk
+from mend.rewriter.analysis import code, is_number, names_in, parse_expr, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
 
 
@@ -182,5 +182,3 @@ def fix_varying_scalar(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     return Decline(diag, "pass the varying number as a 0-d tensor (`torch.tensor(n)`) or mark it dynamic; "
                          "mend does not change call sites automatically")
 
-
-_ = parse_stmt

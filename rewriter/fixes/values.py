@@ -220,6 +220,6 @@ def fix_deepcopy(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
         text = f"({text})"
     new = parse_expr(f"{text}.clone()")
     if facts.is_tensor(arg):
-        return Plan(diag, "`copy.deepcopy(t)` -> `t.clone()`", "safe", [(call, new)])
+        return Plan(diag, "`copy.deepcopy(t)` -> `t.clone()`", "safe", [(call, new)], drop_imports=["copy"])
     return Plan(diag, "`copy.deepcopy(x)` -> `x.clone()` (mend cannot prove `x` is a tensor)", "unsafe",
-                [(call, new)])
+                [(call, new)], drop_imports=["copy"])
