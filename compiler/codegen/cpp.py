@@ -362,6 +362,7 @@ class CppKernelSource:
         recip = {st.name: f"r_{st.name}" for st in k.stages
                  if st.kind != "pointwise" and compute_type(st.dtype) == "float" and st.reduction not in ("argmax", "argmin")}
         row_lines = []
+        one_row_parallel = not outer and k.numel >= PARALLEL_THRESHOLD
         for si, st in enumerate(k.stages):
             b = _Body(ptrs, local_ref, prefix=f"t{si}_", recip=recip if st.kind == "pointwise" else None)
             if st.kind == "outer":
@@ -374,7 +375,7 @@ class CppKernelSource:
                     row_lines.append(_store(ptrs[st.name], print_c(st.store_index), v,
                                             st.dtype))
                 continue
-            loop = self._rloops(rdims)
+            loop = self._rloops(rdims, parallel=one_row_parallel)
             if st.kind == "reduction":
                 lines, pragma = self._reduction(st, b, scalars[st.name])
                 row_lines += lines[:-1]
@@ -533,11 +534,16 @@ class CppKernelSource:
         out.append("  }")
         return [ln for ln in out if ln]
 
-    def _rloops(self, rdims):
+    def _rloops(self, rdims, parallel=False):
+        """Loops over the reduced dims; ``parallel`` (a kernel without outer dims: one row only) spreads the
+        whole nest over threads, with the reduction clause on that one pragma."""
         opens = []
         closes = []
+        if parallel:
+            coll = f" collapse({len(rdims)})" if len(rdims) > 1 else ""
+            opens.append(f"#pragma omp parallel for simd schedule(static){coll}")
         for j, d in enumerate(rdims):
-            if j == len(rdims) - 1:
+            if j == len(rdims) - 1 and not parallel:
                 opens.append("#pragma omp simd")
             opens.append(f"for (int64_t x{d} = 0; x{d} < {self.k.size[d]}L; ++x{d}) {{")
             closes.append("}")
@@ -556,9 +562,9 @@ class CppKernelSource:
         if kind == "prod":
             return init + [[f"{acc} *= {v};"]], f" reduction(*:{acc})"
         if kind == "any":
-            return init + [[f"{acc} = {acc} || {v};"]], ""
+            return init + [[f"{acc} |= {v};"]], f" reduction(|:{acc})"
         if kind == "all":
-            return init + [[f"{acc} = {acc} && {v};"]], ""
+            return init + [[f"{acc} &= {v};"]], f" reduction(&:{acc})"
         if kind in ("max", "min"):
             op = ">" if kind == "max" else "<"
             body = [f"{acc} = ({v} {op} {acc}) ? {v} : {acc};"]

@@ -165,3 +165,14 @@ def test_integer_division_by_zero_does_not_crash_the_process():
     (q, r, t), _ = run_mend(lambda a, b: (torch.floor_divide(a, b), torch.remainder(a, b),
                                           torch.div(a, b, rounding_mode="trunc")), a, b)
     assert q[1].item() == -4 and r[1].item() == 1 and t[1].item() == -3  # defined entries match torch
+
+
+def test_full_reductions_run_in_parallel_and_match():
+    torch.manual_seed(11)
+    x = torch.randn(300, 257)
+    x[7, 9] = float("nan")
+    y = torch.randn(300, 257)
+    call = check(lambda x, y: (y.sum(), y.mean(), x.amax(), y.amin(), (y > 0).any(), (y > -10).all(),
+                               y.var(), y.argmax(), (y * 2).softmax(0).sum(), y.prod() * 0), x, y)
+    src = "\n".join(str(k) for k in call.mend_graph.kernels)
+    assert "rdims=[0, 1]" in src
