@@ -103,8 +103,11 @@ def _compile(gm, example_inputs, dump):
         fns = dict(getattr(exc, "partial", {}))
     from .interpret import run_kernel
 
+    # interpreted = the kernels the generator did not return (disabled or failed), by identity: the style
+    # says how a kernel is called, not what runs it (every Triton launcher is called with tensors too)
+    interpreted = [k.name for k in kernels if k.name not in fns]
     for k in kernels:
-        if k.name not in fns:
+        if k.name in interpreted:
             STATS["interpreted_kernels"] += 1
             fns[k.name] = (lambda *ts, _k=k: run_kernel(_k, *ts), "tensor")
     STATS["kernels"] += len(kernels)
@@ -114,7 +117,7 @@ def _compile(gm, example_inputs, dump):
     if os.environ.get("MEND_COMPILER_CHECK") == "1":
         call = _self_checking(call, gm, dump)
     call.mend_graph = sg  # for inspection (tests, explain): kernels, steps, buffers
-    call.mend_interpreted = [k.name for k in kernels if fns[k.name][1] == "tensor"]
+    call.mend_interpreted = interpreted
     call.mend_extern_ops = list(extern_ops)
     return call
 

@@ -304,8 +304,8 @@ def test_several_rows_per_program_with_a_partial_last_block(rmax):
     for f, _ in fns.values():
         f.config = Config(8, 16 if f.template == "persistent" else 4, 4)
     call, _ = wrapper.build(sg, fns, {}, torch.device("cpu"))
-    got = call([x])
-    for g, w in zip(got, fn(x)):
+    got = call([x, y])
+    for g, w in zip(got, fn(x, y)):
         assert_same(g, w)
 
 
@@ -576,3 +576,51 @@ def test_int64_kernel_compiles_for_sm90(monkeypatch):
     module = runtime_triton.load_module(render_module([s], interpret=False))
     assert _compile_sm90([s], module) == len(s.plan.configs)
     assert math.prod(k.size) > 2**31
+
+
+# ------------------------------------------------------------- interpreted-kernel accounting (by identity)
+
+
+def _compile_with_triton(monkeypatch, fn, *args):
+    monkeypatch.setattr(backend, "generator_for", lambda device_type: TritonGenerator())
+    monkeypatch.setenv("MEND_COMPILER_STRICT", "1")
+    gm = make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*args)
+    before = dict(backend.STATS)
+    call = backend.compile_graph(gm, list(args))
+    return call, before
+
+
+def test_triton_kernels_are_not_counted_as_interpreted(monkeypatch):
+    """Triton launchers are called with tensors ("tensor" style) but are generated kernels."""
+    x, y = torch.randn(8, 12), torch.randn(50)
+    fn = lambda x, y: (x.softmax(-1), (y * 3).exp() + 1)  # noqa: E731
+    call, before = _compile_with_triton(monkeypatch, fn, x, y)
+    assert len(call.mend_graph.kernels) == 2
+    assert call.mend_interpreted == []
+    assert backend.STATS["interpreted_kernels"] == before["interpreted_kernels"]
+    got = call([x, y])
+    for g, w in zip(got, fn(x, y)):
+        assert_same(g, w, None)
+
+
+def test_triton_kernel_that_fails_generation_is_the_only_interpreted_one(monkeypatch):
+    from mend.compiler.codegen import triton_source
+
+    real = triton_source.KernelSource.render
+
+    def render(self):
+        if self.k.rdims:
+            raise NotImplementedError("simulated unsupported kernel")
+        return real(self)
+
+    monkeypatch.setattr(triton_source.KernelSource, "render", render)
+    x, y = torch.randn(8, 12), torch.randn(50)
+    fn = lambda x, y: (x.softmax(-1), (y * 3).exp() + 1)  # noqa: E731
+    call, before = _compile_with_triton(monkeypatch, fn, x, y)
+    red = [k.name for k in call.mend_graph.kernels if k.rdims]
+    assert len(red) == 1 and len(call.mend_graph.kernels) == 2
+    assert call.mend_interpreted == red
+    assert backend.STATS["interpreted_kernels"] - before["interpreted_kernels"] == 1
+    got = call([x, y])
+    for g, w in zip(got, fn(x, y)):
+        assert_same(g, w, None)
