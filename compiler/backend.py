@@ -22,7 +22,7 @@ import torch.utils._pytree
 from . import compat, debug, graph_cache, wrapper
 from .codegen import KernelCompileError, NoGenerator, generator_for
 from .decomps import decomposition_table
-from .lowering import Lowering, log_once
+from .lowering import Lowering, graph_device, log_once
 from .scheduler import schedule
 
 log = logging.getLogger("mend.compiler")
@@ -36,14 +36,7 @@ class GraphFallback(RuntimeError):
 
 
 def _device_of(example_inputs, gm) -> torch.device:
-    for t in example_inputs:
-        if isinstance(t, torch.Tensor):
-            return t.device
-    for n in gm.graph.nodes:
-        v = n.meta.get("val")
-        if isinstance(v, torch.Tensor):
-            return v.device
-    return torch.device("cpu")
+    return graph_device(gm, example_inputs)
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "inference"):
@@ -77,7 +70,7 @@ def _compile(gm, example_inputs, dump):
         STATS["graph_cache_hits"] += 1
         sg, extern_ops = cached
     else:
-        lowering = Lowering(gm, example_inputs)
+        lowering = Lowering(gm, example_inputs, device)
         g = lowering.run()
         extern_ops = list(lowering.extern_ops)
         if dump:

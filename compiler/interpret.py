@@ -84,7 +84,8 @@ def run_kernel(kernel: ir.Kernel, *tensors: torch.Tensor) -> None:
     """Execute ``kernel``; ``tensors`` are its inputs then outputs (base tensors of the buffers)."""
     names = list(kernel.inputs) + list(kernel.outputs)
     flat = {n: _flat(t) for n, t in zip(names, tensors)}
-    device = tensors[0].device if tensors else torch.device("cpu")
+    # the outputs are the wrapper's buffers, on the graph's device (an input may be a CPU scalar)
+    device = tensors[-1].device if tensors else torch.device("cpu")
     size = tuple(kernel.size)
     xs = variables(len(size))
     grid = {}

@@ -106,10 +106,26 @@ def meta_of(node):
     return v
 
 
+def graph_device(gm: torch.fx.GraphModule, example_inputs) -> torch.device:
+    """The device the graph's kernels and buffers live on: the first device other than the CPU among the
+    inputs and the values the graph computes, else the CPU. A graph on a GPU may still hold CPU tensors
+    (0-dim scalars passed in or made by ``torch.tensor``, CPU-side index arithmetic): they are not its
+    device, so they are never looked at first."""
+    for t in example_inputs:
+        if isinstance(t, torch.Tensor) and t.device.type != "cpu":
+            return t.device
+    for n in gm.graph.nodes:
+        for v in torch.utils._pytree.tree_leaves(n.meta.get("val")):
+            if isinstance(v, torch.Tensor) and v.device.type != "cpu":
+                return v.device
+    return torch.device("cpu")
+
+
 class Lowering:
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, device: torch.device | None = None):
         self.gm = gm
         self.example_inputs = list(example_inputs)
+        self.device = torch.device(device) if device is not None else graph_device(gm, self.example_inputs)
         self.nodes: list = []
         self.inputs: list = []
         self.constants: list = []
@@ -223,6 +239,12 @@ class Lowering:
         if fn is not None and not self._dtypes_supported(node):
             log_once(f"mend: {target} on unsupported dtypes lowered as an ATen call")
             fn = None
+        if fn is not None and not self._on_graph_device(node):
+            # the kernels and buffers of the graph live on self.device; a value made or read elsewhere (a CPU
+            # index built by torch.arange without device=, a CPU scalar tensor) stays with ATen, which keeps
+            # eager's device semantics
+            log_once(f"mend: {target} off the graph's device ({self.device}) lowered as an ATen call")
+            fn = None
         if fn is not None:
             args = tuple(self._arg(a) for a in node.args)
             kwargs = {k: self._arg(v) for k, v in node.kwargs.items()}
@@ -236,6 +258,29 @@ class Lowering:
                     res = self.maybe_realize(res, node)
                 return res
         return self.extern(node)
+
+    def _device_of_node(self, n):
+        if n.op == "get_attr":
+            t = getattr(self.gm, n.target, None)
+            return t.device if isinstance(t, torch.Tensor) else None
+        if n.op == "placeholder":
+            v = meta_of(n)
+            if v is None:
+                i = [p for p in self.gm.graph.nodes if p.op == "placeholder"].index(n)
+                v = self.example_inputs[i] if i < len(self.example_inputs) else None
+            return v.device if isinstance(v, torch.Tensor) else None
+        return None
+
+    def _on_graph_device(self, node) -> bool:
+        vals = [v for v in torch.utils._pytree.tree_leaves(meta_of(node)) if isinstance(v, torch.Tensor)]
+        devices = [v.device for v in vals]
+        for a in torch.utils._pytree.tree_leaves((node.args, node.kwargs)):
+            if isinstance(a, torch.fx.Node):
+                v = meta_of(a)
+                d = v.device if isinstance(v, torch.Tensor) else self._device_of_node(a)
+                if d is not None:
+                    devices.append(d)
+        return all(d == self.device for d in devices)
 
     def _dtypes_supported(self, node) -> bool:
         vals = torch.utils._pytree.tree_leaves(meta_of(node))

@@ -290,7 +290,7 @@ class TritonLauncher:
 
     def _choose(self, tensors):
         configs = list(self.plan.configs)
-        dev = next((t.device for t in tensors if isinstance(t, torch.Tensor)), torch.device("cpu"))
+        dev = next((t.device for t in reversed(tensors) if isinstance(t, torch.Tensor)), torch.device("cpu"))
         numel = self.xnumel * max(self.plan.rnumel, 1)
         if (len(configs) == 1 or dev.type != "cuda" or interpret_mode() or not autotune_enabled()
                 or numel < AUTOTUNE_MIN_NUMEL):
@@ -361,7 +361,7 @@ class TritonSplitLauncher:
 
     def _launch(self, tensors) -> None:
         p, c, d = self.plan, self.config, self.plan.done_config
-        dev = tensors[0].device if tensors else torch.device("cuda")
+        dev = tensors[-1].device if tensors else torch.device("cuda")  # an output: the graph's device
         ws = [torch.empty(p.nsplit * p.xnumel, dtype=dt, device=dev) for _, dt in self.workspaces]
         args = list(tensors) + ws
         g1 = ((p.xnumel + c.XBLOCK - 1) // c.XBLOCK, p.nsplit)
