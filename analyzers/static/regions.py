@@ -161,7 +161,10 @@ class Project:
         self._module_cache[key] = result
         return result
 
-    def resolve_ref(self, ref: Ref, s: FileSummary, fn: FuncInfo | None) -> list[tuple[FileSummary, FuncInfo]]:
+    def resolve_ref(self, ref: Ref, s: FileSummary, fn: FuncInfo | None,
+                    construct: bool = False) -> list[tuple[FileSummary, FuncInfo]]:
+        """The functions ``ref`` may call. With ``construct`` (``ref`` is the callee of a call), calling
+        an ``nn.Module`` class of the tree runs its ``__init__``, which Dynamo traces."""
         kind = ref[0]
         out: list[tuple[FileSummary, FuncInfo]] = []
         cls = _owner_class(s, fn)
@@ -169,6 +172,18 @@ class Project:
             r = self.resolve(ref[1], s.path)
             if r is not None and r[1] == "func":
                 out.append((r[0], r[0].functions[r[2]]))
+            elif construct and r is not None and r[1] == "class" and self.is_module_class(r[0], r[2]):
+                m = self.method(r[0], r[2], "__init__")
+                if m:
+                    out.append(m)
+        elif kind == "selfattrm" and cls and len(ref) == 3:
+            # `self.encoder.set_attention_type(...)`, `layer.reset()` over `self.layers`
+            for q in self._attr_classes(s, cls, ref[1]):
+                r = self._class_ref(q, s)
+                if r is not None:
+                    m = self.method(r[0], r[1], ref[2])
+                    if m:
+                        out.append(m)
         elif kind == "self" and cls:
             m = self.method(s, cls, ref[1])
             if m:
@@ -261,7 +276,7 @@ class Project:
             traced = self.traced.setdefault(s.path, {})
             traced.setdefault(fn.id, TracedFunction(s.path, fn.id, fn.line, fn.end_line, reason, root))
             for site in fn.calls:
-                for ts, tf in self.resolve_ref(site.ref, s, fn):
+                for ts, tf in self.resolve_ref(site.ref, s, fn, construct=True):
                     if not tf.disabled and (ts.path, tf.id) not in seen:
                         work.append((ts, tf, f"called from {fn.id}", False))
 
@@ -287,7 +302,7 @@ class Project:
     def disabled_calls(self, s: FileSummary, fn: FuncInfo) -> list:
         out = []
         for site in fn.calls:
-            for ts, tf in self.resolve_ref(site.ref, s, fn):
+            for ts, tf in self.resolve_ref(site.ref, s, fn, construct=True):
                 if tf.disabled:
                     out.append((site, tf))
                     break
@@ -311,13 +326,13 @@ class Project:
         self._break_memo[key] = None  # cycle guard
         result = None
         for f in self._findings_of(s, fn.id):
-            if RULES[f.code].kind in ("break", "frame-skip") and all(
+            if RULES[f.code].kind in ("break", "frame-skip") and "mode" not in f.data and all(
                     self.ref_is(ref, what, s, fn) for what, ref in f.requires):
                 result = (s.path.removeprefix("<dependency>"), f.line, f.code)
                 break
         if result is None and depth < 50:
             for site in fn.calls:
-                for ts, tf in self.resolve_ref(site.ref, s, fn):
+                for ts, tf in self.resolve_ref(site.ref, s, fn, construct=True):
                     r = (s.path.removeprefix("<dependency>"), site.line, "MND504") if tf.disabled else \
                         self.first_break(ts, tf, depth + 1)
                     if r is not None:
@@ -342,7 +357,7 @@ class Project:
                 if not (start <= site.line <= end):
                     continue
                 hit = None
-                for ts, tf in self.resolve_ref(site.ref, s, fn):
+                for ts, tf in self.resolve_ref(site.ref, s, fn, construct=True):
                     r = (s.path, site.line, "MND504") if tf.disabled else self.first_break(ts, tf)
                     if r is not None:
                         hit = (tf, r)

@@ -388,6 +388,7 @@ class FunctionWalker:
         self._seen: set[tuple[str, int, int]] = set()
         self.config_flags = mod.config_flags | mod.patched.get(info.id, frozenset())
         self.loop_depth = 0
+        self.mode_guards: list[str] = []  # enclosing `if self.training:`-style conditions
         self._with_items: set[int] = set()
         self._params()
 
@@ -404,8 +405,40 @@ class FunctionWalker:
         if key in self._seen:
             return
         self._seen.add(key)
-        self.findings.append(Finding(code, message or RULES[code].summary, line, col, end_line, end_col,
-                                     self.info.id, requires, dict(data)))
+        data = dict(data)
+        message = message or RULES[code].summary
+        if self.mode_guards and "mode" not in data:
+            data["mode"] = self.mode_guards[-1]
+            message += f" (only when `{self.mode_guards[-1]}`)"
+        self.findings.append(Finding(code, message, line, col, end_line, end_col, self.info.id, requires, data))
+
+    def mode_test(self, expr: ast.AST) -> str | None:
+        """The text of ``expr`` when it tests a *mode* the analyzer cannot see: ``self.training``
+        (train vs eval) or a dtype (``x.dtype == torch.float16``, ``x.is_floating_point()``)."""
+        e = expr.operand if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not) else expr
+        if isinstance(e, ast.Attribute) and e.attr == "training" and self.is_self_attr(e):
+            return ast.unparse(expr)
+        if isinstance(e, ast.Compare):
+            for o in (e.left, *e.comparators):
+                if isinstance(o, ast.Attribute) and o.attr == "dtype":
+                    return ast.unparse(expr)
+        if (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
+                and e.func.attr in ("is_floating_point", "is_complex")):
+            return ast.unparse(expr)
+        return None
+
+    def mode_prefixed(self, test: ast.AST) -> str | None:
+        """For ``a and b and <tensor condition>``: the first mode test among the operands before the
+        first tensor-valued one. The tensor condition is evaluated (and breaks) only in that mode."""
+        if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+            return None
+        for v in test.values:
+            if self.kind(v) == tk.T:
+                return None
+            m = self.mode_test(v)
+            if m is not None:
+                return m
+        return None
 
     def _config_silenced(self, node: ast.AST) -> set[str]:
         """Rules that do not break under the Dynamo config flags in effect (verified in the fixtures)."""
@@ -546,8 +579,15 @@ class FunctionWalker:
         if isinstance(e, ast.Compare):
             if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in e.ops):
                 return tk.N
-            kinds = [self.kind(e.left), *(self.kind(c) for c in e.comparators)]
-            return tk.T if tk.T in kinds else tk.N
+            operands = [e.left, *e.comparators]
+            kinds = [self.kind(o) for o in operands]
+            if tk.T in kinds:
+                return tk.T
+            if tk.M in kinds and all(k == tk.M or _is_number(o) for o, k in zip(operands, kinds)):
+                # `mask > 0` on a maybe-tensor is a maybe-tensor (a mask): enough for `.item()`-style
+                # method rules on it, never for truthiness rules
+                return tk.M
+            return tk.N
         if isinstance(e, ast.BoolOp):
             kinds = [self.kind(v) for v in e.values]
             return tk.T if tk.T in kinds else tk.N
@@ -624,6 +664,7 @@ class FunctionWalker:
     def walk(self) -> None:
         self.block(self.node.body)
         self._frame_skip_findings()
+        self._constructor_finding()
         self.mod.summary.findings.extend(self.findings)
 
     def block(self, body: list[ast.stmt]) -> None:
@@ -654,7 +695,14 @@ class FunctionWalker:
                 return _terminates(s.orelse)
             self.dispatch("if", s)
             self.expr(s.test)
+            mode = self.mode_test(s.test)
+            if mode is None:
+                mode = self.mode_prefixed(s.test)
+            if mode is not None:
+                self.mode_guards.append(mode)
             self.block(s.body)
+            if mode is not None:
+                self.mode_guards.pop()
             self.block(s.orelse)
             return False
         if isinstance(s, ast.While):
@@ -671,6 +719,13 @@ class FunctionWalker:
                 self.env[n] = tk.T if ik == tk.T else tk.N
                 if attr and self.facts and attr in self.facts.module_attrs:
                     self.loop_vars[n] = attr
+            it = s.iter
+            if (isinstance(it, ast.Call) and len(it.args) == 1 and self.qualify(it.func) == "builtins.enumerate"
+                    and isinstance(s.target, ast.Tuple) and len(s.target.elts) == 2
+                    and isinstance(s.target.elts[1], ast.Name)):
+                attr = self.is_self_attr(it.args[0])
+                if attr and self.facts and attr in self.facts.module_attrs:
+                    self.loop_vars[s.target.elts[1].id] = attr  # `for i, layer in enumerate(self.layers)`
             self._loop(s, s.body)
             self.block(s.orelse)
             return False
@@ -801,8 +856,13 @@ class FunctionWalker:
                 ref = ("selfattr", self.loop_vars[f.id])
         elif isinstance(f, ast.Attribute):
             attr = self.is_self_attr(f)
+            sub = self.is_self_attr(f.value)
             if attr is not None:
                 ref = ("selfattr", attr) if (self.facts and attr in self.facts.module_attrs) else ("self", attr)
+            elif sub is not None and self.facts and sub in self.facts.module_attrs:
+                ref = ("selfattrm", sub, f.attr)  # a method of a submodule: `self.encoder.reset()`
+            elif isinstance(f.value, ast.Name) and f.value.id in self.loop_vars:
+                ref = ("selfattrm", self.loop_vars[f.value.id], f.attr)  # `for layer in self.layers: layer.reset()`
             elif (isinstance(f.value, ast.Call) and isinstance(f.value.func, ast.Name)
                   and f.value.func.id == "super"):
                 ref = ("super", f.attr)
@@ -824,6 +884,25 @@ class FunctionWalker:
             line, col, end_line, end_col = self.mod.span(call)
             self.info.calls.append(CallSite(ref, line, col, end_line, end_col, self.loop_depth > 0))
 
+    def _constructor_finding(self) -> None:
+        """A module ``__init__`` that breaks (kept only when it is traced: constructed in compiled code)
+        breaks again at ``super().__init__()`` when Dynamo compiles the constructor frame on its own."""
+        if not (self.cls and self.info.name == "__init__"):
+            return
+        breaks = [f for f in self.findings if RULES[f.code].kind == "break" and "mode" not in f.data]
+        if not breaks:
+            return
+        first = min(f.line for f in breaks)
+        for stmt in self.node.body:
+            if stmt.lineno >= first:
+                return
+            v = stmt.value if isinstance(stmt, ast.Expr) else None
+            if (isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == "__init__"
+                    and isinstance(v.func.value, ast.Call) and isinstance(v.func.value.func, ast.Name)
+                    and v.func.value.func.id == "super"):
+                self.report("MND511", v, inner_line=first)
+                return
+
     def _frame_skip_findings(self) -> None:
         """A break inside ``try``, a loop, or a user ``@contextmanager`` makes Dynamo skip the frame."""
         for kind, node, start, end, requires in self.regions:
@@ -831,14 +910,23 @@ class FunctionWalker:
             line, col, _, _ = self.mod.span(node)
             self.info.regions.append((kind, line, col, body[0].lineno, body[-1].end_lineno or body[-1].lineno,
                                       tuple(requires)))
+            # a break that happens only in one mode (`if self.training:`) does not make the statement
+            # skip the frame in the other modes, and the statement runs in all of them: not reported
             inner = [f for f in self.findings[start:end] if RULES[f.code].kind == "break"]
+            code = {"try": "MND505", "loop": "MND506", "ctx": "MND508"}[kind]
+            what = {"try": "inside `try`", "loop": "inside a loop", "ctx": "inside a user @contextmanager"}[kind]
+            for f in inner:
+                if "mode" in f.data and "frame_skip" not in f.data:
+                    # said on the mode-only line itself, which runs only in that mode
+                    f.data["frame_skip"] = code
+                    f.message += (f"; {what} (line {line}) it makes Dynamo skip the whole frame "
+                                  f"({', '.join(RULES[code].registry_ids)})")
+            inner = [f for f in inner if "mode" not in f.data]
             if kind == "loop":
                 inner = [f for f in inner if not (f.code == "MND202" and f.line == node.lineno)]
             if not inner:
                 continue
             first = min(inner, key=lambda f: (len(f.requires), f.line, f.col))
-            code = {"try": "MND505", "loop": "MND506", "ctx": "MND508"}[kind]
-            what = {"try": "inside `try`", "loop": "inside a loop", "ctx": "inside a user @contextmanager"}[kind]
             msg = (f"{RULES[first.code].name} ({first.code}) at line {first.line} breaks the graph {what}: "
                    f"Dynamo cannot resume here and skips the whole frame ({', '.join(RULES[code].registry_ids)})")
             header = node
@@ -856,6 +944,12 @@ def _header_node(node: ast.AST) -> ast.AST:
     h.end_lineno = node.lineno
     h.end_col_offset = None
     return h  # type: ignore[return-value]
+
+
+def _is_number(e: ast.AST) -> bool:
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
+        e = e.operand
+    return isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) and not isinstance(e.value, bool)
 
 
 def _is_ptr_value(value: ast.AST, w: FunctionWalker) -> bool:

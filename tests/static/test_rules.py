@@ -30,7 +30,8 @@ CONTRACT = {
     "MND503": "data-ptr-or-id-arithmetic", "MND504": "call-to-compiler-disabled-function",
     "MND505": "graph-break-inside-try", "MND506": "graph-break-inside-loop",
     "MND507": "unsupported-context-manager", "MND508": "graph-break-inside-user-contextmanager",
-    "MND509": "explicit-graph-break", "MND510": "untraceable-builtin-call", "MND901": "syntax-error",
+    "MND509": "explicit-graph-break", "MND510": "untraceable-builtin-call",
+    "MND511": "breaking-module-constructor", "MND901": "syntax-error",
     "MND902": "unreadable-file",
 }
 
@@ -276,3 +277,160 @@ def test_project_index_api(tmp_path):
     assert project.function_at(path, 5).qualname == "helper"
     kinds = [(c.line, c.kind) for c in project.compile_boundaries(path)]
     assert kinds == [(7, "decorator"), (14, "call")]
+
+
+def _diags(src: str) -> list:
+    return check_source(textwrap.dedent(src), "m.py", Config())
+
+
+LAYERDROP = """
+    import torch
+    from torch import nn
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+            self.layerdrop = 0.1
+
+        def forward(self, x):
+            for layer in self.layers:
+                if self.training:
+                    p = torch.rand([])
+                    if p < self.layerdrop:
+                        continue
+                x = layer(x)
+            return x
+"""
+
+
+def test_training_only_break_is_reported_on_its_line_not_on_the_loop():
+    found = _diags(LAYERDROP)
+    assert [(d.line, d.code) for d in found] == [(15, "MND201")]
+    d = found[0]
+    assert d.data["mode"] == "self.training" and d.data["frame_skip"] == "MND506"
+    assert "only when `self.training`" in d.message and "skip the whole frame" in d.message
+
+
+def test_training_only_break_in_a_helper_called_from_a_loop_makes_no_frame_skip():
+    src = """
+        import torch
+        from torch import nn
+
+        class Block(nn.Module):
+            def maybe_drop(self, x):
+                if self.training:
+                    if torch.rand([]) < 0.1:
+                        return x * 0
+                return x
+
+            def forward(self, x):
+                for _ in range(2):
+                    x = self.maybe_drop(x)
+                return x
+    """
+    assert [(d.line, d.code) for d in _diags(src)] == [(8, "MND201")]
+
+
+@pytest.mark.parametrize("prefix", ["h.dtype == torch.float16", "self.training", "h.is_floating_point()"])
+def test_tensor_condition_behind_a_mode_test_is_not_reported(prefix):
+    src = f"""
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, h):
+                if {prefix} and not torch.isfinite(h).all():
+                    h = h.clamp(-1.0, 1.0)
+                return h
+    """
+    assert check(src) == []
+
+
+def test_tensor_condition_before_a_mode_test_is_reported():
+    src = """
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, h):
+                if not torch.isfinite(h).all() and h.dtype == torch.float16:
+                    h = h.clamp(-1.0, 1.0)
+                return h
+    """
+    assert check(src) == [(7, "MND201")]
+
+
+def test_item_on_a_method_chain_of_a_compared_maybe_tensor():
+    src = """
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, x, attention_mask=None, mode=None):
+                is_global = attention_mask > 0
+                flag = is_global.flatten().any().item()
+                if mode == "fast":
+                    x = x * 2
+                named = mode == "x"
+                if flag:
+                    x = x + 1
+                return x
+    """
+    assert check(src) == [(8, "MND301")]
+
+
+def test_module_constructed_through_submodule_method_helpers():
+    src = """
+        import torch
+        from torch import nn
+
+        class Full(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.q = nn.Linear(4, 4)
+
+        class Attn(nn.Module):
+            def switch(self):
+                self.inner = Full()
+
+        class Enc(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([Attn()])
+
+            def switch(self):
+                for i, layer in enumerate(self.layers):
+                    layer.switch()
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = Enc()
+
+            def forward(self, x):
+                self.enc.switch()
+                return x
+    """
+    assert check(src) == [(7, "MND511"), (8, "MND502"), (20, "MND506")]
+
+
+def test_module_class_constructed_in_init_is_not_traced():
+    src = """
+        import torch
+        from torch import nn
+
+        class Full(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.q = nn.Linear(4, 4)
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.full = Full()
+
+            def forward(self, x):
+                return self.full.q(x)
+    """
+    assert check(src) == []

@@ -18,7 +18,9 @@ register(
             Finds `if` statements and conditional expressions whose condition is a tensor value
             (`if x.sum() > 0:`, `if mask.any():`, also through locals: `n = x.sum(); if n > 0:`).
             Conditions on shapes, dtypes, `None`, `self.training` or `isinstance` are static and are
-            not reported.
+            not reported. A tensor condition behind a dtype or `self.training` test in an `and` chain
+            (`if h.dtype == torch.float16 and not torch.isfinite(h).all():`) is evaluated, and breaks,
+            only for that dtype or mode, which the analyzer cannot see: it is not reported.
         """,
         why="""
             The branch taken depends on data Dynamo does not know at trace time, so it ends the graph
@@ -119,8 +121,8 @@ def _raises(body: list[ast.stmt]) -> bool:
 
 @checker("if")
 def data_dependent_if(w, node: ast.If) -> None:
-    if w.kind(node.test) != tk.T:
-        return
+    if w.kind(node.test) != tk.T or w.mode_prefixed(node.test):
+        return  # `x.dtype == torch.float16 and <tensor test>`: breaks only for that dtype (or mode)
     if _raises(node.body):
         w.report("MND203", node.test)
     else:
@@ -129,12 +131,12 @@ def data_dependent_if(w, node: ast.If) -> None:
 
 @checker("ifexp")
 def data_dependent_ifexp(w, node: ast.IfExp) -> None:
-    if w.kind(node.test) == tk.T:
+    if w.kind(node.test) == tk.T and not w.mode_prefixed(node.test):
         w.report("MND201", node.test, "conditional expression on a tensor value: Dynamo cannot trace "
                                       "data-dependent branching and breaks the graph")
 
 
 @checker("while")
 def data_dependent_while(w, node: ast.While) -> None:
-    if w.kind(node.test) == tk.T:
+    if w.kind(node.test) == tk.T and not w.mode_prefixed(node.test):
         w.report("MND202", node.test)

@@ -286,6 +286,48 @@ register(
                     return x + PID
         """,),
     ),
+    Rule(
+        "MND511", "breaking-module-constructor",
+        "`nn.Module` constructed in compiled code breaks in its `__init__`: Dynamo then compiles the "
+        "constructor on its own and breaks again on the uninitialized module",
+        ("GB0119",), "break",
+        what="""
+            Finds `super().__init__()` in the `__init__` of a module class of the checked tree that is
+            constructed in traced code (directly or through helpers such as `set_attention_type`) and
+            whose `__init__` breaks the graph (typically MND502: it creates parameters).
+        """,
+        why="""
+            After the first break inside the inlined constructor, the constructor runs as its own frame,
+            which Dynamo compiles too; there `self` is not an initialized module yet and Dynamo breaks
+            at `super().__init__()` (GB0119 "Uninitialized nn.Module").
+        """,
+        use_instead="Construct modules in `__init__` (or before compiling), never in `forward`.",
+        invalid=(_HDR + """
+            class Proj(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = nn.Linear(4, 4)
+
+            class M(nn.Module):
+                def forward(self, x):
+                    self.proj = Proj()
+                    return x.sin()
+        """,),
+        valid=(_HDR + """
+            class Proj(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = nn.Linear(4, 4)
+
+            class M(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.proj = Proj()
+
+                def forward(self, x):
+                    return self.proj(x)
+        """,),
+    ),
 )
 
 PARAM_MODULES = frozenset(
