@@ -1,11 +1,12 @@
 """The CPU generator: render every kernel of a graph into one C++ translation unit, build it (cached) and
-bind each ``extern "C"`` kernel as a ctypes function taking data pointers."""
+bind each ``extern "C"`` kernel as a ctypes function taking data pointers. Each kernel is rendered once;
+the unit and the per-kernel units built to isolate a kernel g++ rejects reuse those bodies."""
 
 from __future__ import annotations
 
 from .. import ir, runtime_cpp
 from . import KernelCompileError
-from .cpp import render_graph, render_kernel
+from .cpp import PRELUDE, render_kernel
 
 
 def _bind(lib, kernels):
@@ -13,21 +14,27 @@ def _bind(lib, kernels):
             for k in kernels}
 
 
+def _unit(bodies: list[str]) -> str:
+    """The same text as ``cpp.render_graph`` of those kernels (so the build cache keys are unchanged)."""
+    return "\n\n".join([PRELUDE, *bodies]) + "\n"
+
+
 class CppGenerator:
     name = "cpp"
 
     def compile(self, kernels: list[ir.Kernel], dump) -> dict:
         good, bad, errors = [], [], []
+        bodies: dict[str, str] = {}
         for k in kernels:
             try:
-                render_kernel(k)
+                bodies[k.name] = render_kernel(k)
                 good.append(k)
             except NotImplementedError as exc:
                 bad.append(k.name)
                 errors.append(f"{k.name}: {exc}")
         out = {}
         if good:
-            src = render_graph(good)
+            src = _unit([bodies[k.name] for k in good])
             dump.write("kernels.cpp", src)
             try:
                 out = _bind(runtime_cpp.load(runtime_cpp.build(src)), good)
@@ -36,12 +43,12 @@ class CppGenerator:
                 ok = []
                 for k in good:  # find the kernels that do not build; keep the others
                     try:
-                        runtime_cpp.build(render_graph([k]))
+                        runtime_cpp.build(_unit([bodies[k.name]]))
                         ok.append(k)
                     except runtime_cpp.CompileError:
                         bad.append(k.name)
                 if ok:
-                    out = _bind(runtime_cpp.load(runtime_cpp.build(render_graph(ok))), ok)
+                    out = _bind(runtime_cpp.load(runtime_cpp.build(_unit([bodies[k.name] for k in ok]))), ok)
         if bad:
             err = KernelCompileError(f"kernels {bad} not built: " + "; ".join(errors)[:2000], bad)
             err.partial = out
