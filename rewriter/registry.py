@@ -64,9 +64,17 @@ _INFO = {
                "elementwise, bounded-derivative function (clamp, nan_to_num, masked_fill, +, -) of the "
                "name it replaces; otherwise **unsafe** (torch.where broadcasts; equal shapes and dtypes "
                "cannot be proven). When a gradient could be infinite on the unselected side, the "
-               "original code is kept under `torch.is_grad_enabled()`. Declines: calls that may have "
-               "effects (a torch.cond rewrite is not automated), nested statements, `x += ...`, names "
-               "first defined inside the branch, non-tensor values, `torch.equal` conditions."),
+               "original code is kept under `torch.is_grad_enabled()`. A plain `if`/`else` whose "
+               "assignments call submodules (`self.m(...)`) becomes `torch.cond` under compile: each "
+               "branch is a local function closing over its inputs and returning the names read after "
+               "the `if`; eager keeps the original `if` behind `torch.compiler.is_compiling()`. "
+               "**Unsafe**: both branches must give the same dtypes (a mismatch fails at compile time), "
+               "outputs that alias an input fail to trace (bare names are cloned), and parameters of the "
+               "branch not taken get zero gradients instead of None (optimizers with momentum or weight "
+               "decay then update them). Declines: calls other than torch/F./tensor methods/submodules, "
+               "nested statements, `x += ...`, names first defined inside an else-less branch, "
+               "non-tensor values, `elif` chains or `return` with submodule calls, `torch.equal` "
+               "conditions."),
     "MND203": ("sometimes", "unsafe", "validation guard -> torch._assert_async with the exception restored",
                "Eager keeps the original `if ...: raise E(msg)` (behind "
                "`if not torch.compiler.is_compiling():`); compiled code runs "

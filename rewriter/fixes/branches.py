@@ -18,6 +18,22 @@ of the name it replaces; otherwise it is unsafe (broadcasting and shapes cannot 
 value's gradient could be infinite on the unselected side, the original code is kept under
 ``torch.is_grad_enabled()`` (GraphMend's gate), so autograd sees exactly the original branch.
 
+Branches whose assignments call submodules (``self.m(...)``; otherwise only what ``is_pure``
+allows) cannot be predicated, since both sides would run. A plain ``if``/``else`` (or else-less
+``if``) of assignments becomes, under compile only::
+
+    if not torch.compiler.is_compiling():
+        <the original if>                    # eager: unchanged
+    else:
+        def _mend_trueN():  ...; return (a, b)   # assigned names renamed, outputs = names read after
+        def _mend_falseN(): ...; return (a.clone(), b)
+        a, b = torch.cond(cond, _mend_trueN, _mend_falseN, ())
+
+The branch functions close over their inputs (no operands, so no tensor proof is needed for them);
+an output computed by no call in a branch is cloned, since torch.cond rejects outputs aliasing its
+inputs. Always unsafe: dtypes of the two sides must agree, views of inputs fail to trace, and
+parameters of the branch not taken receive zero gradients rather than None (measured, torch 2.13).
+
 Validation (MND203): ``if <tensor cond>: raise E("literal")`` with a builtin exception becomes::
 
     if not torch.compiler.is_compiling():
@@ -251,6 +267,7 @@ def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFac
             follow_return = _next_return(ctx, node)
             if follow_return is None:
                 raise _Declined("the branches return but the code after the `if` does not")
+    needs_cond = False
     for b in all_bodies:
         for s in b[:-1] if (b and isinstance(b[-1], cst.Return)) else b:
             if isinstance(s, cst.Return):
@@ -267,13 +284,25 @@ def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFac
                 if len(s.targets) != 1 or not isinstance(s.targets[0].target, cst.Name):
                     raise _Declined("only assignments to plain names are predicated")
                 if not facts.is_pure(s.value):
-                    raise _Declined(f"`{code(s.value)}` has calls mend cannot prove side-effect free "
-                                    "(a torch.cond rewrite is not automated)")
+                    if not _cond_pure(facts, s.value):
+                        raise _Declined(f"`{code(s.value)}` has calls mend cannot prove side-effect free "
+                                        "(only torch/F./tensor-method calls and submodule calls "
+                                        "`self.m(...)` can move into torch.cond)")
+                    needs_cond = True
                 if is_container_or_none(s.value):
                     raise _Declined(f"`{code(s.value)}` is not a tensor value")
     for test, _ in branches:
         if not facts.is_pure(_drop_item(test)):
             raise _Declined("the condition has calls mend cannot prove side-effect free")
+
+    if needs_cond:
+        if any(ends_in_return):
+            raise _Declined("a branch with submodule calls returns; torch.cond is applied only to "
+                            "branches that assign names")
+        if len(branches) != 1 or static_prefix:
+            raise _Declined("branches with submodule calls are moved into torch.cond only for a "
+                            "plain `if`/`else` (no elif, no static `and` prefix)")
+        return _fix_cond(ctx, diag, node, facts, lower(branches[0][0]), bodies[0], else_stmts, torch, imports)
 
     conds = [lower(test) for test, _ in branches]
     stmt_texts: list[str] = []
@@ -296,7 +325,9 @@ def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFac
             raise _Declined("a branch returns a non-tensor value")
         for v in ret_vals:
             if not facts.is_pure(v):
-                raise _Declined(f"`{code(v)}` has calls mend cannot prove side-effect free")
+                hint = (" (a branch that returns is not moved into torch.cond; assign the value and "
+                        "return it after the `if`)") if _cond_pure(facts, v) else ""
+                raise _Declined(f"`{code(v)}` has calls mend cannot prove side-effect free{hint}")
         assigned: dict[str, int] = {}
         for b in all_bodies:
             for s in b[:-1]:
@@ -386,6 +417,101 @@ def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFac
     if needs_grad_gate:
         msg += " (original kept when grad is enabled)"
     return Plan(diag, msg, "safe" if safe else "unsafe", edits, imports=imports)
+
+
+def _cond_pure(facts: FunctionFacts, expr: cst.BaseExpression) -> bool:
+    """Pure as ``facts.is_pure`` allows, plus calls of submodules ``self.m(...)``."""
+    for n in walk(expr):
+        if isinstance(n, (cst.Yield, cst.Await, cst.NamedExpr, cst.Lambda)):
+            return False
+        if isinstance(n, cst.Call) and not facts._pure_call(n):
+            f = n.func
+            if not (isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == "self"
+                    and f.attr.value in facts.module_attrs):
+                return False
+    return True
+
+
+class _Rename(cst.CSTTransformer):
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
+        return updated_node.with_changes(value=self.names.get(updated_node.value, updated_node.value))
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
+        return updated_node.with_changes(attr=original_node.attr)
+
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
+        return updated_node.with_changes(keyword=original_node.keyword)
+
+
+def _branch_function(name: str, stmts: list, outputs: list[str]) -> str:
+    """A zero-argument function running ``stmts`` and returning ``outputs``.
+
+    Names assigned in the branch are renamed (``_mend_x``) from their first assignment on, so the
+    nested function reads the enclosing value before it (no UnboundLocalError) and never rebinds
+    it. An output the branch does not compute from a call is cloned: torch.cond rejects a branch
+    output that aliases an input or a closed-over tensor.
+    """
+    renamed: dict[str, str] = {}
+    lines = []
+    last_value: dict[str, cst.BaseExpression] = {}
+    for s in stmts:
+        if _is_pass(s):
+            continue
+        value = s.value.visit(_Rename(dict(renamed)))
+        target = s.targets[0].target.value
+        renamed[target] = f"_mend_{target}"
+        last_value[target] = strip_parens(s.value)
+        lines.append(f"    {renamed[target]} = {code(value)}")
+    rets = []
+    for o in outputs:
+        v = last_value.get(o)
+        ref = renamed.get(o, o)
+        rets.append(ref if isinstance(v, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)) else f"{ref}.clone()")
+    lines.append(f"    return ({', '.join(rets)}{',' if len(rets) == 1 else ''})")
+    return f"def {name}():\n" + "\n".join(lines) + "\n"
+
+
+def _fix_cond(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFacts, cond: str,
+              body: list, else_stmts: list | None, torch: str, imports: list) -> Plan:
+    """``if c: A else: B`` with submodule calls -> ``torch.cond`` under compile; eager keeps the if."""
+    live_after = _names_read_after(ctx, node, facts)
+    outputs: list[str] = []
+    for b in [body] + ([else_stmts] if else_stmts is not None else []):
+        for s in b:
+            if isinstance(s, cst.Assign):
+                n = s.targets[0].target.value
+                if n in live_after and n not in outputs:
+                    outputs.append(n)
+    if not outputs:
+        raise _Declined("the branches assign nothing that is read after the `if`")
+    branches = [body] + ([else_stmts] if else_stmts is not None else [[]])
+    for n in outputs:
+        if not _defined_before(ctx, facts, n, node) and not all(_assigns(b, n) for b in branches):
+            raise _Declined(f"`{n}` is not defined before the `if` and not assigned in every branch, "
+                            "so torch.cond has no value for it on one side")
+        values = [s.value for b in branches for s in b if isinstance(s, cst.Assign)
+                  and s.targets[0].target.value == n]
+        if not (n in facts.tensor_names or any(facts.is_tensor(v) for v in values)):
+            raise _Declined(f"cannot prove `{n}` holds a tensor (torch.cond outputs must be tensors)")
+    true_fn, false_fn = ctx.fresh("true"), ctx.fresh("false")
+    targets = ", ".join(outputs) + ("," if len(outputs) == 1 else "")
+    texts = [
+        _branch_function(true_fn, body, outputs),
+        _branch_function(false_fn, else_stmts or [], outputs),
+        f"{targets} = {torch}.cond({cond}, {true_fn}, {false_fn}, ())\n",
+    ]
+    compiled = [parse_stmt(t) for t in texts]
+    split = cst.If(
+        test=parse_expr(f"not {torch}.compiler.is_compiling()"),
+        body=cst.IndentedBlock(body=[node.with_changes(leading_lines=[])]),
+        orelse=cst.Else(body=cst.IndentedBlock(body=compiled)),
+        leading_lines=node.leading_lines,
+    )
+    return Plan(diag, "data-dependent branch with submodule calls -> torch.cond under compile "
+                      "(eager keeps the if)", "unsafe", [(node, split)], imports=imports)
 
 
 def _comments_of(node: cst.If) -> list[cst.EmptyLine]:

@@ -17,6 +17,51 @@ CASES = {
                 x = layer(x)
             return x
         """, "cannot prove side-effect free"),
+    "torch.cond: helper method is not a submodule": ("MND201", 7, """
+        import torch
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+            def forward(self, x: torch.Tensor):
+                if x.sum() > 0:
+                    x = self.helper(x)
+                return x
+        """, "can move into torch.cond"),
+    "torch.cond: output first defined in the branch": ("MND201", 8, """
+        import torch
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = torch.nn.Linear(4, 4)
+            def forward(self, x: torch.Tensor):
+                if x.sum() > 0:
+                    y = self.proj(x)
+                return y
+        """, "not assigned in every branch"),
+    "torch.cond: elif chain": ("MND201", 8, """
+        import torch
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = torch.nn.Linear(4, 4)
+            def forward(self, x: torch.Tensor):
+                if x.sum() > 0:
+                    x = self.proj(x)
+                elif x.sum() < -1:
+                    x = x * 2
+                return x
+        """, "no elif"),
+    "torch.cond: branch returns": ("MND201", 8, """
+        import torch
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = torch.nn.Linear(4, 4)
+            def forward(self, x: torch.Tensor):
+                if x.sum() > 0:
+                    return self.proj(x)
+                return x
+        """, "not moved into torch.cond"),
     "augmented assignment": ("MND201", 4, """
         import torch
         def f(x: torch.Tensor):
