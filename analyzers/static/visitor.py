@@ -383,6 +383,7 @@ class FunctionWalker:
         self.compiled_root = info.compiled or (info.parent is None and not info.cls
                                                and info.name in mod.compiled_names)
         self.loop_vars: dict[str, str] = {}  # loop variable -> self attribute it iterates
+        self.method_loop_vars: dict[str, str] = {}  # the same, through enumerate(): for method calls only
         self.regions: list[tuple[str, ast.AST, int, int, tuple]] = []  # (kind, node, start, end, requires)
         self.findings: list[Finding] = []
         self._seen: set[tuple[str, int, int]] = set()
@@ -426,6 +427,17 @@ class FunctionWalker:
                 and e.func.attr in ("is_floating_point", "is_complex")):
             return ast.unparse(expr)
         return None
+
+    def mode_guard(self, test: ast.AST) -> str | None:
+        """The mode test that an ``if`` body runs under: ``if self.training:``, ``if self.training and
+        self.layerdrop > 0:``, ``if h.dtype == torch.float16 and <tensor test>:``."""
+        m = self.mode_test(test)
+        if m is None and isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            for v in test.values:
+                m = self.mode_test(v)
+                if m is not None:
+                    break
+        return m
 
     def mode_prefixed(self, test: ast.AST) -> str | None:
         """For ``a and b and <tensor condition>``: the first mode test among the operands before the
@@ -614,12 +626,19 @@ class FunctionWalker:
                 return tk.T if tk.T in kinds else (tk.S if tk.S in kinds else tk.N)
             if q.startswith("math."):
                 return tk.S if any(self.kind(a) in (tk.T, tk.S) for a in e.args) else tk.N
+            if (q.split(".", 1)[0] not in NOT_TENSOR_LIBS
+                    and any(self.kind(a) in (tk.T, tk.M) for a in (*e.args, *(k.value for k in e.keywords)))):
+                # a helper of the project or a library applied to a tensor: maybe a tensor (enough for
+                # `.item()`-style method rules on its result, never for truthiness rules)
+                return tk.M
             return tk.N
         if isinstance(f, ast.Attribute):
             attr = self.is_self_attr(f)
             if attr is not None:
                 if self.facts and attr in self.facts.module_attrs:
                     return tk.T
+                if any(self.kind(a) in (tk.T, tk.M) for a in (*e.args, *(k.value for k in e.keywords))):
+                    return tk.M  # `mask = self._merge_masks(mask, other)`: maybe a tensor
                 return tk.N
             base = self.kind(f.value)
             if base in (tk.T, tk.M):
@@ -655,8 +674,15 @@ class FunctionWalker:
                 for t, v in zip(target.elts, value.elts):
                     self._assign(t, v, self.kind(v))
             else:
+                passed = set()
+                if isinstance(value, ast.Call):
+                    passed = {a.id for a in (*value.args, *(k.value for k in value.keywords))
+                              if isinstance(a, ast.Name) and self.env.get(a.id) in (tk.T, tk.M)}
                 for i, t in enumerate(target.elts):
-                    self._assign(t, None, kind if kind == tk.T else tk.N)
+                    k = kind if kind == tk.T else tk.N
+                    if k == tk.N and isinstance(t, ast.Name) and t.id in passed:
+                        k = tk.M  # `mask, x = pad(mask=mask, x=x)`: a tensor passed through a helper
+                    self._assign(t, None, k)
                     if isinstance(t, ast.Name) and isinstance(value, ast.Call):
                         self.local_values[t.id] = (value, i)
 
@@ -695,9 +721,7 @@ class FunctionWalker:
                 return _terminates(s.orelse)
             self.dispatch("if", s)
             self.expr(s.test)
-            mode = self.mode_test(s.test)
-            if mode is None:
-                mode = self.mode_prefixed(s.test)
+            mode = self.mode_guard(s.test)
             if mode is not None:
                 self.mode_guards.append(mode)
             self.block(s.body)
@@ -725,7 +749,10 @@ class FunctionWalker:
                     and isinstance(s.target.elts[1], ast.Name)):
                 attr = self.is_self_attr(it.args[0])
                 if attr and self.facts and attr in self.facts.module_attrs:
-                    self.loop_vars[s.target.elts[1].id] = attr  # `for i, layer in enumerate(self.layers)`
+                    # `for i, layer in enumerate(self.layers): layer.reset()`; only for method calls: a
+                    # break reached through `layer(x)` depends on the layer's inputs, which the
+                    # transitive frame-skip check cannot see
+                    self.method_loop_vars[s.target.elts[1].id] = attr
             self._loop(s, s.body)
             self.block(s.orelse)
             return False
@@ -863,6 +890,8 @@ class FunctionWalker:
                 ref = ("selfattrm", sub, f.attr)  # a method of a submodule: `self.encoder.reset()`
             elif isinstance(f.value, ast.Name) and f.value.id in self.loop_vars:
                 ref = ("selfattrm", self.loop_vars[f.value.id], f.attr)  # `for layer in self.layers: layer.reset()`
+            elif isinstance(f.value, ast.Name) and f.value.id in self.method_loop_vars:
+                ref = ("selfattrm", self.method_loop_vars[f.value.id], f.attr)
             elif (isinstance(f.value, ast.Call) and isinstance(f.value.func, ast.Name)
                   and f.value.func.id == "super"):
                 ref = ("super", f.attr)
@@ -944,6 +973,12 @@ def _header_node(node: ast.AST) -> ast.AST:
     h.end_lineno = node.lineno
     h.end_col_offset = None
     return h  # type: ignore[return-value]
+
+
+NOT_TENSOR_LIBS = frozenset(
+    "builtins numpy np math cmath random os sys time datetime logging warnings json re collections itertools "
+    "functools typing copy inspect operator dataclasses enum abc contextlib threading pickle struct hashlib "
+    "zlib string textwrap pathlib io".split())
 
 
 def _is_number(e: ast.AST) -> bool:

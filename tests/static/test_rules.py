@@ -434,3 +434,32 @@ def test_module_class_constructed_in_init_is_not_traced():
                 return self.full.q(x)
     """
     assert check(src) == []
+
+
+def test_layerdrop_guard_with_and_is_a_training_mode_guard():
+    src = LAYERDROP.replace("if self.training:", "if self.training and self.layerdrop > 0.0:")
+    found = _diags(src)
+    assert [(d.line, d.code) for d in found] == [(15, "MND201")]
+    assert found[0].data["mode"] == "self.training"
+
+
+def test_item_on_a_helper_result_of_a_maybe_tensor():
+    src = """
+        import torch
+        from torch import nn
+
+        def prepare(mask, dtype):
+            return mask.to(dtype)
+
+        class M(nn.Module):
+            def forward(self, x, attention_mask=None):
+                if attention_mask is not None:
+                    attention_mask = prepare(attention_mask, x.dtype)[:, 0]
+                flag = (attention_mask > 0).any().item()
+                n = len(x)
+                k = max(n, 2)
+                if prepare(k, None):
+                    x = x * 2
+                return x
+    """
+    assert check(src) == [(12, "MND301")]
