@@ -51,6 +51,7 @@ RULE_NAMES: dict[str, str] = {
     "MND508": "graph-break-inside-user-contextmanager",
     "MND509": "explicit-graph-break",
     "MND510": "untraceable-builtin-call",
+    "MND511": "breaking-module-constructor",
     "MND990": "runtime-break-without-rule",
     "MND991": "runtime-recompile-without-rule",
 }
@@ -77,6 +78,7 @@ BREAK_CODES: dict[str, tuple[str, ...]] = {
     "GB0066": ("MND508",),
     "GB7000": ("MND506",),
     "GB0025": ("MND509",),
+    "GB0119": ("MND511",),
 }
 
 RECOMPILE_CODES: dict[str, str] = {
