@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 
 CXX = os.environ.get("CXX", "g++")
-# -O2 rather than -O3: g++ takes ~7% less time on the benchmark graphs and the kernels run as fast
-# (benchmarks/compiler.py cases, interleaved, 0.93-1.02x); the hot loops are `omp simd` loops, which are
-# vectorized at -O2 too. -ftree-vectorize keeps the other loops vectorized on g++ < 12.
+# -O2 rather than -O3 (benchmarks/compiler_flags.py, g++ 12, shared 2-core box): g++ time 0.89-0.93x of
+# -O3's in three of four runs (1.06x in one), kernel runtime 0.99-1.02x; the hot loops are `omp simd` loops,
+# which are vectorized at -O2 too. -ftree-vectorize keeps the other loops vectorized on g++ < 12.
 FLAGS = [
     "-O2",
     "-ftree-vectorize",

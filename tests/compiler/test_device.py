@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.fx.experimental.proxy_tensor import make_fx
-
 from mend.compiler import backend
 from mend.compiler.decomps import decomposition_table
 from mend.compiler.interpret import run_kernel
-from mend.compiler.lowering import Lowering, graph_device
+from mend.compiler.lowering import graph_device
+from torch.fx.experimental.proxy_tensor import make_fx
 
 
 def reformer_like(s, x):
@@ -79,7 +78,7 @@ def test_graph_device_is_not_taken_from_a_cpu_scalar_input():
 
 def test_every_tensor_the_wrapper_makes_is_on_the_graph_device(monkeypatch):
     s, x = torch.tensor(2.0), torch.randn(4, 8, device="meta")  # the CPU scalar comes first
-    gm, call, seen, allocs, devices = _compile(monkeypatch, reformer_like, (s, x))
+    _, call, seen, allocs, devices = _compile(monkeypatch, reformer_like, (s, x))
     assert devices == ["meta"]
     assert call.mend_graph.kernels, "nothing was lowered"
     assert call.mend_interpreted == []
@@ -95,7 +94,7 @@ def test_every_tensor_the_wrapper_makes_is_on_the_graph_device(monkeypatch):
 
 def test_reformer_like_graph_matches_eager_on_cpu(monkeypatch):
     s, x = torch.tensor(2.0), torch.randn(4, 8)
-    gm, call, seen, allocs, devices = _compile(monkeypatch, reformer_like, (s, x))
+    _, call, _, _, devices = _compile(monkeypatch, reformer_like, (s, x))
     assert devices == ["cpu"]
     for g, w in zip(call([s, x]), reformer_like(s, x)):
         torch.testing.assert_close(g, w)

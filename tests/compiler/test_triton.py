@@ -593,7 +593,7 @@ def _compile_with_triton(monkeypatch, fn, *args):
 def test_triton_kernels_are_not_counted_as_interpreted(monkeypatch):
     """Triton launchers are called with tensors ("tensor" style) but are generated kernels."""
     x, y = torch.randn(8, 12), torch.randn(50)
-    fn = lambda x, y: (x.softmax(-1), (y * 3).exp() + 1)  # noqa: E731
+    fn = lambda x, y: (x.softmax(-1), (y * 3).exp() + 1)
     call, before = _compile_with_triton(monkeypatch, fn, x, y)
     assert len(call.mend_graph.kernels) == 2
     assert call.mend_interpreted == []
@@ -615,7 +615,7 @@ def test_triton_kernel_that_fails_generation_is_the_only_interpreted_one(monkeyp
 
     monkeypatch.setattr(triton_source.KernelSource, "render", render)
     x, y = torch.randn(8, 12), torch.randn(50)
-    fn = lambda x, y: (x.softmax(-1), (y * 3).exp() + 1)  # noqa: E731
+    fn = lambda x, y: (x.softmax(-1), (y * 3).exp() + 1)
     call, before = _compile_with_triton(monkeypatch, fn, x, y)
     red = [k.name for k in call.mend_graph.kernels if k.rdims]
     assert len(red) == 1 and len(call.mend_graph.kernels) == 2
