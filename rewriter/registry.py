@@ -111,6 +111,17 @@ _INFO = {
                "`self.step += 1` stays (in place), `min`/`max` around its value become `torch.clamp`. "
                "**Unsafe**: the attribute is a tensor for code outside the class. Declines when the value "
                "reaches control flow, another call, a return, or is rebound with `=`."),
+    "MND402": ("sometimes", "unsafe", "compile with dynamic=True",
+               "When the compiled object is defined in the same file (`name = torch.compile(target, ...)` "
+               "or an `@torch.compile` decorator) without `dynamic=`, `dynamic=True` is added there "
+               "(`@torch.compile` becomes `@torch.compile(dynamic=True)`): Dynamo traces the ints/floats "
+               "symbolically from the first compile, so new values do not recompile (tensor sizes 0 and 1 "
+               "are still specialized; an argument switching between int and float still recompiles). "
+               "**Unsafe**: outputs are unchanged, but dynamic shapes apply to every input "
+               "and can change performance or, rarely, raise where static tracing did not. Declines when "
+               "`dynamic=` or `**options` is already given, the name is compiled in more than one place, "
+               "or the definition is not in the file; then pass the number as a 0-d tensor "
+               "(`torch.tensor(n)`)."),
     "MND403": ("sometimes", "safe", "hoist torch.compile out of the loop",
                "`name = torch.compile(expr)` directly in a loop body is moved before the loop when its "
                "arguments are not rebound in the loop (**safe**: the same object, compiled once)."),

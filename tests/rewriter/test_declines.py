@@ -143,6 +143,41 @@ CASES = {
                 fast = torch.compile(m)
                 fast(x)
         """, "rebound in the loop"),
+    "dynamic= already given": ("MND402", 5, """
+        import torch
+        def run(fn, x):
+            f = torch.compile(fn, dynamic=False)
+            f(x, 2)
+            f(x, 3)
+        """, "explicit `dynamic=False`"),
+    "dynamic=True already given": ("MND402", 5, """
+        import torch
+        def run(fn, x):
+            f = torch.compile(fn, dynamic=True)
+            f(x, 2)
+            f(x, 3)
+        """, "already compiled with `dynamic=True`"),
+    "compiled object defined elsewhere": ("MND402", 4, """
+        from lib import fast
+        def run(x):
+            fast(x, 2)
+            fast(x, 3)
+        """, "not defined by `torch.compile(...)` in this file"),
+    "compile options passed with **": ("MND402", 5, """
+        import torch
+        def run(fn, x, opts):
+            f = torch.compile(fn, **opts)
+            f(x, 2)
+            f(x, 3)
+        """, "may set `dynamic=`"),
+    "compiled in two places": ("MND402", 6, """
+        import torch
+        def run(fn, x, flag):
+            f = torch.compile(fn)
+            f = torch.compile(fn, mode="max-autotune")
+            f(x, 2)
+            f(x, 3)
+        """, "more than one place"),
     "deepcopy with memo": ("MND108", 4, """
         import copy
         import torch

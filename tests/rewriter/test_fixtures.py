@@ -56,3 +56,16 @@ def test_comments_and_formatting_survive() -> None:
     assert "# keep this comment" in fixed
     _, fixed = _fix("where_else_less")
     assert "# overflow guard" in fixed
+
+
+def test_dynamic_keyword_joins_decorator_arguments() -> None:
+    """MND402: `@compile(backend=...)` (imported from torch) keeps its arguments and gains `dynamic=True`."""
+    from tests.rewriter.conftest import diag
+
+    src = ("from torch import compile\n\n\n@compile(backend=\"eager\")\ndef f(x, n):\n    return x * n\n\n\n"
+           "f(1, 2)\nf(1, 3)\n")
+    res = fix_source(src, "t.py", [diag("MND402", 10, 1)], FixOptions(unsafe=True))
+    assert res.error is None and len(res.applied) == 1
+    assert res.fixed == src.replace('@compile(backend="eager")', '@compile(backend="eager", dynamic=True)')
+    safe_only = fix_source(src, "t.py", [diag("MND402", 10, 1)], FixOptions())
+    assert safe_only.fixed == src and safe_only.remaining[0].unsafe_available

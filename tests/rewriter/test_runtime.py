@@ -231,3 +231,52 @@ def test_defer_policy_end_to_end(tmp_path, capsys) -> None:
         sys.modules.pop("deferred_mod", None)
     assert "y0 = tensor(0.)" in capsys.readouterr().out
     torch.testing.assert_close(out, torch.ones(3).cos())
+
+
+def _dynamic_fixture_run(kind: str, name: str, run):
+    """Execute a MND402 fixture with its ``backend="eager"`` replaced by a graph-counting backend."""
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    src = (FIXTURES / f"{name}.{kind}.py").read_text()
+    src = src.replace('backend="eager"', "backend=_mend_counting")
+    src = src.replace("@torch.compile\n", "@torch.compile(backend=_mend_counting)\n")
+    src = src.replace("@torch.compile(dynamic=True)\n", "@torch.compile(backend=_mend_counting, dynamic=True)\n")
+    ns: dict = {"__name__": f"fixture_{name}_{kind}", "_mend_counting": counting}
+    torch._dynamo.reset()
+    exec(compile(src, f"{name}.{kind}.py", "exec"), ns)  # module-level calls count too
+    out = run(ns)
+    return len(graphs), out
+
+
+def test_dynamic_fixture_stops_scalar_recompiles() -> None:
+    """`g(x, 2)`, `g(x, 3)`, `g(x, 4)`: two compiles before (one recompile), one with `dynamic=True`."""
+    x = torch.randn(4)
+
+    def run(ns):
+        return ns["f"](x, [2, 3, 4])
+
+    before, out_before = _dynamic_fixture_run("in", "dynamic_scalar", run)
+    after, out_after = _dynamic_fixture_run("out", "dynamic_scalar", run)
+    assert before == 2
+    assert after == 1
+    torch.testing.assert_close(out_after, out_before, rtol=0, atol=0)
+    torch.testing.assert_close(out_after, torch.stack([x * n + 1 for n in (2, 3, 4, 2, 3)]), rtol=0, atol=0)
+
+
+def test_dynamic_decorator_fixture_stops_scalar_recompiles() -> None:
+    """The fixture's own `scale(x, 2)`, `scale(x, 3)`, `scale(x, 4)` and three more calls."""
+    x = torch.randn(4)
+
+    def run(ns):
+        return [ns["scale"](x, n) for n in (5, 6, 7)]
+
+    before, out_before = _dynamic_fixture_run("in", "dynamic_decorator", run)
+    after, out_after = _dynamic_fixture_run("out", "dynamic_decorator", run)
+    assert (before, after) == (2, 1)
+    for a, b, n in zip(out_after, out_before, (5, 6, 7)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+        torch.testing.assert_close(a, x * n + 1, rtol=0, atol=0)
