@@ -340,6 +340,13 @@ def check_drivers(mod) -> None:
     for fid, info in mod.summary.functions.items():
         if info.compiled and info.parent is None and info.cls is None:
             compiled[info.name] = None
+    # Compiled objects traced with dynamic=True take Python numbers symbolically: no MND402 for them.
+    dynamic: set[str] = set()
+    for info, fnode_, fscope, _env in mod.func_nodes:
+        if info.parent is None and info.cls is None and info.compiled:
+            if any(isinstance(d, ast.Call) and fscope.qualify(d.func) in COMPILE_NAMES and _dynamic_true(d)
+                   for d in fnode_.decorator_list):
+                dynamic.add(info.name)
     per_scope = []
     for (body, scope, info, self_name, fnode), nodes in zip(scopes, scope_nodes):
         local_values: dict[str, object] = {}
@@ -390,6 +397,8 @@ def check_drivers(mod) -> None:
                 if isinstance(v, ast.Call) and scope.qualify(v.func) in COMPILE_NAMES:
                     under = v.args[0].id if v.args and isinstance(v.args[0], ast.Name) else None
                     compiled[n.targets[0].id] = under
+                    if _dynamic_true(v):
+                        dynamic.add(n.targets[0].id)
         per_scope.append((nodes, scope, fid))
     if not compiled:
         return
@@ -412,7 +421,8 @@ def check_drivers(mod) -> None:
                                                   and n.args[0].value is False)
                 toggles.setdefault(key, []).append((n, mode, fid))
     for name, sites in calls.items():
-        _varying_scalars(mod, name, sites)
+        if name not in dynamic:
+            _varying_scalars(mod, name, sites)
         _varying_dtypes(mod, name, sites)
     for name, ts in toggles.items():
         if name not in calls or not _training_dependent(mod, name, compiled, per_scope):
@@ -504,6 +514,12 @@ def _check_compile_in_loop(mod, call: ast.Call, loops: tuple, nested: dict, para
         _driver_report(mod, "MND403", call, fid,
                        f"`torch.compile` in `{fnode.name}()`, which is called repeatedly, with {why}: each call "
                        "fails a guard and compiles again")
+
+
+def _dynamic_true(call: ast.Call) -> bool:
+    """``torch.compile(..., dynamic=True)``."""
+    return any(k.arg == "dynamic" and isinstance(k.value, ast.Constant) and k.value.value is True
+               for k in call.keywords)
 
 
 def _varying_scalars(mod, name: str, sites) -> None:
