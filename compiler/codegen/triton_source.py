@@ -963,9 +963,13 @@ class KernelSource:
         done += (self._zeros("SBLOCK") if self._need_zero else []) + top.lines
         return "\n".join(part) + "\n\n\n" + "\n".join(done) + "\n"
 
-    def _partial_finish(self, em: _Emitter, st: ir.Stage, a: dict):
-        """A chunk's partial result per row ([XBLOCK, 1] value, and index for argmax/argmin)."""
-        kind = st.reduction
+    def _lane_reduce(self, em: _Emitter, kind: str, a: dict) -> tuple[str, str | None]:
+        """Reduce an ``[XBLOCK, RBLOCK]`` accumulator over its lanes to ``[XBLOCK, 1]``.
+
+        Returns ``(value, index)``: for argmax/argmin the extreme value (NaN when a lane holds NaN) and the
+        smallest index holding it; for the other reductions the value (NaN-propagated through the
+        accumulator's NaN flag, when it has one) and None.
+        """
         acc, vdt = a["acc"], a["dtype"]
         if kind in ("argmax", "argmin"):
             ident = _lowest(vdt) if kind == "argmax" else _highest(vdt)
@@ -990,12 +994,21 @@ class KernelSource:
             r = em.tmp(f"tl.reduce({acc}, 1, {'_max_nan' if kind == 'max' else '_min_nan'})[:, None]")
         elif kind in ("any", "max"):
             r = em.tmp(f"tl.max({acc}, 1)[:, None]")
-        else:
+        elif kind in ("all", "min"):
             r = em.tmp(f"tl.min({acc}, 1)[:, None]")
+        else:
+            raise NotImplementedError(f"reduction {kind}")
         if "nan" in a:
             hasn = em.tmp(f"tl.max({a['nan']}, 1)[:, None]")
             r = em.tmp(f"tl.where({hasn} > 0, float(\"nan\"), {r})")
-        return em.tmp(f"{r}.to({TL_TYPE[vdt]})"), None
+        return r, None
+
+    def _partial_finish(self, em: _Emitter, st: ir.Stage, a: dict):
+        """A chunk's partial result per row ([XBLOCK, 1] value, and index for argmax/argmin)."""
+        r, i = self._lane_reduce(em, st.reduction, a)
+        if i is not None:
+            return r, i
+        return em.tmp(f"{r}.to({TL_TYPE[a['dtype']]})"), None
 
     def _looped(self) -> list[str]:
         self._need_zero = False
@@ -1111,37 +1124,10 @@ class KernelSource:
             raise NotImplementedError(f"reduction {kind}")
 
     def _acc_finish(self, em: _Emitter, st: ir.Stage, a: dict) -> str:
-        kind = st.reduction
-        acc = a["acc"]
-        vdt = a["dtype"]
         out_ct = tl_compute(st.dtype)
-        if kind == "sum":
-            r = em.tmp(f"tl.sum({acc}, 1)[:, None]")
-        elif kind == "prod":
-            r = em.tmp(f"tl.reduce({acc}, 1, _mul_combine)[:, None]")
-        elif kind in ("max", "min") and vdt.is_floating_point and self.nan_combine:
-            r = em.tmp(f"tl.reduce({acc}, 1, {'_max_nan' if kind == 'max' else '_min_nan'})[:, None]")
-        elif kind in ("any", "max"):
-            r = em.tmp(f"tl.max({acc}, 1)[:, None]")
-        elif kind in ("all", "min"):
-            r = em.tmp(f"tl.min({acc}, 1)[:, None]")
-        else:  # argmax / argmin over lanes: the extreme value, then the smallest index holding it
-            ident = _lowest(vdt) if kind == "argmax" else _highest(vdt)
-            fn = "tl.max" if kind == "argmax" else "tl.min"
-            idx = a["idx"]
-            if vdt.is_floating_point:
-                isn = em.tmp(f"{acc} != {acc}")
-                hasn = em.tmp(f"tl.max({isn}.to(tl.int32), 1)[:, None] > 0")
-                m = em.tmp(f"{fn}(tl.where({isn}, {ident}, {acc}), 1)[:, None]")
-                target = em.tmp(f"tl.where({hasn}, {isn}, {acc} == {m})")
-            else:
-                m = em.tmp(f"{fn}({acc}, 1)[:, None]")
-                target = em.tmp(f"{acc} == {m}")
-            r = em.tmp(f"tl.min(tl.where({target}, {idx}, rnumel), 1)[:, None].to(tl.int64)")
-            return em.tmp(f"{r}.to({out_ct})")
-        if "nan" in a:
-            hasn = em.tmp(f"tl.max({a['nan']}, 1)[:, None]")
-            r = em.tmp(f"tl.where({hasn} > 0, float(\"nan\"), {r})")
+        r, i = self._lane_reduce(em, st.reduction, a)
+        if i is not None:
+            return em.tmp(f"{i}.to({out_ct})")
         if st.dtype == torch.bool:
             return em.tmp(f"({r} != 0)")
         return em.tmp(f"{r}.to({out_ct})")
