@@ -86,6 +86,8 @@ def _compile(gm, example_inputs, dump):
         gen = generator_for(device.type)
     except NoGenerator as exc:
         raise GraphFallback(str(exc)) from exc
+    if hasattr(gen, "device"):
+        gen.device = device
     kernels = sg.kernels
     disabled = debug.disabled_kernels()
     to_build = [k for k in kernels if k.name not in disabled and "all" not in disabled]
@@ -157,6 +159,10 @@ def _inf(gm, example_inputs):
 
 def mend_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     """The Dynamo backend: ``torch.compile(fn, backend=mend_backend)`` or ``backend="mend"``."""
+    if any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
+        from . import triton_aot
+
+        triton_aot.warm()  # the compile workers start while aot_autograd traces
     return compat.aot_module_simplified(
         gm,
         example_inputs,

@@ -72,3 +72,28 @@ def is_fake(t) -> bool:
     from torch._subclasses.fake_tensor import FakeTensor
 
     return isinstance(t, FakeTensor)
+
+
+def triton_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("triton") is not None
+
+
+def static_cuda_launcher():
+    """PyTorch's C++ launcher of compiled cubins (``_load_kernel``/``_launch_kernel``), or None: it exists in
+    CUDA builds of torch >= 2.7 and not on ROCm."""
+    if getattr(torch.version, "hip", None):
+        return None
+    impl = getattr(torch._C, "_StaticCudaLauncher", None)
+    if impl is None or not all(hasattr(impl, a) for a in ("_load_kernel", "_launch_kernel")):
+        return None
+    return impl
+
+
+def raw_stream_getter():
+    """``f(device_index) -> int``: the current CUDA stream's handle, without building a Stream object."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda index: torch.cuda.current_stream(index).cuda_stream

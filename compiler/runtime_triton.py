@@ -196,6 +196,34 @@ def _hooked(hook) -> bool:
     return bool(calls) if calls is not None else True
 
 
+def _device_index(tensors) -> int:
+    for t in reversed(tensors):
+        if isinstance(t, torch.Tensor) and t.device.type == "cuda":
+            return t.device.index if t.device.index is not None else torch.cuda.current_device()
+    return torch.cuda.current_device()
+
+
+def _launch_static(launcher, i: int, grid, tensors):
+    """Launch config ``i`` of ``launcher`` with its ahead-of-time compiled kernel; returns the kernel, or
+    None when the JIT path must run (no such kernel, an unaligned tensor, or its first launch failed)."""
+    if any(t.data_ptr() & 15 for t in tensors):
+        return None
+    index = _device_index(tensors)
+    k = launcher._static_kernel(i, index)
+    if k is None:
+        return None
+    try:
+        k.launch(grid, tensors, index)
+    except Exception as exc:  # noqa: BLE001 - Triton's own launcher takes over this configuration
+        if isinstance(exc, torch.cuda.OutOfMemoryError):
+            raise
+        launcher.static[i] = None
+        _log_once(f"mend: static launch of {launcher.kernel.name} failed ({type(exc).__name__}: {exc}); "
+                  "Triton launches it")
+        return None
+    return k
+
+
 class TritonLauncher:
     """``launcher(*tensors)``: run one kernel (inputs then outputs, as the wrapper passes them)."""
 
@@ -210,9 +238,48 @@ class TritonLauncher:
         self.fallback = None
         self.kernel_text = source.render()
         self.interpreted = type(fn).__name__ == "InterpretedFunction"
+        self.aot: dict[int, object] = {}  # config index -> future of its ahead-of-time compile
+        self.static: dict[int, object] = {}  # config index -> triton_aot.StaticKernel, or None (JIT path)
 
     def __repr__(self) -> str:
         return f"<triton kernel {self.kernel.name} {self.template} xnumel={self.xnumel}>"
+
+    # ---------------------------------------------------------------------- ahead-of-time compilation
+
+    def candidates(self, dev) -> list[int]:
+        """Indices of the configurations this kernel may launch with on ``dev``: the heuristic one, the
+        recorded autotune winner, or every candidate when it will be autotuned."""
+        configs = list(self.plan.configs)
+        numel = self.xnumel * max(self.plan.rnumel, 1)
+        if len(configs) == 1 or not autotune_enabled() or numel < AUTOTUNE_MIN_NUMEL:
+            return [0]
+        hit = read_tuned(_tune_key(self.kernel_text, dev))
+        if hit is not None:
+            for i, c in enumerate(configs):
+                if [c.XBLOCK, c.RBLOCK, c.num_warps] == hit.get("config"):
+                    return [i]
+        return list(range(len(configs)))
+
+    def precompile(self, module, target, dev) -> None:
+        """Submit the kernel's candidate configurations to the compile workers (returns at once)."""
+        from . import triton_aot
+
+        (name, sig, launches), = self.source.compile_units()
+        for i in self.candidates(dev):
+            constexprs, num_warps = launches[i]
+            self.aot[i] = triton_aot.submit(triton_aot.job_for(module, name, sig, constexprs, num_warps, target))
+
+    def _static_kernel(self, i: int, index: int):
+        if i in self.static:
+            return self.static[i]
+        fut = self.aot.get(i)
+        k = None
+        if fut is not None:
+            from . import triton_aot
+
+            k = triton_aot.load(fut, index, f"Triton kernel {self.kernel.name}")
+        self.static[i] = k
+        return k
 
     def launch(self, cfg, tensors):
         grid = ((self.xnumel + cfg.XBLOCK - 1) // cfg.XBLOCK,)
@@ -220,9 +287,21 @@ class TritonLauncher:
             with _lock, _interpreter_runs_jit_functions():
                 self.fn[grid](*tensors, **cfg.constexprs(self.template))
             return None
+        if self.aot:
+            k = _launch_static(self, self.plan.configs.index(cfg), grid, tensors)
+            if k is not None:
+                return k
         return self.fn[grid](*tensors, **cfg.constexprs(self.template), num_warps=cfg.num_warps)
 
     def __call__(self, *tensors) -> None:
+        st = self._fast_static
+        if st is not None:
+            k, g0, index, launch, function, num_warps, shared, tys, extra, stream, getdev = st
+            if getdev() == index and not any(t.data_ptr() & 15 for t in tensors):
+                launch(function, g0, 1, 1, num_warps, shared, tys, tensors + extra, stream(index))
+                return None
+            self.launch(self.config, tensors)
+            return None
         fast = self._fast
         if fast is not None:
             ck, aligned, grid0, extra, device, get_device, get_stream, enter, leave = fast
@@ -259,6 +338,7 @@ class TritonLauncher:
         return None
 
     _fast = None
+    _fast_static = None
 
     def _arm_fast_launch(self, ck, tensors) -> None:
         """Later calls launch the compiled kernel directly (Triton's per-call argument binding, cache-key
@@ -266,6 +346,14 @@ class TritonLauncher:
         pointers have the same 16-byte alignment as at compile time (Triton specializes on it), on the same
         device, and no launch hooks (profilers) are installed; otherwise Triton's own path runs."""
         if self.interpreted or os.environ.get("MEND_TRITON_FAST_LAUNCH", "1") == "0" or ck is None:
+            return
+        from . import triton_aot
+
+        if isinstance(ck, triton_aot.StaticKernel):
+            index = _device_index(tensors)
+            g0 = (self.xnumel + self.config.XBLOCK - 1) // self.config.XBLOCK
+            self._fast_static = (ck, g0, index, ck._impl._launch_kernel, ck.function, ck.num_warps, ck.shared,
+                                 ck.arg_tys, (None,) * ck.n_extra, ck._stream, torch.cuda.current_device)
             return
         try:
             import triton
@@ -355,6 +443,17 @@ class TritonSplitLauncher:
         self.kernel_text = source.render()
         self.interpreted = type(part_fn).__name__ == "InterpretedFunction"
         self._built = False
+        self.aot: dict[int, object] = {}  # 0: the partial kernel, 1: the combine kernel
+        self.static: dict[int, object] = {}
+
+    def precompile(self, module, target, dev) -> None:
+        from . import triton_aot
+
+        for i, (name, sig, launches) in enumerate(self.source.compile_units()):
+            constexprs, num_warps = launches[0]
+            self.aot[i] = triton_aot.submit(triton_aot.job_for(module, name, sig, constexprs, num_warps, target))
+
+    _static_kernel = TritonLauncher._static_kernel
 
     def __repr__(self) -> str:
         return f"<triton kernel {self.kernel.name} split x{self.plan.nsplit} xnumel={self.xnumel}>"
@@ -371,8 +470,11 @@ class TritonSplitLauncher:
                 self.part[g1](*args, XBLOCK=c.XBLOCK, RBLOCK=c.RBLOCK)
                 self.done[g2](*args, XBLOCK=d.XBLOCK, SBLOCK=d.RBLOCK)
             return
-        self.part[g1](*args, XBLOCK=c.XBLOCK, RBLOCK=c.RBLOCK, num_warps=c.num_warps)
-        self.done[g2](*args, XBLOCK=d.XBLOCK, SBLOCK=d.RBLOCK, num_warps=d.num_warps)
+        args = tuple(args)
+        if not (self.aot and _launch_static(self, 0, g1, args)):
+            self.part[g1](*args, XBLOCK=c.XBLOCK, RBLOCK=c.RBLOCK, num_warps=c.num_warps)
+        if not (self.aot and _launch_static(self, 1, g2, args)):
+            self.done[g2](*args, XBLOCK=d.XBLOCK, SBLOCK=d.RBLOCK, num_warps=d.num_warps)
 
     def __call__(self, *tensors) -> None:
         if self.fallback is not None:

@@ -4,8 +4,9 @@
 the module into the on-disk cache and imports it (``mend.compiler.runtime_triton``), and returns, per kernel,
 ``(launcher, "tensor")``: the wrapper calls ``launcher(*tensors)`` with the kernel's inputs then outputs.
 Kernels that the templates cannot express raise :class:`KernelCompileError` (their names in ``failed``,
-the others in ``partial``); the backend runs those in the reference interpreter. Triton compiles each
-kernel on its first launch; a kernel that fails there also falls back to the interpreter (logged once).
+the others in ``partial``); the backend runs those in the reference interpreter. On a GPU every kernel is
+compiled ahead of its first launch by a pool of compile workers, in parallel (``triton_aot``); a kernel
+that fails to build also falls back to the interpreter (logged once).
 
 Under ``TRITON_INTERPRET=1`` the same kernels run on CPU tensors in Triton's interpreter, with the
 ``triton_math`` shim standing in for libdevice; this is how the generator is tested without a GPU.
@@ -56,6 +57,22 @@ class TritonGenerator:
         interp = interpret_mode() if self.interpret is None else self.interpret
         return render_module(good, interp)
 
+    device = None  # the graph's device (set by the backend): ahead-of-time compiles target it
+
+    def _precompile(self, launchers: dict, mods: dict) -> None:
+        """Start compiling every kernel ahead of its first launch, in parallel (``triton_aot``)."""
+        from .. import triton_aot
+
+        dev = self.device
+        if not triton_aot.enabled() or dev is None or getattr(dev, "type", None) != "cuda":
+            return
+        try:
+            target = triton_aot.target_for(dev)
+        except Exception:  # noqa: BLE001 - no usable CUDA device: Triton's JIT path
+            return
+        for name, (launcher, _) in launchers.items():
+            launcher.precompile(mods[name], target, dev)
+
     def compile(self, kernels: list[ir.Kernel], dump) -> dict:
         from .. import runtime_triton as rt
 
@@ -87,6 +104,8 @@ class TritonGenerator:
                     out[s.k.name] = (rt.TritonSplitLauncher(s.k, fns[0], fns[1], s), "tensor")
                 else:
                     out[s.k.name] = (rt.TritonLauncher(s.k, getattr(m, s.fn_name), s), "tensor")
+            if not interp:
+                self._precompile(out, mods)
         failed = [n for n in bad if n != "*"]
         if failed:
             msg = "; ".join(f"{n}: {why}" for n, why in bad.items())

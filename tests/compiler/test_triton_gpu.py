@@ -18,7 +18,7 @@ pytestmark = [
 
 pytest.importorskip("triton")
 
-from mend.compiler import backend, runtime_triton  # noqa: E402
+from mend.compiler import backend, runtime_triton, triton_aot  # noqa: E402
 
 from .helpers import assert_same  # noqa: E402
 from .models import MLP, Block, ResidualLN  # noqa: E402
@@ -208,3 +208,51 @@ def test_int64_indexing_past_2_31_elements():
     counts.check()
     del x, y
     torch.cuda.empty_cache()
+
+
+# ------------------------------------------------------------------ ahead-of-time compile, static launch
+
+
+def _static_launcher_available() -> bool:
+    return triton_aot.compat.static_cuda_launcher() is not None
+
+
+@pytest.mark.parametrize("workers", ["4", "0"])
+def test_kernels_are_compiled_ahead_and_launched_statically(monkeypatch, workers):
+    monkeypatch.setenv("MEND_COMPILE_WORKERS", workers)
+    triton_aot.shutdown()
+    before = dict(triton_aot.STATS)
+    torch.manual_seed(0)
+    model = Block(64, 4).to(DEV)
+    x = r(4, 16, 64)
+    with torch.no_grad():
+        check(model, x)
+    assert triton_aot.STATS["submitted"] > before["submitted"]
+    assert triton_aot.STATS["failed"] == before["failed"]
+    if _static_launcher_available():
+        assert triton_aot.STATS["static_loaded"] > before["static_loaded"]
+    if workers == "0":
+        assert triton_aot.pool() is None
+    triton_aot.shutdown()
+
+
+def test_aot_off_uses_tritons_jit(monkeypatch):
+    monkeypatch.setenv("MEND_TRITON_AOT", "0")
+    before = dict(triton_aot.STATS)
+    check(lambda x: torch.softmax(x, -1) * 2, r(64, 100))
+    assert triton_aot.STATS["submitted"] == before["submitted"]
+
+
+def test_statically_launched_misaligned_and_repeated_calls(monkeypatch):
+    monkeypatch.setenv("MEND_TRITON_AUTOTUNE", "1")
+    f = torch.compile(lambda x: (torch.relu(x * 2 + 1) * torch.sigmoid(x), x.sum(-1)), backend="mend",
+                      fullgraph=True)
+    counts = _Counts()
+    for i in range(4):
+        base = r(1024 * 1025 + 1)
+        x = base[1:].view(1024, 1025) if i == 2 else base[:-1].view(1024, 1025)
+        got = f(x)
+        want = (torch.relu(x * 2 + 1) * torch.sigmoid(x), x.sum(-1))
+        for g, w in zip(got, want):
+            assert_same(g, w, msg=f"call {i}")
+    counts.check()

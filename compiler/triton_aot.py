@@ -1,0 +1,295 @@
+"""Ahead-of-time, parallel compilation of generated Triton kernels, and launches without Triton's launcher.
+
+Triton compiles a kernel on its first launch, in the calling process, one kernel after another; on a
+fresh machine each distinct kernel signature also builds a C launcher with the host compiler. For a graph
+of many kernels that is most of mend's cold compile time on a GPU. Here instead:
+
+* As soon as a graph's kernels are generated, every launch configuration a kernel may use (the heuristic
+  one, or all candidates when it will be autotuned) is submitted to a pool of compile workers
+  (:mod:`mend.compiler.triton_worker`: separate processes that import Triton only, started when the first
+  CUDA graph reaches the backend, so their start-up overlaps tracing). The workers compile for the GPU's
+  explicit target and write the binaries into Triton's cache; the main thread goes on with the graph.
+* A launcher waits for its own kernel only when it first runs, loads the cubin and launches it through
+  PyTorch's static CUDA launcher (no per-signature C launcher to build). Kernels are specialized on
+  16-byte aligned pointers; a launch with an unaligned tensor takes Triton's own JIT path.
+* Everything degrades to Triton's JIT path, logged once: no worker pool, a worker that dies or fails to
+  compile, a PyTorch without the static launcher, a kernel that needs scratch memory.
+
+``MEND_COMPILE_WORKERS=N`` sets the pool size (default: the CPUs available, at most 16); ``0`` compiles
+in the calling thread, still ahead of the first launch and without Triton's launcher. ``MEND_TRITON_AOT=0``
+turns all of this off (Triton's JIT compiles and launches every kernel).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import queue
+import struct
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from . import compat
+
+log = logging.getLogger("mend.compiler")
+
+WORKER = Path(__file__).with_name("triton_worker.py")
+STATS = {"submitted": 0, "compiled": 0, "failed": 0, "static_loaded": 0, "workers_started": 0}
+_logged: set[str] = set()
+_lock = threading.Lock()
+_pool: "CompilePool | None" = None
+
+
+def _log_once(msg: str) -> None:
+    if msg not in _logged:
+        _logged.add(msg)
+        log.warning(msg)
+
+
+def enabled() -> bool:
+    return os.environ.get("MEND_TRITON_AOT", "1") != "0"
+
+
+def worker_count() -> int:
+    env = os.environ.get("MEND_COMPILE_WORKERS")
+    if env is not None and env.strip():
+        try:
+            return max(0, int(env))
+        except ValueError:
+            raise ValueError(f"MEND_COMPILE_WORKERS must be an integer, not {env!r}") from None
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(16, n))
+
+
+# ------------------------------------------------------------------------------------------ workers
+
+
+class _Worker:
+    """One worker process and its two pipes; used by one dispatch thread at a time."""
+
+    def __init__(self) -> None:
+        code = ("import sys, runpy; sys.path[:1] = []; "
+                f"runpy.run_path({str(WORKER)!r}, run_name='__main__')")
+        debug = os.environ.get("MEND_COMPILER_DEBUG")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=None if debug else subprocess.DEVNULL, close_fds=True)
+        STATS["workers_started"] += 1
+        self.ready = False
+
+    def _read(self):
+        head = self.proc.stdout.read(4)
+        if len(head) < 4:
+            raise RuntimeError("compile worker exited")
+        (n,) = struct.unpack("<I", head)
+        import pickle
+
+        return pickle.loads(self.proc.stdout.read(n))
+
+    def call(self, job: dict) -> dict:
+        import pickle
+
+        if not self.ready:
+            self._read()  # {"ready": pid}: Triton imported
+            self.ready = True
+        data = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+        self.proc.stdin.write(struct.pack("<I", len(data)) + data)
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class CompilePool:
+    """``submit(job) -> Future[result dict]``; ``n`` worker processes, started at construction."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.idle: "queue.Queue[_Worker]" = queue.Queue()
+        for _ in range(n):
+            self.idle.put(_Worker())
+        self.threads = ThreadPoolExecutor(max_workers=n, thread_name_prefix="mend-triton-compile")
+        self.closed = False
+
+    def _run(self, job: dict) -> dict:
+        w = self.idle.get()
+        try:
+            res = w.call(job)
+        except Exception as exc:  # noqa: BLE001 - a dead worker is replaced; the job falls back
+            w.close()
+            self.idle.put(_Worker())
+            return {"error": f"compile worker failed: {type(exc).__name__}: {exc}"}
+        self.idle.put(w)
+        return res
+
+    def submit(self, job: dict) -> Future:
+        return self.threads.submit(self._run, job)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.threads.shutdown(wait=False, cancel_futures=True)
+        while True:
+            try:
+                self.idle.get_nowait().close()
+            except queue.Empty:
+                break
+
+
+def pool() -> "CompilePool | None":
+    """The process-wide pool (started on first use), or None when ``MEND_COMPILE_WORKERS=0``."""
+    global _pool
+    with _lock:
+        if _pool is None or _pool.closed:
+            n = worker_count()
+            if n == 0:
+                return None
+            _pool = CompilePool(n)
+            atexit.register(_pool.close)
+        return _pool
+
+
+def warm() -> None:
+    """Start the compile workers now (called when a CUDA graph reaches the backend, before tracing)."""
+    if enabled() and compat.triton_available():
+        try:
+            pool()
+        except OSError as exc:
+            _log_once(f"mend: could not start Triton compile workers ({exc}); kernels compile in-process")
+
+
+def shutdown() -> None:
+    global _pool
+    with _lock:
+        if _pool is not None:
+            _pool.close()
+            _pool = None
+
+
+def _run_inline(job: dict) -> dict:
+    from .triton_worker import compile_job
+
+    try:
+        return compile_job(job)
+    except Exception as exc:  # noqa: BLE001
+        return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+def submit(job: dict) -> Future:
+    """Compile ``job`` (see :func:`mend.compiler.triton_worker.compile_job`) in the pool, or lazily in the
+    calling thread when there is no pool; the future's result is the worker's result dict."""
+    STATS["submitted"] += 1
+    p = None
+    try:
+        p = pool()
+    except OSError as exc:
+        _log_once(f"mend: could not start Triton compile workers ({exc}); kernels compile in-process")
+    if p is not None:
+        return p.submit(job)
+    return _LazyFuture(job)
+
+
+class _LazyFuture:
+    """A future that compiles in the calling thread when its result is first asked for."""
+
+    def __init__(self, job: dict) -> None:
+        self.job = job
+        self._res = None
+
+    def result(self, timeout=None) -> dict:
+        if self._res is None:
+            self._res = _run_inline(self.job)
+        return self._res
+
+    def done(self) -> bool:
+        return self._res is not None
+
+
+# ------------------------------------------------------------------------------------ static launch
+
+
+class StaticKernel:
+    """A compiled cubin loaded into the current CUDA context and launched by PyTorch's static launcher."""
+
+    __slots__ = ("name", "function", "module", "num_warps", "shared", "arg_tys", "n_extra", "_impl", "_stream")
+
+    def __init__(self, res: dict, device_index: int) -> None:
+        impl = compat.static_cuda_launcher()
+        if impl is None:
+            raise NotImplementedError("this PyTorch has no static CUDA launcher")
+        for key in ("global_scratch_size", "profile_scratch_size"):
+            if (res.get(key) or 0) > 0:
+                raise NotImplementedError(f"kernel needs {key}")
+        if res.get("num_ctas", 1) != 1 or res.get("launch_pdl") or res.get("launch_cooperative_grid"):
+            raise NotImplementedError("kernel needs a launch feature of Triton's launcher")
+        path = res.get("cubin_path")
+        if not path or not os.path.exists(path):
+            raise FileNotFoundError(f"cubin of {res.get('name')} not found")
+        tys = "".join("O" if t.startswith("*") else _SCALAR.get(t, "?") for t in res["arg_types"])
+        if "?" in tys:
+            raise NotImplementedError(f"argument types {res['arg_types']}")
+        # scratch arguments the kernel declares (size 0): passed as null pointers
+        self.n_extra = sum(res.get(k) is not None for k in ("global_scratch_size", "profile_scratch_size"))
+        self.arg_tys = tys + "O" * self.n_extra
+        self.name = res["name"]
+        self.num_warps = res["num_warps"]
+        self.shared = res["shared"]
+        self._impl = impl
+        self.module, self.function, _, _ = impl._load_kernel(path, self.name, self.shared, device_index)
+        self._stream = compat.raw_stream_getter()
+        STATS["static_loaded"] += 1
+
+    def launch(self, grid, tensors, device_index: int) -> None:
+        args = tuple(tensors) + (None,) * self.n_extra
+        self._impl._launch_kernel(self.function, grid[0], grid[1] if len(grid) > 1 else 1, 1, self.num_warps,
+                                  self.shared, self.arg_tys, args, self._stream(device_index))
+
+
+_SCALAR = {"i1": "i", "i8": "b", "i16": "h", "i32": "i", "i64": "l", "u1": "I", "u8": "B", "u16": "H",
+           "u32": "I", "u64": "K", "fp16": "f", "bf16": "f", "fp32": "f", "f32": "f", "fp64": "d"}
+
+
+def target_for(device) -> tuple:
+    """(backend, arch, warp_size) of ``device`` for ``triton.compile``, from PyTorch (so the main process
+    never has to build Triton's own CUDA driver utilities)."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device)
+    return ("cuda", major * 10 + minor, 32)
+
+
+def job_for(module, fn_name: str, signature: dict, constexprs: dict, num_warps: int, target: tuple) -> dict:
+    return {"path": module.__file__, "module": module.__name__, "fn": fn_name, "signature": dict(signature),
+            "constexprs": dict(constexprs), "num_warps": num_warps, "target": tuple(target)}
+
+
+def load(future, device_index: int, what: str):
+    """Wait for a submitted job and load its kernel: a :class:`StaticKernel`, or None (the caller uses
+    Triton's JIT path; the reason is logged once)."""
+    res = future.result()
+    if "error" in res:
+        STATS["failed"] += 1
+        _log_once(f"mend: ahead-of-time compile of {what} failed ({res['error']}); Triton's JIT compiles it")
+        return None
+    STATS["compiled"] += 1
+    try:
+        return StaticKernel(res, device_index)
+    except Exception as exc:  # noqa: BLE001 - the JIT path is always there
+        _log_once(f"mend: {what} is launched by Triton ({type(exc).__name__}: {exc})")
+        return None

@@ -1,0 +1,219 @@
+"""Ahead-of-time, parallel compilation of Triton kernels (``mend.compiler.triton_aot``) on a CPU-only machine.
+
+The compile workers build real sm_90 cubins without a GPU (explicit target). What needs a GPU (loading the
+cubin, the static launch) is in ``test_triton_gpu.py``; here the launch decision (alignment, fallback) is
+checked with a stand-in kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+from mend.compiler import runtime_triton, triton_aot  # noqa: E402
+from mend.compiler.codegen.triton import TritonGenerator  # noqa: E402
+from mend.compiler.codegen.triton_source import render_module  # noqa: E402
+from mend.compiler.decomps import decomposition_table  # noqa: E402
+from mend.compiler.lowering import Lowering  # noqa: E402
+from mend.compiler.scheduler import schedule  # noqa: E402
+
+SM90 = ("cuda", 90, 32)
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setenv("MEND_CACHE_DIR", str(tmp_path / "mend"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setenv("MEND_COMPILE_WORKERS", "2")
+    triton_aot.shutdown()
+    yield
+    triton_aot.shutdown()
+
+
+def launchers(fn, *args, **opts):
+    gm = make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*args)
+    sg, _ = schedule(Lowering(gm, list(args)).run(), "cuda")
+    sources, bad = TritonGenerator(interpret=False, **opts).sources(sg.kernels)
+    assert not bad
+    module = runtime_triton.load_module(render_module(sources, interpret=False))
+    out = []
+    for s in sources:
+        if s.plan.template == "split":
+            out.append(runtime_triton.TritonSplitLauncher(s.k, *[getattr(module, n) for n in s.fn_names], s))
+        else:
+            out.append(runtime_triton.TritonLauncher(s.k, getattr(module, s.fn_name), s))
+    return module, out
+
+
+def _cache_entries(tmp_path) -> set[str]:
+    root = tmp_path / "triton"
+    return {p.name for p in root.iterdir()} if root.exists() else set()
+
+
+@pytest.mark.slow
+def test_workers_compile_every_candidate_for_sm90_and_the_cache_serves_repeats(tmp_path):
+    x = torch.randn(2048, 1024)
+    module, ls = launchers(lambda x: (torch.softmax(x * 0.5, -1), torch.relu(x) + 1), x)
+    for launcher in ls:
+        launcher.precompile(module, SM90, torch.device("cpu"))
+    # large kernels are autotuned: every candidate configuration is compiled ahead
+    assert sum(len(launcher.aot) for launcher in ls) == sum(len(launcher.plan.configs) for launcher in ls) > len(ls)
+    results = [f.result() for launcher in ls for f in launcher.aot.values()]
+    for r in results:
+        assert "error" not in r, r
+        assert os.path.exists(r["cubin_path"]) and r["cubin_path"].endswith(".cubin")
+        assert r["name"].startswith("mend_") and r["num_warps"] >= 1 and r["shared"] >= 0
+        assert all(t.startswith("*") for t in r["arg_types"])
+    assert triton_aot.STATS["workers_started"] >= 2
+    entries = _cache_entries(tmp_path)
+    # the same jobs again: Triton's cache answers, nothing new is built, same binaries
+    again = [triton_aot.submit(triton_aot.job_for(module, launcher.source.fn_name, launcher.source.signature(),
+                                                  launcher.plan.configs[0].constexprs(launcher.template),
+                                                  launcher.plan.configs[0].num_warps, SM90)).result()
+             for launcher in ls]
+    assert _cache_entries(tmp_path) == entries
+    assert {r["hash"] for r in again} <= {r["hash"] for r in results}
+
+
+def test_small_kernels_compile_only_the_heuristic_configuration(tmp_path):
+    x = torch.randn(16, 64)
+    module, ls = launchers(lambda x: torch.softmax(x, -1) * 2, x)
+    (launcher,) = ls
+    assert launcher.candidates(torch.device("cpu")) == [0]
+    launcher.precompile(module, SM90, torch.device("cpu"))
+    assert list(launcher.aot) == [0]
+    assert "error" not in launcher.aot[0].result()
+
+
+def test_a_recorded_autotune_winner_is_the_only_candidate(monkeypatch):
+    x = torch.randn(2048, 1024)
+    _, (launcher,) = launchers(lambda x: torch.relu(x) * 3, x)
+    assert len(launcher.plan.configs) > 1
+    dev = torch.device("cpu")
+    assert launcher.candidates(dev) == list(range(len(launcher.plan.configs)))
+    win = launcher.plan.configs[1]
+    runtime_triton.write_tuned(runtime_triton._tune_key(launcher.kernel_text, dev),
+                               {"config": [win.XBLOCK, win.RBLOCK, win.num_warps]})
+    assert launcher.candidates(dev) == [1]
+    monkeypatch.setenv("MEND_TRITON_AUTOTUNE", "0")
+    assert launcher.candidates(dev) == [0]
+
+
+def test_split_reduction_compiles_both_kernels():
+    module, ls = launchers(lambda y: y.sum(), torch.randn(3 * 2**20))
+    (launcher,) = ls
+    assert isinstance(launcher, runtime_triton.TritonSplitLauncher)
+    launcher.precompile(module, SM90, torch.device("cpu"))
+    names = [f.result().get("name") for f in launcher.aot.values()]
+    assert names == launcher.source.fn_names
+
+
+def test_without_workers_the_compile_runs_in_the_calling_thread(monkeypatch):
+    monkeypatch.setenv("MEND_COMPILE_WORKERS", "0")
+    module, (launcher,) = launchers(lambda x: x.exp() + 1, torch.randn(100))
+    launcher.precompile(module, SM90, torch.device("cpu"))
+    fut = launcher.aot[0]
+    assert isinstance(fut, triton_aot._LazyFuture) and not fut.done()
+    assert "error" not in fut.result() and fut.done()
+    assert triton_aot.pool() is None
+
+
+def test_a_failing_job_reports_its_error_and_the_worker_goes_on():
+    module, (launcher,) = launchers(lambda x: x.exp() + 1, torch.randn(100))
+    sig = launcher.source.signature()
+    cfg = launcher.plan.configs[0]
+    bad = triton_aot.submit(triton_aot.job_for(module, "no_such_kernel", sig, cfg.constexprs("pointwise"),
+                                               cfg.num_warps, SM90)).result()
+    assert "AttributeError" in bad["error"]
+    good = triton_aot.submit(triton_aot.job_for(module, launcher.source.fn_name, sig, cfg.constexprs("pointwise"),
+                                                cfg.num_warps, SM90)).result()
+    assert "error" not in good
+
+
+def test_a_dead_worker_is_replaced():
+    module, (launcher,) = launchers(lambda x: x.exp() + 1, torch.randn(100))
+    sig, cfg = launcher.source.signature(), launcher.plan.configs[0]
+    job = triton_aot.job_for(module, launcher.source.fn_name, sig, cfg.constexprs("pointwise"), cfg.num_warps, SM90)
+    p = triton_aot.pool()
+    workers = list(p.idle.queue)
+    for w in workers:
+        os.kill(w.proc.pid, signal.SIGKILL)
+        w.proc.wait()
+    first = [triton_aot.submit(job).result() for _ in workers]
+    assert all("compile worker failed" in r["error"] for r in first)
+    assert "error" not in triton_aot.submit(job).result()  # replacements took over
+
+
+def test_load_logs_once_and_returns_none_when_the_kernel_cannot_be_loaded(caplog):
+    fut = triton_aot._LazyFuture({})
+    fut._res = {"error": "boom"}
+    with caplog.at_level("WARNING", logger="mend.compiler"):
+        assert triton_aot.load(fut, 0, "kernel k") is None
+        assert triton_aot.load(fut, 0, "kernel k") is None
+    assert sum("boom" in r.message for r in caplog.records) == 1
+    # a CPU build of torch has no static CUDA launcher: the JIT path is used
+    ok = triton_aot._LazyFuture({})
+    ok._res = {"name": "k", "cubin_path": __file__, "shared": 0, "num_warps": 4, "arg_types": ["*fp32"]}
+    if triton_aot.compat.static_cuda_launcher() is None:
+        assert triton_aot.load(ok, 0, "kernel k2") is None
+
+
+class _Recorder:
+    def __init__(self, fail=False):
+        self.calls, self.fail = [], fail
+
+    def launch(self, grid, tensors, index):
+        if self.fail:
+            raise RuntimeError("launch failed")
+        self.calls.append((grid, len(tensors)))
+
+
+def test_static_launch_needs_aligned_pointers_and_gives_way_after_a_failure(monkeypatch, caplog):
+    monkeypatch.setattr(triton_aot.compat, "static_cuda_launcher", lambda: None)
+    _, (launcher,) = launchers(lambda x: x.exp() + 1, torch.randn(100))
+    monkeypatch.setattr(runtime_triton, "_device_index", lambda tensors: 0)
+    rec = _Recorder()
+    launcher.static[0] = rec
+    base = torch.empty(132)
+    aligned = (base[:100], base[4:104])  # 16-byte offsets
+    assert runtime_triton._launch_static(launcher, 0, (1,), aligned) is rec
+    assert rec.calls == [((1,), 2)]
+    unaligned = (base[1:101], base[4:104])  # 4 bytes past an aligned address: Triton's JIT specializes
+    assert runtime_triton._launch_static(launcher, 0, (1,), unaligned) is None
+    assert len(rec.calls) == 1
+    launcher.static[0] = _Recorder(fail=True)
+    with caplog.at_level("WARNING", logger="mend.compiler"):
+        assert runtime_triton._launch_static(launcher, 0, (1,), aligned) is None
+    assert launcher.static[0] is None  # later launches go straight to Triton
+    assert any("static launch" in r.message for r in caplog.records)
+
+
+def test_worker_count(monkeypatch):
+    monkeypatch.setenv("MEND_COMPILE_WORKERS", "3")
+    assert triton_aot.worker_count() == 3
+    monkeypatch.delenv("MEND_COMPILE_WORKERS")
+    assert 1 <= triton_aot.worker_count() <= 16
+    monkeypatch.setenv("MEND_COMPILE_WORKERS", "many")
+    with pytest.raises(ValueError, match="MEND_COMPILE_WORKERS"):
+        triton_aot.worker_count()
+
+
+def test_generator_precompiles_only_for_cuda_graphs(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    submitted = []
+    monkeypatch.setattr(triton_aot, "submit", lambda job: submitted.append(job))
+    gen = TritonGenerator()
+    gen.device = torch.device("cpu")
+    gm = make_fx(lambda x: x.exp() + 1, decomposition_table=decomposition_table(), tracing_mode="fake")(
+        torch.randn(10))
+    sg, _ = schedule(Lowering(gm, [torch.randn(10)]).run(), "cuda")
+    gen.compile(sg.kernels, None)
+    assert submitted == []
