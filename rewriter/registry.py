@@ -87,7 +87,13 @@ _INFO = {
                "builtin exceptions, non-literal messages, `raise ... from`, guards inside `try`."),
     "MND301": ("sometimes", "safe", "keep the 0-d tensor instead of .item()",
                "**Safe** when the number only feeds arithmetic with a tensor: `.item()` is dropped and "
-               "`max(n, c)`/`min(n, c)` become `torch.clamp`. Otherwise **unsafe**: "
+               "`max(n, c)`/`min(n, c)` become `torch.clamp`. In an `assert` (`assert t.item() <op> n`, "
+               "`assert t.item()`, plain-string message) the `.item()` is dropped (**unsafe**): Dynamo keeps "
+               "an assert on a tensor in the graph as `torch._assert_async`, so eager raises the same "
+               "`AssertionError` but a failing check under compile raises `RuntimeError` (asynchronously on "
+               "CUDA), and the comparison runs in the tensor's dtype (exact for integer and bool tensors). "
+               "Declined there for `not`, `and`/`or`, chained comparisons and formatted messages (Dynamo "
+               "breaks on them). Otherwise **unsafe**: "
                "`@torch._dynamo.config.patch(capture_scalar_outputs=True)` on that function only. "
                "Branching on `.item()` is repaired by the MND201 fix on the tensor."),
     "MND302": ("sometimes", "unsafe", "keep the 0-d tensor instead of float(t)",

@@ -4,6 +4,9 @@
   is dropped and ``max(n, c)``/``min(n, c)`` around it become ``torch.clamp``. Safe when every use is
   an operand of arithmetic with a provable tensor (0-d tensors and Python numbers promote alike there).
   Otherwise, unsafe: ``@torch._dynamo.config.patch(capture_scalar_outputs=True)`` on that function only.
+* ``assert t.item() <op> n`` / ``assert t.item()`` (MND301) -> ``assert t <op> n``: Dynamo turns an assert on
+  a tensor into an in-graph ``torch._assert_async`` (unsafe: a failing check raises ``RuntimeError`` under
+  compile, asynchronously on CUDA, and the comparison runs in the tensor's dtype).
 * ``float(t)``/``int(t)`` (MND302) in arithmetic with a tensor -> ``t`` (unsafe: 0-d tensor promotion
   differs from Python numbers for mixed int/float operands), else the scalar-capture decorator (unsafe).
 * ``len(t.tolist())`` (MND303) -> ``t.shape[0]`` (safe, exact).
@@ -83,6 +86,13 @@ def fix_item(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     receiver = call.func.value
     parent = ctx.parent(call)
     why = "the Python number is used outside tensor arithmetic"
+    assert_stmt = _assert_truth(ctx, call)
+    if isinstance(assert_stmt, str):
+        return Decline(diag, assert_stmt)
+    if assert_stmt is not None:
+        return Plan(diag, "assert on the tensor: drop `.item()` (Dynamo keeps a tensor assert in the graph)",
+                    "unsafe", [(call, receiver.with_changes(lpar=call.lpar, rpar=call.rpar) if call.lpar
+                                else receiver)])
     for anc in ctx.ancestors(call):
         if isinstance(anc, (cst.If, cst.While, cst.IfExp)) and _in_test(ctx, call, anc):
             from mend.rewriter.fixes.branches import fix_branch
@@ -119,6 +129,44 @@ def fix_item(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
                 return Plan(diag, f"keep `{name}` a 0-d tensor: it only feeds tensor arithmetic", "safe",
                             edits, imports=imports)
     return _capture_decorator(ctx, diag, call, "capture_scalar_outputs", why)
+
+
+def _assert_truth(ctx: FileContext, call: cst.Call) -> cst.Assert | str | None:
+    """The ``assert`` whose truth value is all that ``call`` (an ``.item()``) feeds, a decline reason, or None.
+
+    ``assert t.item()`` and ``assert t.item() <= n`` (one comparison operator, either side) qualify when
+    the message is absent or a plain string literal: Dynamo turns ``assert <tensor>`` into an in-graph
+    ``torch._assert_async`` (measured on torch 2.13: one graph), but breaks on ``not``, ``and``/``or``,
+    chained comparisons and formatted messages, so those are declined.
+    """
+    node: cst.CSTNode = call
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.ComparisonTarget):
+        node = ctx.parent(parent)
+        parent = ctx.parent(node)
+    elif isinstance(parent, cst.Comparison) and parent.left is node:
+        node = parent
+        parent = ctx.parent(node)
+    if not isinstance(parent, cst.Assert) or parent.test is not node:
+        for anc in ctx.ancestors(call):
+            if isinstance(anc, cst.Assert):
+                if _in_test(ctx, call, anc):
+                    return ("`assert` on `.item()` is kept in the graph only as `assert t` or `assert t <op> x` "
+                            "(one comparison, no `not`/`and`/`or`): Dynamo breaks on the other forms")
+                return None
+            if isinstance(anc, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                return None
+        return None
+    if isinstance(node, cst.Comparison) and len(node.comparisons) != 1:
+        return "a chained comparison on `.item()` in an `assert` needs Python's `and` on tensors (a break)"
+    if isinstance(node, cst.Comparison) and not isinstance(
+            node.comparisons[0].operator, (cst.LessThan, cst.LessThanEqual, cst.GreaterThan,
+                                           cst.GreaterThanEqual, cst.Equal, cst.NotEqual)):
+        return "only `<`, `<=`, `>`, `>=`, `==`, `!=` comparisons on `.item()` in an `assert` are rewritten"
+    msg = parent.msg
+    if msg is not None and not isinstance(msg, (cst.SimpleString, cst.ConcatenatedString)):
+        return "the `assert` message is computed (Dynamo breaks on a formatted message under a tensor assert)"
+    return parent
 
 
 def _in_test(ctx: FileContext, node: cst.CSTNode, stmt: cst.CSTNode) -> bool:

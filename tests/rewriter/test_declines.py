@@ -178,6 +178,24 @@ CASES = {
             f(x, 2)
             f(x, 3)
         """, "more than one place"),
+    "assert on .item() with `and`": ("MND301", 3, """
+        import torch
+        def f(t: torch.Tensor, n: int):
+            assert t.max().item() <= n and n > 0
+            return t
+        """, "one comparison, no `not`/`and`/`or`"),
+    "assert on .item() with a formatted message": ("MND301", 3, """
+        import torch
+        def f(t: torch.Tensor, n: int):
+            assert t.max().item() <= n, f"too long: {n}"
+            return t
+        """, "message is computed"),
+    "chained comparison on .item() in an assert": ("MND301", 3, """
+        import torch
+        def f(t: torch.Tensor, n: int):
+            assert 0 <= t.max().item() <= n
+            return t
+        """, "chained comparison"),
     "deepcopy with memo": ("MND108", 4, """
         import copy
         import torch

@@ -104,6 +104,8 @@ INPUTS = {
     "capture": lambda: [(torch.randn(8),)],
     "cond_submodule": lambda: [(torch.randn(3, 8) * 10,), (torch.randn(3, 8) * 1e-3,)],
     "cond_else": lambda: [(torch.rand(2, 4) + 0.1,), (-torch.rand(2, 4) - 0.1,)],
+    "assert_item": lambda: [(torch.randn(2, 5), torch.tensor([3, 5]), torch.tensor([True, False])),
+                            (torch.randn(3, 4), torch.tensor([1, 2, 4]), torch.tensor([False, True]))],
 }
 
 
@@ -280,3 +282,18 @@ def test_dynamic_decorator_fixture_stops_scalar_recompiles() -> None:
     for a, b, n in zip(out_after, out_before, (5, 6, 7)):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
         torch.testing.assert_close(a, x * n + 1, rtol=0, atol=0)
+
+
+def test_assert_item_failing_check_still_raises() -> None:
+    """`assert t.item() <= n` -> `assert t <= n`: eager raises the same AssertionError; compiled code keeps the
+    check in the graph (torch._assert_async), which raises RuntimeError, one graph."""
+    x, mask = torch.randn(2, 5), torch.tensor([True, False])
+    bad = torch.tensor([3, 9])
+    for kind in ("in", "out"):
+        with pytest.raises(AssertionError):
+            _load("assert_item", kind)["f"](x, bad, mask)
+    with pytest.raises(AssertionError, match="an empty mask"):
+        _load("assert_item", "out")["f"](x, torch.tensor([3, 5]), torch.tensor([False, False]))
+    graphs, outs = _graphs_and_outputs(_load("assert_item", "out")["f"], [(x, bad, mask)])
+    assert graphs == 1
+    assert outs[0][0] is RuntimeError
