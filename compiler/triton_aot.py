@@ -251,7 +251,9 @@ class StaticKernel:
         self.num_warps = res["num_warps"]
         self.shared = res["shared"]
         self._impl = impl
-        self.module, self.function, _, _ = impl._load_kernel(path, self.name, self.shared, device_index)
+        loaded = impl._load_kernel(path, self.name, self.shared, device_index)
+        # (module, function, n_regs, n_spills) on torch 2.13; (function, n_regs, n_spills) on 2.11
+        self.module, self.function = (loaded[0], loaded[1]) if len(loaded) == 4 else (None, loaded[0])
         self._stream = compat.raw_stream_getter()
         STATS["static_loaded"] += 1
 
