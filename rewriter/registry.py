@@ -94,7 +94,8 @@ _INFO = {
                "CUDA), and the comparison runs in the tensor's dtype (exact for integer and bool tensors). "
                "Declined there for `not`, `and`/`or`, chained comparisons and formatted messages (Dynamo "
                "breaks on them). Otherwise **unsafe**: "
-               "`@torch._dynamo.config.patch(capture_scalar_outputs=True)` on that function only. "
+               "`@torch._dynamo.config.patch(capture_scalar_outputs=True)` on that function only, when it is "
+               "compiled itself (`@torch.compile`; inside a compiled region the patch is a break of its own). "
                "Branching on `.item()` is repaired by the MND201 fix on the tensor."),
     "MND302": ("sometimes", "unsafe", "keep the 0-d tensor instead of float(t)",
                "`float(t)` in tensor arithmetic becomes `t` (**unsafe**: a 0-d tensor promotes "
@@ -103,10 +104,12 @@ _INFO = {
     "MND303": ("sometimes", "safe", "len(t.tolist()) -> t.shape[0]",
                "`len(t.tolist())` becomes `t.shape[0]` (**safe**, exact). Other uses: the "
                "scalar-capture decorator (**unsafe**; helps integer tensors only)."),
-    "MND304": ("always", "unsafe", "enable dynamic-output capture for the function",
+    "MND304": ("sometimes", "unsafe", "enable dynamic-output capture for the function",
                "Adds `@torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)` to the "
                "enclosing function only (**unsafe**: a private Dynamo config, data-dependent shapes in "
-               "the graph)."),
+               "the graph). Only for a function compiled itself (`@torch.compile`): inside a compiled "
+               "region Dynamo meets the patch as a context manager and breaks there (measured on torch "
+               "2.13), so the fix declines elsewhere and says to set the flag before `torch.compile`."),
     "MND305": ("sometimes", "safe", "masked reduction -> static-shape torch.where form",
                "`t[mask].sum()`/`.mean()` (elementwise methods in between allowed) become "
                "`_mend_masked_sum(t, mask)`/`_mend_masked_mean(t, mask)`, helpers added to the file "

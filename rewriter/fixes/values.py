@@ -3,7 +3,9 @@
 * ``.item()`` (MND301) whose value only feeds tensor arithmetic keeps the 0-d tensor: the ``.item()``
   is dropped and ``max(n, c)``/``min(n, c)`` around it become ``torch.clamp``. Safe when every use is
   an operand of arithmetic with a provable tensor (0-d tensors and Python numbers promote alike there).
-  Otherwise, unsafe: ``@torch._dynamo.config.patch(capture_scalar_outputs=True)`` on that function only.
+  Otherwise, unsafe: ``@torch._dynamo.config.patch(capture_scalar_outputs=True)`` on that function only,
+  when the function is compiled itself (``@torch.compile``): inside a compiled region Dynamo meets the
+  patch as a context manager and breaks there, so elsewhere the fix declines.
 * ``assert t.item() <op> n`` / ``assert t.item()`` (MND301) -> ``assert t <op> n``: Dynamo turns an assert on
   a tensor into an in-graph ``torch._assert_async`` (unsafe: a failing check raises ``RuntimeError`` under
   compile, asynchronously on CUDA, and the comparison runs in the tensor's dtype).
@@ -42,6 +44,12 @@ def _capture_decorator(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode, fl
     for d in func.decorators:
         if flag in code(d.decorator):
             return Decline(diag, f"{why}; {flag} is already enabled for this function")
+    if not any(_compile_decorator(ctx, d.decorator) for d in func.decorators):
+        # Inside a compiled region Dynamo meets the patch as a context manager and breaks there
+        # ("Unsupported context manager", torch 2.13): the decorator would move the break, not remove it.
+        return Decline(diag, f"{why}; `{func.name.value}` is not compiled itself, and Dynamo does not apply "
+                             f"`torch._dynamo.config.patch` inside a compiled region: set "
+                             f"`torch._dynamo.config.{flag} = True` before `torch.compile` instead")
 
     def add(upd: cst.FunctionDef) -> cst.FunctionDef:
         decos = list(upd.decorators)
@@ -66,6 +74,12 @@ def _capture_decorator(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode, fl
 
     return Plan(diag, f"enable {flag} for `{func.name.value}` only ({why})", "unsafe", [(func, add)],
                 imports=imports)
+
+
+def _compile_decorator(ctx: FileContext, dec: cst.BaseExpression) -> bool:
+    """``@torch.compile`` / ``@torch.compile(...)`` (or ``compile`` imported from torch)."""
+    target = dec.func if isinstance(dec, cst.Call) else dec
+    return ctx.imports.qualify(target) in {"torch.compile", "torch.compiler.compile"}
 
 
 def _tensor_operand(ctx: FileContext, facts, node: cst.CSTNode) -> bool:

@@ -196,6 +196,17 @@ CASES = {
             assert 0 <= t.max().item() <= n
             return t
         """, "chained comparison"),
+    "scalar capture in a function that is not compiled itself": ("MND301", 4, """
+        import torch
+        class M(torch.nn.Module):
+            def forward(self, t: torch.Tensor):
+                return torch.arange(t.max().item())
+        """, "does not apply `torch._dynamo.config.patch` inside a compiled region"),
+    "dynamic-output capture in a helper": ("MND304", 3, """
+        import torch
+        def helper(x: torch.Tensor):
+            return torch.nonzero(x > 0)
+        """, "is not compiled itself"),
     "deepcopy with memo": ("MND108", 4, """
         import copy
         import torch
