@@ -47,8 +47,15 @@ def get_decompositions(ops) -> dict:
 
 
 def register_backend(name: str, fn) -> None:
+    from torch._dynamo.backends import registry
     from torch._dynamo.backends.registry import register_backend as _reg
 
+    if name in getattr(registry, "_COMPILER_FNS", {}):
+        return
+    if getattr(registry, "_BACKENDS", {}).get(name) is not None:
+        # torch found mend's ``torch_dynamo_backends`` entry point and is loading this module through it:
+        # it registers the function itself right after the import (registering here too is an error)
+        return
     try:
         _reg(name=name)(fn)
     except Exception as exc:  # registered twice (re-import): the registry refuses duplicates

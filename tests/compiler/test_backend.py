@@ -22,6 +22,19 @@ def test_backend_is_registered_by_name_and_entry_point():
     assert ep and ep[0].load() is backend.mend_backend
 
 
+@pytest.mark.parametrize("first", ["", "import mend.compiler.backend; ", "torch._dynamo.list_backends(); import mend.compiler; "])
+def test_backend_string_works_in_a_fresh_process(first):
+    """``torch.compile(backend="mend")`` with nothing imported first: torch loads mend through its entry point
+    (mend must not register the name a second time while being loaded); also after importing mend."""
+    import subprocess
+    import sys
+
+    code = f"import torch; {first}print(torch.compile(lambda x: x * 2 + 1, backend='mend')(torch.ones(3)).tolist())"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[3.0, 3.0, 3.0]"
+
+
 def test_torch_compile_backend_string_runs_our_compiler():
     torch._dynamo.reset()
     before = backend.STATS["graphs"]
