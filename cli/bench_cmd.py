@@ -13,7 +13,7 @@ from rich.console import Console
 HELP = """Time HARNESS (path.py:function returning (model_or_fn, args, kwargs)) before and after its repair.
 
 For each variant (original, repaired) and backend (eager, inductor, inductor-reduce-overhead on CUDA,
-mend) it measures graphs, breaks, recompiles, cold compile and first-call time, warm latency (median,
+mend, mend-reduce-overhead on CUDA) it measures graphs, breaks, recompiles, cold compile and first-call time, warm latency (median,
 p10, p90 over interleaved rounds), throughput and peak memory, each variant in its own process with
 fresh compile caches. Exit codes: 0 measured, 1 a variant failed, 2 bad input."""
 
@@ -36,8 +36,8 @@ def bench(
     backend: Optional[list[str]] = typer.Option(
         None, "--backend", "-b",
         help="Backend to run (repeatable): eager, dynamo-eager, aot_eager, inductor, inductor-reduce-overhead, "
-        "inductor-max-autotune, mend, or any registered Dynamo backend. Default: eager, inductor, "
-        "inductor-reduce-overhead (CUDA only), mend.",
+        "inductor-max-autotune, mend, mend-reduce-overhead, or any registered Dynamo backend. Default: eager, "
+        "inductor, inductor-reduce-overhead (CUDA only), mend, mend-reduce-overhead (CUDA only).",
     ),
     device: str = typer.Option("auto", "--device", help="cpu, cuda or auto."),
     rounds: int = typer.Option(10, "--rounds", min=1, help="Interleaved timed rounds."),

@@ -21,10 +21,12 @@ _HINT = (
 
 
 def compile(fn_or_module=None, *, fullgraph: bool = True, dynamic: bool = False, mode=None, **options):
-    """``torch.compile(fn_or_module, backend="mend", fullgraph=fullgraph, dynamic=dynamic)``.
+    """``torch.compile(fn_or_module, backend="mend", fullgraph=fullgraph, dynamic=dynamic, mode=mode,
+    options=options)``.
 
     Usable as ``mend.compiler.compile(model)`` or as a decorator ``@mend.compiler.compile``. Under
     ``fullgraph=True`` a graph break raises :class:`GraphBreakError` (with the Dynamo error as its cause).
+    ``mode="reduce-overhead"`` or ``cudagraphs=True`` replays CUDA graphs on a GPU.
     """
     if fn_or_module is None:
         return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, mode=mode, **options)
@@ -33,7 +35,10 @@ def compile(fn_or_module=None, *, fullgraph: bool = True, dynamic: bool = False,
     from . import compat
     from .backend import mend_backend
 
-    compiled = torch.compile(fn_or_module, backend=mend_backend, fullgraph=fullgraph, dynamic=dynamic)
+    compiled = torch.compile(fn_or_module, backend=mend_backend, fullgraph=fullgraph, dynamic=dynamic,
+                             mode=None if options else mode,
+                             options=dict(options, **({"cudagraphs": True} if mode == "reduce-overhead" else {}))
+                             if options else None)
     errors = compat.unsupported_error_types()
 
     def guard(call):

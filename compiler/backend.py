@@ -39,8 +39,9 @@ def _device_of(example_inputs, gm) -> torch.device:
     return graph_device(gm, example_inputs)
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "inference"):
-    """Compile one ATen graph; returns a boxed callable ``fn(list_of_args) -> tuple``."""
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "inference", cudagraphs: bool = False):
+    """Compile one ATen graph; returns a boxed callable ``fn(list_of_args) -> tuple``. ``cudagraphs``: replay
+    a CUDA graph of the compiled graph after its first call (``mend.compiler.cudagraphs``)."""
     t0 = time.perf_counter()
     code = gm.code
     tag = hashlib.sha256(code.encode()).hexdigest()[:10]
@@ -51,6 +52,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "infe
         if os.environ.get("MEND_COMPILER_FALLBACK") == "eager":
             raise GraphFallback("MEND_COMPILER_FALLBACK=eager")
         fn = _compile(gm, example_inputs, dump)
+        if cudagraphs and _device_of(example_inputs, gm).type == "cuda":
+            from . import cudagraphs as cg
+
+            fn = cg.wrap(fn, gm, fn.mend_graph, example_inputs, f"{kind} graph {tag}")
     except Exception as exc:  # graph-level fallback
         STATS["fallback_graphs"] += 1
         log_once(f"mend: graph runs eagerly ({type(exc).__name__}: {exc})")
@@ -145,20 +150,21 @@ def _self_checking(call, gm, dump):
     return checked
 
 
-def _fw(gm, example_inputs):
-    return compile_graph(gm, example_inputs, kind="forward")
+def _compiler(kind: str, cudagraphs: bool):
+    def compile_one(gm, example_inputs):
+        return compile_graph(gm, example_inputs, kind=kind, cudagraphs=cudagraphs)
 
-
-def _bw(gm, example_inputs):
-    return compile_graph(gm, example_inputs, kind="backward")
-
-
-def _inf(gm, example_inputs):
-    return compile_graph(gm, example_inputs, kind="inference")
+    return compile_one
 
 
 def mend_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
-    """The Dynamo backend: ``torch.compile(fn, backend=mend_backend)`` or ``backend="mend"``."""
+    """The Dynamo backend: ``torch.compile(fn, backend=mend_backend)`` or ``backend="mend"``.
+
+    ``mode="reduce-overhead"`` or ``options={"cudagraphs": True}`` replays CUDA graphs of the compiled
+    graphs (CUDA tensors only; see ``mend.compiler.cudagraphs``)."""
+    from .cudagraphs import requested
+
+    cg = requested(kwargs)
     if any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
         from . import triton_aot
 
@@ -166,9 +172,9 @@ def mend_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     return compat.aot_module_simplified(
         gm,
         example_inputs,
-        fw_compiler=_fw,
-        bw_compiler=_bw,
-        inference_compiler=_inf,
+        fw_compiler=_compiler("forward", cg),
+        bw_compiler=_compiler("backward", cg),
+        inference_compiler=_compiler("inference", cg),
         decompositions=decomposition_table(),
     )
 

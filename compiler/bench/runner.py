@@ -259,6 +259,8 @@ def default_backends(device: str) -> list[str]:
     if device.startswith("cuda"):
         names.append("inductor-reduce-overhead")
     names.append("mend")
+    if device.startswith("cuda"):
+        names.append("mend-reduce-overhead")
     return names
 
 
@@ -334,7 +336,7 @@ def _measure(
     compile_threads = settings.compile_threads
     if compile_threads is None and not device.startswith("cuda"):
         compile_threads = 1
-    reduce_overhead_cpu = [b for b in backends if b == "inductor-reduce-overhead" and not device.startswith("cuda")]
+    reduce_overhead_cpu = [b for b in backends if b.endswith("-reduce-overhead") and not device.startswith("cuda")]
     step("starting workers", 0, total=len(variant_list) * len(backends) * (3 + settings.rounds))
     try:
         for v in variant_list:
@@ -355,7 +357,7 @@ def _measure(
                     "compile_threads": compile_threads,
                 }
                 why = None
-                if reduce_overhead_cpu and b == "inductor-reduce-overhead":
+                if reduce_overhead_cpu and b in reduce_overhead_cpu:
                     why = "CUDA graphs (mode='reduce-overhead') need a CUDA device"
                 workers.append(_Worker(v, b, cfg, work / f"{v.name}-{b}", unavailable=why))
         loaded: dict[int, dict[str, Any]] = {}

@@ -35,6 +35,7 @@ BACKENDS: dict[str, tuple[str | None, str | None]] = {
     "inductor-reduce-overhead": ("inductor", "reduce-overhead"),
     "inductor-max-autotune": ("inductor", "max-autotune-no-cudagraphs"),
     "mend": ("mend", None),
+    "mend-reduce-overhead": ("mend", "reduce-overhead"),
 }
 
 

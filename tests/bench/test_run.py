@@ -132,12 +132,14 @@ def test_recompiles_are_counted(tmp_path):
     """Also: CUDA graphs on a CPU are reported unavailable, not run and not faked."""
     out = tmp_path / "r.json"
     proc = mend("examples/step_counter.py:harness", "--no-repair", "-b", "dynamo-eager", "-b", "inductor-reduce-overhead",
-                "--device", "cpu", *QUICK, "--json", str(out))
+                "-b", "mend-reduce-overhead", "--device", "cpu", *QUICK, "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
     validate(doc)
     ro = rows(doc)[("original", "inductor-reduce-overhead")]
     assert ro["status"] == "unavailable" and "CUDA" in ro["reason"]
+    mro = rows(doc)[("original", "mend-reduce-overhead")]
+    assert mro["status"] == "unavailable" and "CUDA" in mro["reason"]
     row = rows(doc)[("original", "dynamo-eager")]
     # self.step += 1: a recompile per call until the recompile limit (8 compiles), then eager
     assert row["recompiles"] == 7 and row["graphs"] == 8

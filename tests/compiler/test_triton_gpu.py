@@ -256,3 +256,76 @@ def test_statically_launched_misaligned_and_repeated_calls(monkeypatch):
         for g, w in zip(got, want):
             assert_same(g, w, msg=f"call {i}")
     counts.check()
+
+
+# ------------------------------------------------------------------------------------------- CUDA graphs
+
+
+def test_cudagraphs_replay_matches_eager_and_protects_inputs_and_outputs():
+    from mend.compiler import cudagraphs
+
+    torch.manual_seed(0)
+    model = Block(64, 4).to(DEV).eval()
+    f = torch.compile(model, backend="mend", mode="reduce-overhead", fullgraph=True)
+    before = dict(cudagraphs.STATS)
+    kept, inputs = [], []
+    with torch.no_grad():
+        for i in range(5):
+            x = r(4, 16, 64)
+            inputs.append((x, x.clone()))
+            got = f(x)
+            assert_same(got, model(x), msg=f"call {i}")
+            kept.append((got, got.clone()))
+    assert cudagraphs.STATS["captured"] == before["captured"] + 1
+    assert cudagraphs.STATS["replays"] >= before["replays"] + 3
+    for x, x0 in inputs:  # the caller's inputs are never written
+        assert torch.equal(x, x0)
+    for out, out0 in kept:  # earlier results are not overwritten by later replays
+        assert torch.equal(out, out0)
+
+
+def test_cudagraphs_forward_and_backward():
+    from mend.compiler import cudagraphs
+
+    torch.manual_seed(0)
+    model = MLP(64, 256).to(DEV)
+    ref = MLP(64, 256).to(DEV)
+    ref.load_state_dict(model.state_dict())
+    f = mend_compile(model)
+    before = dict(cudagraphs.STATS)
+    for i in range(4):
+        x = r(8, 64)
+        out = f(x)
+        out.sum().backward()
+        want = ref(x)
+        want.sum().backward()
+        torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4)
+    assert cudagraphs.STATS["captured"] >= before["captured"] + 2  # forward and backward graphs
+    assert cudagraphs.STATS["replays"] > before["replays"]
+
+
+def mend_compile(model):
+    import mend.compiler
+
+    return mend.compiler.compile(model, mode="reduce-overhead")
+
+
+def test_cudagraphs_decline_a_graph_that_mutates_its_input():
+    from mend.compiler import cudagraphs
+
+    before = dict(cudagraphs.STATS)
+
+    def step(x, counter):
+        counter.add_(1)
+        return x * 2 + counter
+
+    f = torch.compile(step, backend="mend", options={"cudagraphs": True})
+    c1, c2 = torch.zeros(4, device=DEV), torch.zeros(4, device=DEV)
+    for _ in range(3):
+        x = r(4)
+        torch.testing.assert_close(f(x, c1), step(x, c2))
+    torch.testing.assert_close(c1, c2)
+    assert cudagraphs.STATS["declined"] > before["declined"]
+    assert cudagraphs.STATS["captured"] == before["captured"]

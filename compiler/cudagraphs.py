@@ -1,0 +1,180 @@
+"""CUDA graphs for launch-bound compiled graphs (``mode="reduce-overhead"`` or ``options={"cudagraphs": True}``).
+
+A compiled graph of many small kernels spends most of its time launching them from Python. With CUDA
+graphs on, the wrapper runs normally once (kernels compile, autotune and load), is then captured into a
+CUDA graph, and later calls replay it: one launch for the whole graph.
+
+What stays exactly as without CUDA graphs:
+
+* **Inputs.** Parameters and buffers (tensors Dynamo marks as static, whose addresses do not change) are
+  captured in place. Every other tensor input is copied into a private static buffer before each replay;
+  the caller's tensors are never written.
+* **Outputs.** Each replay writes the same static output buffers, so outputs are cloned before they are
+  returned: a result the caller keeps is never overwritten by a later call.
+* **Fallbacks**, each logged once, run the plain compiled graph: a graph that mutates its inputs or returns
+  a view of an input, a graph with CPU tensors, a capture that fails (e.g. an op that synchronizes), and a
+  call whose inputs differ from the captured ones in shape, stride, dtype or device. A static input that
+  moved (a parameter replaced) triggers a new capture.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+log = logging.getLogger("mend.compiler")
+
+STATS = {"captured": 0, "replays": 0, "fallback_calls": 0, "declined": 0}
+_logged: set[str] = set()
+MAX_CAPTURES = 4
+
+
+def _log_once(msg: str) -> None:
+    if msg not in _logged:
+        _logged.add(msg)
+        log.warning(msg)
+
+
+def requested(kwargs: dict) -> bool:
+    """Whether the backend call asks for CUDA graphs: ``mode="reduce-overhead"``,
+    ``options={"cudagraphs": True}``, or ``MEND_CUDAGRAPHS=1`` (``0`` turns them off everywhere)."""
+    import os
+
+    env = os.environ.get("MEND_CUDAGRAPHS")
+    if env is not None and env.strip():
+        return env.strip() not in ("0", "false", "no", "off")
+    opts = kwargs.get("options") or {}
+    if "cudagraphs" in opts:
+        return bool(opts["cudagraphs"])
+    return kwargs.get("mode") == "reduce-overhead"
+
+
+def _is_static(t: torch.Tensor) -> bool:
+    return isinstance(t, torch.nn.Parameter) or getattr(t, "_dynamo_static_input_type", None) is not None
+
+
+def decline_reason(gm: torch.fx.GraphModule, sg, example_inputs) -> str | None:
+    """Why this graph cannot be replayed as a CUDA graph (None: it can)."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            schema = getattr(n.target, "_schema", None)
+            if schema is not None and schema.is_mutable:
+                return f"it mutates a tensor in place ({n.target})"
+    inputs = {i.name for i in sg.inputs}
+    for o in sg.outputs:
+        if getattr(o, "buf", None) in inputs:
+            return "an output is a view of an input"
+    for t in example_inputs:
+        if isinstance(t, torch.Tensor) and t.device.type != "cuda":
+            return "it has a tensor that is not on the GPU"
+    return None
+
+
+def _meta(t):
+    if isinstance(t, torch.Tensor):
+        return (tuple(t.shape), t.stride(), t.dtype, t.device)
+    return ("value", t)
+
+
+class CudaGraphCall:
+    """A boxed callable (``call(list_of_args)``) that replays ``call`` as a CUDA graph."""
+
+    _boxed_call = True
+
+    def __init__(self, call, name: str) -> None:
+        self.call = call
+        self.name = name
+        self.warmed = False
+        self.graph = None
+        self.disabled = False
+        self.captures = 0
+
+    def _plain(self, args):
+        STATS["fallback_calls"] += 1
+        return self.call(args)
+
+    def __call__(self, args):
+        if self.disabled:
+            return self.call(args)
+        if not self.warmed:  # first call: kernels compile, autotune and load outside any capture
+            self.warmed = True
+            return self.call(args)
+        if self.graph is not None:
+            if [_meta(a) for a in args] != self.metas:
+                _log_once(f"mend: CUDA graph of {self.name} not replayed for inputs of another shape or type")
+                return self._plain(args)
+            for i in self.static_idx:
+                if args[i].data_ptr() != self.static_inputs[i].data_ptr():
+                    self.graph = None  # a parameter moved: capture again
+                    break
+        if self.graph is None:
+            if self.captures >= MAX_CAPTURES:
+                self.disabled = True
+                _log_once(f"mend: CUDA graph of {self.name} captured {MAX_CAPTURES} times; it runs without")
+                return self._plain(args)
+            try:
+                self._capture(args)
+            except Exception as exc:  # noqa: BLE001 - the plain graph always works
+                self.disabled = True
+                self.graph = None
+                STATS["declined"] += 1
+                _log_once(f"mend: CUDA graph capture of {self.name} failed ({type(exc).__name__}: "
+                          f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}); it runs without")
+                return self._plain(args)
+        return self._replay(args)
+
+    def _capture(self, args) -> None:
+        self.captures += 1
+        self.metas = [_meta(a) for a in args]
+        self.static_idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and _is_static(a)]
+        static = []
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor) and i not in self.static_idx:
+                buf = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
+                static.append(buf)
+            else:
+                static.append(a)
+        self.static_inputs = static
+        self.copy_idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in self.static_idx]
+        for i in self.copy_idx:
+            static[i].copy_(args[i])
+        dev = next(a.device for a in args if isinstance(a, torch.Tensor))
+        torch.cuda.synchronize(dev)
+        # one run on a side stream first (what torch.cuda.graphs recommends: lazy initialisation of
+        # cuBLAS workspaces and allocator state happens outside the capture)
+        side = torch.cuda.Stream(dev)
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):
+            self.call(list(static))
+        torch.cuda.current_stream(dev).wait_stream(side)
+        torch.cuda.synchronize(dev)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            outs = self.call(list(static))
+        self.static_outputs = list(outs)
+        self.graph = g
+        STATS["captured"] += 1
+
+    def _replay(self, args):
+        static = self.static_inputs
+        for i in self.copy_idx:
+            static[i].copy_(args[i])
+        args.clear()
+        self.graph.replay()
+        STATS["replays"] += 1
+        return [o.clone() if isinstance(o, torch.Tensor) else o for o in self.static_outputs]
+
+
+def wrap(call, gm, sg, example_inputs, name: str):
+    """``call`` replayed as a CUDA graph, or ``call`` itself when the graph cannot be (reason logged once)."""
+    why = decline_reason(gm, sg, example_inputs)
+    if why is not None:
+        STATS["declined"] += 1
+        _log_once(f"mend: no CUDA graph for {name}: {why}")
+        return call
+    wrapped = CudaGraphCall(call, name)
+    for attr in ("mend_graph", "mend_interpreted", "mend_extern_ops"):
+        if hasattr(call, attr):
+            setattr(wrapped, attr, getattr(call, attr))
+    return wrapped
