@@ -8,7 +8,8 @@ the ratio mend/Inductor, and the compile time of the first call, cold (empty cac
 compilers) and warm (``torch._dynamo.reset()`` then compile again in the same process: on-disk caches hot).
 The last column counts mend's graphs and kernels and flags any fallback (a graph run eagerly or a kernel
 run in the reference interpreter), so a fast number can never hide one. The last line is the geometric
-mean of mend/Inductor.
+mean of mend/Inductor. On CUDA, both also run with CUDA graphs (``mode="reduce-overhead"``), columns
+``ind-cg``/``mend-cg``.
 
 Both compilers get the same number of compile workers (``--compile-workers N``, default 1: each compiles
 in the calling process, Inductor with ``TORCHINDUCTOR_COMPILE_THREADS=1``, mend with
@@ -147,12 +148,15 @@ def main(argv=None):
           + (f" ({torch.cuda.get_device_name()})" if a.device == "cuda" else "")
           + f", threads {torch.get_num_threads()}, compile workers {WORKERS}, rounds {a.rounds} x {a.reps} calls, "
           + f"load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "")
+    cg = a.device == "cuda"  # also both compilers with CUDA graphs (mode="reduce-overhead")
     head = (f"{'case':<15}{'eager ms':>10}{'inductor ms':>13}{'mend ms':>10}{'mend/ind':>10}"
-            f"{'ind cold s':>12}{'mend cold s':>12}{'ind warm s':>12}{'mend warm s':>12}  mend graphs/kernels")
+            + (f"{'ind-cg ms':>11}{'mend-cg ms':>11}{'cg m/i':>8}" if cg else "")
+            + f"{'ind cold s':>12}{'mend cold s':>12}{'ind warm s':>12}{'mend warm s':>12}  mend graphs/kernels")
     print(head)
     print("-" * len(head))
     ratios = []
     cold_ratios = []
+    cg_ratios = []
     for name, (fn, args, train) in suite.items():
         ind, ind_cold = compile_time(fn, args, "inductor", train, a.device)
         before = dict(mend_backend.STATS)
@@ -163,8 +167,12 @@ def main(argv=None):
         _, mend_warm = compile_time(fn, args, "mend", train, a.device)
         runners = {"eager": make_runner(fn, args, train), "inductor": make_runner(ind, args, train),
                    "mend": make_runner(mend, args, train)}
-        for r in runners.values():  # warm-up (and recompile-free check)
-            r()
+        if cg:
+            runners["ind-cg"] = make_runner(torch.compile(fn, mode="reduce-overhead"), args, train)
+            runners["mend-cg"] = make_runner(torch.compile(fn, backend="mend", mode="reduce-overhead"), args, train)
+        for _ in range(3 if cg else 1):  # warm-up (and recompile-free check; CUDA graphs capture here)
+            for r in runners.values():
+                r()
         rounds = {k: [] for k in runners}
         for _ in range(a.rounds):
             for k, r in runners.items():
@@ -183,13 +191,20 @@ def main(argv=None):
         note = f"  {st['graphs']}g/{st['kernels']}k"
         if st["fallback_graphs"] or st["interpreted_kernels"]:
             note += f" FALLBACK: {st['fallback_graphs']} eager graphs, {st['interpreted_kernels']} interpreted"
-        print(f"{name:<15}{med['eager']:>10.3f}{med['inductor']:>13.3f}{med['mend']:>10.3f}{ratio:>9.2f}x"
+        cgcols = ""
+        if cg:
+            cg_ratios.append(med["mend-cg"] / med["ind-cg"])
+            cgcols = f"{med['ind-cg']:>11.3f}{med['mend-cg']:>11.3f}{cg_ratios[-1]:>7.2f}x"
+        print(f"{name:<15}{med['eager']:>10.3f}{med['inductor']:>13.3f}{med['mend']:>10.3f}{ratio:>9.2f}x{cgcols}"
               f"{ind_cold:>12.2f}{mend_cold:>12.2f}{ind_warm:>12.2f}{mend_warm:>12.2f}{note}")
         sys.stdout.flush()
     gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     gc = math.exp(sum(math.log(r) for r in cold_ratios) / len(cold_ratios))
     print("-" * len(head))
     print(f"geomean mend/inductor runtime: {gm:.3f}x   cold compile inductor/mend: {gc:.1f}x faster")
+    if cg_ratios:
+        gcg = math.exp(sum(math.log(r) for r in cg_ratios) / len(cg_ratios))
+        print(f"geomean with CUDA graphs (mode='reduce-overhead'), mend/inductor runtime: {gcg:.3f}x")
 
 
 if __name__ == "__main__":
