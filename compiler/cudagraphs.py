@@ -9,10 +9,13 @@ What stays exactly as without CUDA graphs:
 * **Inputs.** Parameters and buffers (tensors Dynamo marks as static, whose addresses do not change) are
   captured in place. Every other tensor input is copied into a private static buffer before each replay;
   the caller's tensors are never written.
-* **Outputs.** Each replay writes the same static output buffers, so outputs are cloned before they are
-  returned: a result the caller keeps is never overwritten by a later call.
-* **Fallbacks**, each logged once, run the plain compiled graph: a graph that mutates its inputs or returns
-  a view of an input, a graph with CPU tensors, a capture that fails (e.g. an op that synchronizes), and a
+* **Outputs.** Each replay writes the same static output buffers, so outputs are copied out (per storage,
+  with the same offsets and strides) before they are returned: a result the caller keeps is never
+  overwritten by a later call.
+* **Outputs that are inputs or views of inputs** (a training forward returns its inputs for the
+  backward) are rebuilt at each replay as the same view of the caller's own tensor, not of the static copy.
+* **Fallbacks**, each logged once, run the plain compiled graph: a graph that mutates its inputs, a graph
+  with CPU tensors, a capture that fails (e.g. an op that synchronizes), and a
   call whose inputs differ from the captured ones in shape, stride, dtype or device. A static input that
   moved (a parameter replaced) triggers a new capture.
 """
@@ -61,10 +64,6 @@ def decline_reason(gm: torch.fx.GraphModule, sg, example_inputs) -> str | None:
             schema = getattr(n.target, "_schema", None)
             if schema is not None and schema.is_mutable:
                 return f"it mutates a tensor in place ({n.target})"
-    inputs = {i.name for i in sg.inputs}
-    for o in sg.outputs:
-        if getattr(o, "buf", None) in inputs:
-            return "an output is a view of an input"
     for t in example_inputs:
         if isinstance(t, torch.Tensor) and t.device.type != "cuda":
             return "it has a tensor that is not on the GPU"
@@ -101,7 +100,7 @@ class CudaGraphCall:
             self.warmed = True
             return self.call(args)
         if self.graph is not None:
-            if [_meta(a) for a in args] != self.metas:
+            if len(args) != len(self.static_inputs) or [_meta(args[i]) for i in self.copy_idx] != self.metas:
                 _log_once(f"mend: CUDA graph of {self.name} not replayed for inputs of another shape or type")
                 return self._plain(args)
             for i in self.static_idx:
@@ -125,9 +124,15 @@ class CudaGraphCall:
         return self._replay(args)
 
     def _capture(self, args) -> None:
+        from torch._prims_common import is_non_overlapping_and_dense
+
         self.captures += 1
-        self.metas = [_meta(a) for a in args]
         self.static_idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and _is_static(a)]
+        self.copy_idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in self.static_idx]
+        self.metas = [_meta(args[i]) for i in self.copy_idx]
+        for i in self.copy_idx:
+            if not is_non_overlapping_and_dense(args[i]):
+                raise NotImplementedError(f"input {i} has overlapping or non-dense memory (an expanded view)")
         static = []
         for i, a in enumerate(args):
             if isinstance(a, torch.Tensor) and i not in self.static_idx:
@@ -136,7 +141,6 @@ class CudaGraphCall:
             else:
                 static.append(a)
         self.static_inputs = static
-        self.copy_idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in self.static_idx]
         for i in self.copy_idx:
             static[i].copy_(args[i])
         dev = next(a.device for a in args if isinstance(a, torch.Tensor))
@@ -153,6 +157,28 @@ class CudaGraphCall:
         with torch.cuda.graph(g):
             outs = self.call(list(static))
         self.static_outputs = list(outs)
+        # outputs that alias an input (same storage): rebuilt from the caller's tensor at each replay
+        self.aliases = {}
+        storages = {}
+        for i, a in enumerate(static):
+            if isinstance(a, torch.Tensor):
+                storages.setdefault(a.untyped_storage().data_ptr(), i)
+        for j, o in enumerate(self.static_outputs):
+            if isinstance(o, torch.Tensor):
+                i = storages.get(o.untyped_storage().data_ptr())
+                if i is not None:
+                    self.aliases[j] = (i, tuple(o.shape), o.stride(), o.storage_offset() - static[i].storage_offset())
+        # every other output is copied out per storage, keeping offsets, strides and aliasing between outputs
+        # (aot_autograd rebuilds views of an intermediate from their metadata)
+        groups: dict[int, tuple] = {}
+        for j, o in enumerate(self.static_outputs):
+            if isinstance(o, torch.Tensor) and j not in self.aliases:
+                st = o.untyped_storage()
+                if st.data_ptr() not in groups:
+                    flat = torch.empty(0, dtype=torch.uint8, device=o.device).set_(st, 0, (st.nbytes(),), (1,))
+                    groups[st.data_ptr()] = (flat, [])
+                groups[st.data_ptr()][1].append((j, o.dtype, o.storage_offset(), tuple(o.shape), o.stride()))
+        self.groups = list(groups.values())
         self.graph = g
         STATS["captured"] += 1
 
@@ -160,10 +186,18 @@ class CudaGraphCall:
         static = self.static_inputs
         for i in self.copy_idx:
             static[i].copy_(args[i])
-        args.clear()
         self.graph.replay()
         STATS["replays"] += 1
-        return [o.clone() if isinstance(o, torch.Tensor) else o for o in self.static_outputs]
+        out = list(self.static_outputs)
+        for flat, members in self.groups:
+            st = flat.clone().untyped_storage()
+            for j, dtype, off, size, stride in members:
+                out[j] = torch.empty(0, dtype=dtype, device=flat.device).set_(st, off, size, stride)
+        for j, (i, size, stride, delta) in self.aliases.items():
+            a = args[i]
+            out[j] = a.as_strided(size, stride, a.storage_offset() + delta)
+        args.clear()
+        return out
 
 
 def wrap(call, gm, sg, example_inputs, name: str):
