@@ -70,6 +70,19 @@ def decline_reason(gm: torch.fx.GraphModule, sg, example_inputs) -> str | None:
     return None
 
 
+def _dense(t: torch.Tensor) -> bool:
+    """Non-overlapping and dense: some permutation of the dimensions is contiguous (no expanded or
+    overlapping views, whose layout a static buffer cannot reproduce)."""
+    if t.numel() <= 1:
+        return True
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def _meta(t):
     if isinstance(t, torch.Tensor):
         return (tuple(t.shape), t.stride(), t.dtype, t.device)
@@ -124,14 +137,12 @@ class CudaGraphCall:
         return self._replay(args)
 
     def _capture(self, args) -> None:
-        from torch._prims_common import is_non_overlapping_and_dense
-
         self.captures += 1
         self.static_idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and _is_static(a)]
         self.copy_idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in self.static_idx]
         self.metas = [_meta(args[i]) for i in self.copy_idx]
         for i in self.copy_idx:
-            if not is_non_overlapping_and_dense(args[i]):
+            if not _dense(args[i]):
                 raise NotImplementedError(f"input {i} has overlapping or non-dense memory (an expanded view)")
         static = []
         for i, a in enumerate(args):

@@ -63,3 +63,14 @@ def test_mend_compile_passes_mode_and_options(monkeypatch):
     torch._dynamo.reset()
     mc.compile(lambda x: x + 2, cudagraphs=True)(torch.randn(3))
     assert cudagraphs.requested(seen[0]) and cudagraphs.requested(seen[1])
+
+
+def test_dense_layouts():
+    x = torch.randn(4, 6)
+    assert cudagraphs._dense(x) and cudagraphs._dense(x.t()) and cudagraphs._dense(x[:1])
+    assert not cudagraphs._dense(x[:, :1])  # a column: gaps between its elements
+    assert cudagraphs._dense(torch.randn(3, 1, 5).transpose(0, 2))
+    assert not cudagraphs._dense(torch.randn(4, 1).expand(4, 6))
+    assert not cudagraphs._dense(x[:, ::2])
+    assert not cudagraphs._dense(x.as_strided((3, 3), (1, 1)))  # overlapping
+    assert cudagraphs._dense(torch.randn(0, 3)) and cudagraphs._dense(torch.tensor(1.0))
