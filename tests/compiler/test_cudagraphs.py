@@ -74,3 +74,91 @@ def test_dense_layouts():
     assert not cudagraphs._dense(x[:, ::2])
     assert not cudagraphs._dense(x.as_strided((3, 3), (1, 1)))  # overlapping
     assert cudagraphs._dense(torch.randn(0, 3)) and cudagraphs._dense(torch.tensor(1.0))
+
+
+class _FakeGraph:
+    """Stands in for torch.cuda.CUDAGraph on a CPU: replay re-runs the captured call and writes the results
+    into the buffers the capture returned (what a real replay does)."""
+
+    current = None
+
+    def __init__(self):
+        self.fn = None
+
+    def replay(self):
+        outs = self.fn()
+        for dst, src in zip(self.outs, outs):
+            if isinstance(dst, torch.Tensor) and dst.data_ptr() != src.data_ptr():
+                dst.copy_(src)
+
+
+def _fake_cuda(monkeypatch):
+    import contextlib
+
+    @contextlib.contextmanager
+    def graph(g):
+        _FakeGraph.current = g
+        yield
+
+    class _Stream:
+        def __init__(self, *a):
+            pass
+
+        def wait_stream(self, other):
+            pass
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", _FakeGraph)
+    monkeypatch.setattr(torch.cuda, "graph", graph)
+    monkeypatch.setattr(torch.cuda, "Stream", _Stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: _Stream())
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+
+
+def test_replay_logic_copies_inputs_rebuilds_aliases_and_copies_outputs_per_storage(monkeypatch):
+    _fake_cuda(monkeypatch)
+    w = torch.nn.Parameter(torch.randn(5))
+
+    def body(x, w):
+        y = x * w + 1
+        return [x, x[1:].t(), y, y[2:], w]
+
+    def call(args):
+        x, w = args
+        args.clear()
+        return body(x, w)
+
+    cg = cudagraphs.CudaGraphCall(call, "test graph")
+    orig_capture = cg._capture
+
+    def capture(args):
+        orig_capture(args)
+        static = list(cg.static_inputs)
+        cg.graph.fn = lambda: call(list(static))
+        cg.graph.outs = cg.static_outputs
+
+    monkeypatch.setattr(cg, "_capture", capture)
+    kept = []
+    for i in range(4):
+        x = torch.randn(6, 5)
+        x0 = x.clone()
+        got = cg([x, w])
+        want = body(x, w)
+        for g, e in zip(got, want):
+            torch.testing.assert_close(g, e)
+            assert g.shape == e.shape and g.stride() == e.stride()
+        assert torch.equal(x, x0)
+        if i >= 1:  # captured: inputs are the caller's, intermediates share one copied storage
+            assert got[0].data_ptr() == x.data_ptr() and got[1].data_ptr() == x[1:].data_ptr()
+            assert got[4] is w or got[4].data_ptr() == w.data_ptr()
+            assert got[3].untyped_storage().data_ptr() == got[2].untyped_storage().data_ptr()
+            assert got[2].data_ptr() != cg.static_outputs[2].data_ptr()
+        kept.append((got[2], got[2].clone()))
+    assert cg.graph is not None and cg.captures == 1
+    for out, out0 in kept:
+        assert torch.equal(out, out0)
+    # another input layout: the plain graph runs, no new capture
+    x = torch.randn(5, 6).t()
+    got = cg([x, w])
+    torch.testing.assert_close(got[2], body(x, w)[2])
+    assert cg.captures == 1
