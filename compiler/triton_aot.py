@@ -16,7 +16,9 @@ of many kernels that is most of mend's cold compile time on a GPU. Here instead:
   compile, a PyTorch without the static launcher, a kernel that needs scratch memory.
 
 ``MEND_COMPILE_WORKERS=N`` sets the pool size (default: the CPUs available, at most 16); ``0`` compiles
-in the calling thread, still ahead of the first launch and without Triton's launcher. ``MEND_TRITON_AOT=0``
+in the calling thread, still ahead of the first launch and without Triton's launcher. Workers (about
+100-150 MB each) exit after ``MEND_COMPILE_WORKERS_IDLE_S`` seconds without work (default 60) and start
+again when needed. ``MEND_TRITON_AOT=0``
 turns all of this off (Triton's JIT compiles and launches every kernel).
 """
 
@@ -30,6 +32,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -40,7 +43,7 @@ log = logging.getLogger("mend.compiler")
 WORKER = Path(__file__).with_name("triton_worker.py")
 STATS = {"submitted": 0, "compiled": 0, "failed": 0, "static_loaded": 0, "workers_started": 0}
 _logged: set[str] = set()
-_lock = threading.Lock()
+_lock = threading.RLock()
 _pool: "CompilePool | None" = None
 
 
@@ -115,6 +118,13 @@ class _Worker:
             self.proc.kill()
 
 
+def idle_seconds() -> float:
+    try:
+        return float(os.environ.get("MEND_COMPILE_WORKERS_IDLE_S", "60"))
+    except ValueError:
+        return 60.0
+
+
 class CompilePool:
     """``submit(job) -> Future[result dict]``; ``n`` worker processes, started at construction."""
 
@@ -125,6 +135,9 @@ class CompilePool:
             self.idle.put(_Worker())
         self.threads = ThreadPoolExecutor(max_workers=n, thread_name_prefix="mend-triton-compile")
         self.closed = False
+        self.pending = 0  # submitted and not finished (changed under the module lock)
+        self.last = time.monotonic()
+        threading.Thread(target=self._reap, name="mend-triton-compile-reaper", daemon=True).start()
 
     def _run(self, job: dict) -> dict:
         w = self.idle.get()
@@ -133,12 +146,32 @@ class CompilePool:
         except Exception as exc:  # noqa: BLE001 - a dead worker is replaced; the job falls back
             w.close()
             self.idle.put(_Worker())
-            return {"error": f"compile worker failed: {type(exc).__name__}: {exc}"}
-        self.idle.put(w)
+            res = {"error": f"compile worker failed: {type(exc).__name__}: {exc}"}
+        else:
+            self.idle.put(w)
+        with _lock:
+            self.pending -= 1
+            self.last = time.monotonic()
         return res
 
     def submit(self, job: dict) -> Future:
+        self.pending += 1
         return self.threads.submit(self._run, job)
+
+    def _reap(self) -> None:
+        """Close the workers once they have been idle for ``MEND_COMPILE_WORKERS_IDLE_S`` seconds."""
+        limit = idle_seconds()
+        while not self.closed:
+            time.sleep(max(0.05, min(5.0, limit / 4)))
+            with _lock:
+                if self.closed:
+                    return
+                if self.pending == 0 and time.monotonic() - self.last >= limit:
+                    global _pool
+                    if _pool is self:
+                        _pool = None
+                    self.close()
+                    return
 
     def close(self) -> None:
         if self.closed:
@@ -195,13 +228,13 @@ def submit(job: dict) -> Future:
     """Compile ``job`` (see :func:`mend.compiler.triton_worker.compile_job`) in the pool, or lazily in the
     calling thread when there is no pool; the future's result is the worker's result dict."""
     STATS["submitted"] += 1
-    p = None
     try:
-        p = pool()
+        with _lock:  # the pool cannot be reaped between taking it and submitting to it
+            p = pool()
+            if p is not None:
+                return p.submit(job)
     except OSError as exc:
         _log_once(f"mend: could not start Triton compile workers ({exc}); kernels compile in-process")
-    if p is not None:
-        return p.submit(job)
     return _LazyFuture(job)
 
 

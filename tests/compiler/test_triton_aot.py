@@ -217,3 +217,23 @@ def test_generator_precompiles_only_for_cuda_graphs(monkeypatch):
     sg, _ = schedule(Lowering(gm, [torch.randn(10)]).run(), "cuda")
     gen.compile(sg.kernels, None)
     assert submitted == []
+
+
+def test_idle_workers_exit_and_come_back(monkeypatch):
+    import time
+
+    monkeypatch.setenv("MEND_COMPILE_WORKERS_IDLE_S", "0.4")
+    module, (launcher,) = launchers(lambda x: x.exp() + 1, torch.randn(100))
+    sig, cfg = launcher.source.signature(), launcher.plan.configs[0]
+    job = triton_aot.job_for(module, launcher.source.fn_name, sig, cfg.constexprs("pointwise"), cfg.num_warps, SM90)
+    assert "error" not in triton_aot.submit(job).result()
+    first = triton_aot._pool
+    procs = [w.proc for w in first.idle.queue]
+    deadline = time.monotonic() + 20
+    while triton_aot._pool is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert triton_aot._pool is None and first.closed
+    for proc in procs:
+        assert proc.wait(timeout=10) is not None  # the worker processes are gone
+    assert "error" not in triton_aot.submit(job).result()  # a new pool starts on demand
+    assert triton_aot._pool is not None and triton_aot._pool is not first
