@@ -57,7 +57,11 @@ _INFO = {
                "makes an independent leaf; deepcopy of a non-leaf tensor raises in eager, so in practice "
                "the argument is a leaf or a no-grad tensor. Unproven argument: **unsafe**."),
     "MND201": ("sometimes", "safe", "data-dependent if -> torch.where",
-               "Predicates the branch: conditions are computed first, each assignment becomes "
+               "An `if <tensor cond>:` whose body only reports (print, logger calls, `warnings.warn`) is "
+               "guarded as a whole with `if not torch.compiler.is_compiling():` under the `guard` "
+               "side-effect policy (**safe** when the condition has no side effects: eager unchanged, "
+               "neither the check nor the report runs under compile). Otherwise it "
+               "predicates the branch: conditions are computed first, each assignment becomes "
                "`x = torch.where(cond, new, x)` (elif chains in order, `return` branches as one "
                "`return torch.where(...)`), a static prefix of an `and` chain stays a Python `if`. "
                "Both sides are computed; values are unchanged. **Safe** when each new value is an "

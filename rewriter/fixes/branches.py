@@ -228,6 +228,10 @@ def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFac
     branches, orelse = _chain(node)
     if orelse is None and isinstance(node.orelse, cst.Else):
         orelse = node.orelse.body
+    if len(branches) == 1 and orelse is None and ctx.options.side_effects == "guard":
+        guarded = _fix_reporting_if(ctx, diag, node, facts, imports)
+        if guarded is not None:
+            return guarded
     static_prefix: list = []
     if len(branches) == 1 and orelse is None:
         static_prefix, rest = _split_static_prefix(branches[0][0], facts)
@@ -417,6 +421,70 @@ def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFac
     if needs_grad_gate:
         msg += " (original kept when grad is enabled)"
     return Plan(diag, msg, "safe" if safe else "unsafe", edits, imports=imports)
+
+
+def reporting_if_for(ctx: FileContext, diag: Diagnostic, stmt: cst.CSTNode) -> Plan | None:
+    """The plan of :func:`_fix_reporting_if` when ``stmt`` (a print/log/warn) is the body of such an ``if``.
+
+    Lets the MND101-103 finding inside the ``if`` share the repair of the MND201/301 finding at its test
+    (one edit of the whole ``if``, recognised by the engine as the same repair).
+    """
+    block = ctx.parent(stmt)
+    node = ctx.parent(block) if isinstance(block, cst.IndentedBlock) else None
+    if not isinstance(node, cst.If) or node.body is not block or node.orelse is not None:
+        return None
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.If) and parent.orelse is node:  # an `elif`
+        return None
+    facts = ctx.facts(ctx.enclosing_function(node))
+    if not _data_dependent(facts, node.test):
+        return None
+    _, imports = ctx.torch_name()
+    try:
+        return _fix_reporting_if(ctx, diag, node, facts, imports)
+    except _Declined:
+        return None
+
+
+def _data_dependent(facts: FunctionFacts, test: cst.BaseExpression) -> bool:
+    """The test reads tensor values: a ``.item()``, or a tensor used as a truth value or compared."""
+    if isinstance(test, cst.UnaryOperation):
+        return _data_dependent(facts, test.expression)
+    if isinstance(test, cst.BooleanOperation):
+        return _data_dependent(facts, test.left) or _data_dependent(facts, test.right)
+    if isinstance(test, cst.Comparison):
+        return facts.is_tensor(test.left) or any(facts.is_tensor(c.comparator) for c in test.comparisons) \
+            or _data_dependent(facts, test.left)
+    if isinstance(test, cst.Call) and isinstance(test.func, cst.Attribute) and test.func.attr.value == "item":
+        return True
+    return facts.is_tensor(test)
+
+
+def _fix_reporting_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFacts,
+                      imports: list) -> Plan | None:
+    """``if <tensor cond>: print/log/warn(...)``: the check only decides whether to report.
+
+    Guarded like the report itself (the ``guard`` side-effect policy): eager evaluates the condition and
+    reports exactly as before; under compile neither runs, so nothing leaves the graph. **Safe** when the
+    condition has no side effects. None when the body is not only reporting calls.
+    """
+    from mend.rewriter.fixes.side_effects import _guard_test, _is_reporting_call
+
+    stmts = body_statements(node.body)
+    if not stmts:
+        return None
+    reports = [s for s in stmts if isinstance(s, cst.Expr) and isinstance(s.value, cst.Call)
+               and _is_reporting_call(ctx, s.value)]
+    if not reports or any(not _is_pass(s) and s not in reports for s in stmts):
+        return None
+    if not facts.is_pure(_drop_item(node.test)):
+        raise _Declined("the condition of the reporting `if` has calls mend cannot prove side-effect free")
+    test, more = _guard_test(ctx)
+    guarded = cst.If(test=parse_expr(test), body=cst.IndentedBlock(body=[node.with_changes(leading_lines=[])]),
+                     leading_lines=node.leading_lines)
+    return Plan(diag, f"the check only decides whether to report: guard the whole `if` with `if {test}:` "
+                      "(eager unchanged, neither runs under compile)", "safe", [(node, guarded)],
+                imports=imports + more)
 
 
 def _cond_pure(facts: FunctionFacts, expr: cst.BaseExpression) -> bool:

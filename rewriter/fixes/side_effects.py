@@ -66,6 +66,12 @@ def fix_side_effect(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     if diag.code == "MND106":
         policy = "guard"  # a debugger stop has no deferred meaning
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        if policy == "guard" and diag.code in {"MND101", "MND102", "MND103"}:
+            from mend.rewriter.fixes.branches import reporting_if_for
+
+            shared = reporting_if_for(ctx, diag, stmt)  # `if <tensor cond>: log(...)`: guard the whole if
+            if shared is not None:
+                return shared
         return _fix_statement(ctx, diag, stmt, small.value, policy)
     if isinstance(small, (cst.Assign, cst.AnnAssign)) and diag.code == "MND104":
         return _fix_assigned_time(ctx, diag, stmt, small, call)

@@ -207,6 +207,13 @@ CASES = {
         def helper(x: torch.Tensor):
             return torch.nonzero(x > 0)
         """, "is not compiled itself"),
+    "reporting if with an impure condition": ("MND201", 3, """
+        import torch
+        def f(x: torch.Tensor, check):
+            if torch.isnan(check(x)).any():
+                print("nan")
+            return x
+        """, "condition of the reporting `if`"),
     "deepcopy with memo": ("MND108", 4, """
         import copy
         import torch

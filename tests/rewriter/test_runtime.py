@@ -104,6 +104,8 @@ INPUTS = {
     "capture": lambda: [(torch.randn(8),)],
     "cond_submodule": lambda: [(torch.randn(3, 8) * 10,), (torch.randn(3, 8) * 1e-3,)],
     "cond_else": lambda: [(torch.rand(2, 4) + 0.1,), (-torch.rand(2, 4) - 0.1,)],
+    "report_if": lambda: [(torch.randn(2, 3), torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])),
+                          (torch.randn(2, 3), torch.zeros(2, 3)), (torch.randn(2, 3) * 1e5, torch.ones(2, 3))],
     "assert_item": lambda: [(torch.randn(2, 5), torch.tensor([3, 5]), torch.tensor([True, False])),
                             (torch.randn(3, 4), torch.tensor([1, 2, 4]), torch.tensor([False, True]))],
 }
@@ -297,3 +299,21 @@ def test_assert_item_failing_check_still_raises() -> None:
     graphs, outs = _graphs_and_outputs(_load("assert_item", "out")["f"], [(x, bad, mask)])
     assert graphs == 1
     assert outs[0][0] is RuntimeError
+
+
+def test_report_if_eager_still_reports(caplog) -> None:
+    """`if <tensor cond>: logger.warning(...)` guarded as a whole: eager logs and warns exactly as before."""
+    import warnings
+
+    for kind in ("in", "out"):
+        f = _load("report_if", kind)["f"]
+        caplog.clear()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            f(torch.randn(2, 3), torch.zeros(2, 3))
+            assert [r.getMessage() for r in caplog.records] == ["an empty mask: every position is ignored"]
+            assert caught == []
+            caplog.clear()
+            f(torch.randn(2, 3) * 1e5, torch.ones(2, 3))
+        assert caplog.records == []
+        assert [str(w.message) for w in caught] == ["large activations"]
