@@ -42,6 +42,11 @@ def _device_of(example_inputs, gm) -> torch.device:
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "inference", cudagraphs: bool = False):
     """Compile one ATen graph; returns a boxed callable ``fn(list_of_args) -> tuple``. ``cudagraphs``: replay
     a CUDA graph of the compiled graph after its first call (``mend.compiler.cudagraphs``)."""
+    from . import specialize
+
+    if specialize.is_dynamic(example_inputs):  # symbolic shapes: one static compile per concrete shape
+        return specialize.ShapeSpecialized(
+            gm, lambda g, ex: compile_graph(g, ex, kind=kind, cudagraphs=cudagraphs), f"{kind} graph")
     t0 = time.perf_counter()
     code = gm.code
     tag = hashlib.sha256(code.encode()).hexdigest()[:10]
@@ -67,7 +72,55 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "infe
     return fn
 
 
+def _bake_scalars(gm, example_inputs):
+    """Non-tensor graph inputs (the sizes of a graph specialized to one shape, ``specialize.py``) become
+    constants of a copy of the graph. Returns (graph, tensor inputs, {input index: value}) ."""
+    import copy
+
+    scalars = {i: a for i, a in enumerate(example_inputs) if not isinstance(a, torch.Tensor)}
+    if not scalars:
+        return gm, example_inputs, {}
+    bad = {i: type(a).__name__ for i, a in scalars.items() if not isinstance(a, (int, float, bool))}
+    if bad:
+        raise GraphFallback(f"graph inputs that are neither tensors nor numbers: {bad}")
+    graph = copy.deepcopy(gm.graph)
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    for i, value in scalars.items():
+        node = placeholders[i]
+        for user in list(node.users):
+            user.args = torch.fx.node.map_arg(user.args, lambda n, node=node, value=value: value if n is node else n)
+            user.kwargs = torch.fx.node.map_arg(user.kwargs, lambda n, node=node, value=value: value if n is node else n)
+        graph.erase_node(node)
+    baked = torch.fx.GraphModule(gm, graph)
+    return baked, [a for i, a in enumerate(example_inputs) if i not in scalars], scalars
+
+
+def _drop_scalars(call, scalars):
+    """The compiled graph of :func:`_bake_scalars` called with the original argument list: the baked values
+    are checked (a graph compiled for one value never runs with another) and dropped."""
+    items = sorted(scalars.items())
+
+    def run(args):
+        for i, v in items:
+            if args[i] != v:
+                raise RuntimeError(f"mend: graph compiled for input {i} == {v!r} called with {args[i]!r}")
+        tensors = [a for i, a in enumerate(args) if i not in scalars]
+        args.clear()
+        return call(tensors)
+
+    run._boxed_call = True
+    for attr in ("mend_graph", "mend_interpreted", "mend_extern_ops"):
+        setattr(run, attr, getattr(call, attr))
+    return run
+
+
 def _compile(gm, example_inputs, dump):
+    gm, example_inputs, scalars = _bake_scalars(gm, example_inputs)
+    call = _compile_tensors(gm, example_inputs, dump)
+    return _drop_scalars(call, scalars) if scalars else call
+
+
+def _compile_tensors(gm, example_inputs, dump):
     device = _device_of(example_inputs, gm)
     key = graph_cache.graph_key(gm, example_inputs)
     cached = graph_cache.load(key)
