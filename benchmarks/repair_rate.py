@@ -114,6 +114,7 @@ MODELS = {
     "umt5": _m("UMT5Config", "UMT5Model", "s2s", **T5S),
     "plbart": _m("PLBartConfig", "PLBartModel", "s2s", **S2S),
     "whisper": _m("WhisperConfig", "WhisperModel", "features", **S2S, num_mel_bins=8, max_source_positions=16,
+                  pad_token_id=1, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
                   max_target_positions=32),
     "detr": _m("DetrConfig", "DetrModel", "pixels", d_model=32, encoder_layers=1, decoder_layers=1,
                encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
@@ -122,7 +123,7 @@ MODELS = {
                                 "depths": [1, 1, 1, 1], "out_features": ["stage4"]}),
 }
 FOLDERS = {"reformer_lsh": "reformer", "prophetnet_lm": "prophetnet"}  # survey name -> folder under transformers/models, where they differ
-DEFAULT = "longformer,led,big_bird,bart,bert,gpt2,t5"
+DEFAULT = "xlm,flaubert,prophetnet_lm,longformer,led,big_bird,bart,bert,gpt2,t5"
 
 
 def _inputs(name: str, kind: str, cfg: object) -> dict:

@@ -55,7 +55,8 @@ _INFO = {
                "**Safe** when the argument is provably a tensor (annotated `torch.Tensor`, or a torch "
                "result): values are identical. The clone stays connected to autograd where deepcopy "
                "makes an independent leaf; deepcopy of a non-leaf tensor raises in eager, so in practice "
-               "the argument is a leaf or a no-grad tensor. Unproven argument: **unsafe**."),
+               "the argument is a leaf or a no-grad tensor. Declined when the argument is not provably "
+               "a tensor (`.clone()` on a config or a dict would crash)."),
     "MND201": ("sometimes", "safe", "data-dependent if -> torch.where",
                "An `if <tensor cond>:` whose body only reports (print, logger calls, `warnings.warn`) is "
                "guarded as a whole with `if not torch.compiler.is_compiling():` under the `guard` "

@@ -16,7 +16,8 @@
   ``_mend_masked_sum(t, mask)`` / ``_mend_masked_mean(t, mask)`` (static shapes; equal up to float
   reduction order). Other mask/nonzero/unique uses (MND304/305): unsafe
   ``@torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)`` on that function only.
-* ``copy.deepcopy(t)`` (MND108) -> ``t.clone()`` when ``t`` is provably a tensor.
+* ``copy.deepcopy(t)`` (MND108) -> ``t.clone()`` when ``t`` is provably a tensor (declined otherwise:
+  ``.clone()`` on a config or a dict would crash).
 """
 
 from __future__ import annotations
@@ -283,5 +284,7 @@ def fix_deepcopy(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     new = parse_expr(f"{text}.clone()")
     if facts.is_tensor(arg):
         return Plan(diag, "`copy.deepcopy(t)` -> `t.clone()`", "safe", [(call, new)], drop_imports=["copy"])
-    return Plan(diag, "`copy.deepcopy(x)` -> `x.clone()` (mend cannot prove `x` is a tensor)", "unsafe",
-                [(call, new)], drop_imports=["copy"])
+    # `.clone()` exists only on tensors: on anything else (a config, a dict, a module) the rewrite would
+    # crash (measured: transformers' Whisper deep-copies `self.config` in forward).
+    return Decline(diag, f"mend cannot prove `{text}` is a tensor, and `.clone()` exists only on tensors "
+                         "(annotate it `torch.Tensor` if it is one)")

@@ -214,6 +214,14 @@ CASES = {
                 print("nan")
             return x
         """, "condition of the reporting `if`"),
+    "deepcopy of a value not provably a tensor": ("MND108", 5, """
+        import copy
+        import torch
+        class M(torch.nn.Module):
+            def forward(self, x):
+                cfg = copy.deepcopy(self.config)
+                return x * cfg.scale
+        """, "`.clone()` exists only on tensors"),
     "deepcopy with memo": ("MND108", 4, """
         import copy
         import torch
