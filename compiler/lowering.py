@@ -30,7 +30,7 @@ import torch.utils._pytree
 from . import ir
 from .ir import Const, IndexValue, Layout, Load, Op, TensorRef
 from .ops import MAX_INLINE_COST, REALIZE_COST
-from .symbolic import clamp, contiguous_strides, simplify_index, unravel, variables
+from .symbolic import FloorDiv, IMod, clamp, contiguous_strides, simplify_index, unravel, variables
 from .views import Strided, ViewError
 
 log = logging.getLogger("mend.compiler")
@@ -717,9 +717,45 @@ register(aten.select.int)(_view_lowering(lambda t, d, i: t.select(d, i)))
 register(aten.slice.Tensor)(_view_lowering(
     lambda t, dim=0, start=None, end=None, step=1: t.slice(dim, start, end, step)))
 register(aten.alias.default, aten.detach.default)(_view_lowering(lambda t: t))
-register(aten.as_strided.default)(_view_lowering(
-    lambda t, size, stride, storage_offset=None: t.as_strided(size, stride, storage_offset)
-    if storage_offset is not None else t.as_strided(size, stride)))
+
+
+@register(aten.as_strided.default)
+def _as_strided(L, node, a, size, stride, storage_offset=None):
+    """``as_strided`` is defined on the *storage* of its input as eager PyTorch lays it out, not on the
+    input's logical elements. When mend holds the input in a buffer with exactly eager's strides and
+    offset, it is a view of that buffer. Otherwise (a value mend computes lazily, or a buffer mend laid
+    out differently) each storage position the result reads is mapped back to the input element eager
+    keeps there, through the input's eager strides; that needs an input without gaps or overlaps (every
+    position in its span is one of its elements), or the graph runs eagerly."""
+    if not _is_value(a):
+        raise Unsupported("view of non-tensor")
+    a = L.realize_shared(node.args[0], a)
+    meta = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    if not isinstance(meta, torch.Tensor):
+        raise LoweringError("as_strided of a value without eager metadata")
+    off_e, st_e, sz_e = int(meta.storage_offset()), tuple(meta.stride()), tuple(meta.shape)
+    if isinstance(a, Realized):
+        lay = a.ref.layout
+        if tuple(lay.stride) == st_e and int(lay.offset) == off_e and tuple(lay.size) == sz_e:
+            return L.view(a, lambda t: t.as_strided(size, stride, storage_offset)
+                          if storage_offset is not None else t.as_strided(size, stride))
+    dims = sorted((k for k in range(len(sz_e)) if sz_e[k] != 1), key=lambda k: st_e[k])
+    expected = 1
+    for k in dims:
+        if st_e[k] != expected:
+            raise LoweringError(f"as_strided over a view with gaps or overlaps (strides {st_e}, sizes {sz_e})")
+        expected *= sz_e[k]
+    off = off_e if storage_offset is None else int(storage_offset)
+    size = tuple(int(s) for s in size)
+    xs = variables(len(size))
+    rng = _ranges(size)
+    rel = sympy.Integer(off - off_e) + sum((sympy.Integer(int(st)) * x for st, x, n in zip(stride, xs, size) if n != 1),
+                                            sympy.Integer(0))
+    idx = [sympy.Integer(0)] * len(sz_e)
+    for k in dims:
+        idx[k] = simplify_index(IMod(FloorDiv(rel, sympy.Integer(st_e[k])), sympy.Integer(sz_e[k])), rng)
+    return Lazy(size, a.dtype, L.load(a, idx, rng))
+
 register(aten.diagonal.default)(_view_lowering(lambda t, offset=0, dim1=0, dim2=1: t.diagonal(offset, dim1, dim2)))
 register(aten.unfold.default)(_view_lowering(lambda t, d, s, st: t.unfold(d, s, st)))
 

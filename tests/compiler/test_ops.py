@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from .helpers import check
+from .helpers import run_mend, check
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 
@@ -107,6 +107,33 @@ def test_views_never_copy_and_compute_right():
 def test_view_outputs_alias_buffers():
     x = torch.randn(4, 6)
     check(lambda x: ((x * 2).t(), (x + 1)[1:3], (x * 3).unsqueeze(0)), x)
+
+
+def test_as_strided_follows_eager_storage_layout():
+    """as_strided reads the storage as eager lays it out. Longformer's chunking: overlapping windows over a
+    permuted view of a computed value (mend computes that value lazily, in logical order); also over a
+    permuted graph input (a buffer with eager's layout) and over a view with gaps (the graph runs eagerly)."""
+    torch.manual_seed(9)
+    x, b = torch.randn(72, 2, 64), torch.randn(64)
+
+    def chunks(y):
+        v = y.view(72, 2, 4, 16).permute(1, 2, 0, 3).reshape(8, 72, 16).view(8, 3, 24, 16)
+        return v.as_strided((8, 5, 24, 16), (16, 1536, 128, 1))
+
+    check(lambda x, b: chunks(x + b) * 2, x, b)
+    check(lambda x, b: chunks(x + b).sum(-1), x, b)
+    p = torch.randn(2, 72, 64).transpose(0, 1)  # a non-contiguous input: its buffer has eager's layout
+    check(lambda p: p.as_strided((3, 4), (64, 1), 5) + 1, p)
+    check(lambda p: chunks(p.contiguous() * 3) + 0, p)
+
+
+def test_as_strided_over_a_view_with_gaps_runs_the_graph_eagerly(monkeypatch):
+    monkeypatch.delenv("MEND_COMPILER_STRICT", raising=False)
+    x = torch.randn(6, 10)
+    fn = lambda x: ((x * 2)[:, ::2].as_strided((4, 4), (5, 1)) + 1,)  # noqa: E731 - reads the gaps
+    got, call = run_mend(fn, x)
+    assert call.__dict__.get("mend_graph") is None  # whole-graph fallback, not a wrong answer
+    torch.testing.assert_close(got[0], fn(x)[0])
 
 
 def test_non_contiguous_inputs():
