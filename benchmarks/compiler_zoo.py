@@ -1,0 +1,103 @@
+"""The bundled compiler over many real architectures: does ``backend="mend"`` give eager's answer?
+
+    python benchmarks/compiler_zoo.py [--models a,b] [--device cpu|cuda] [--jobs N]
+
+Every transformers architecture of ``benchmarks/repair_rate.py`` (small configs, random weights, no
+downloads) runs once eagerly and once under ``torch.compile(backend="mend")`` (graph breaks allowed), each
+model in its own process. The table shows the largest absolute difference of the first output, the
+graphs, kernels and ATen calls mend compiled, what fell back (graphs run eagerly, kernels interpreted),
+and the first-call time. A row is ``ok`` when the difference is within 1e-4 of an output of scale ~1, ``DIFF``
+otherwise, ``error`` when the model or the compile failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+TOL = 1e-4
+
+
+def measure(name: str, device: str) -> dict:
+    import torch
+    import transformers
+
+    sys.path.insert(0, str(HERE.parent))
+    import repair_rate as rr
+    from mend.compiler import backend
+
+    cfg_cls, model_cls, extra, kind = rr.MODELS[name]
+    torch.manual_seed(0)
+    kwargs = {k: v for k, v in {**rr.SMALL, **extra}.items() if v is not None}
+    cfg = getattr(transformers, cfg_cls)(**kwargs)
+    model = getattr(transformers, model_cls)(cfg).eval().to(device)
+    inputs = {k: v.to(device) for k, v in rr._inputs(name, kind, cfg).items()}
+    with torch.no_grad():
+        want = rr._first(model(**inputs))
+        before = dict(backend.STATS)
+        t0 = time.perf_counter()
+        got = rr._first(torch.compile(model, backend="mend")(**inputs))
+        first = time.perf_counter() - t0
+    st = {k: backend.STATS[k] - before[k] for k in ("graphs", "fallback_graphs", "kernels", "interpreted_kernels",
+                                                     "extern_calls")}
+    diff = (got.double() - want.double()).abs().max().item() if got.numel() else 0.0
+    scale = want.double().abs().max().item() if want.numel() else 0.0
+    return {"diff": diff, "scale": scale, "first_call_s": first, **st}
+
+
+def run(name: str, device: str, timeout: int) -> dict:
+    code = (f"import json, sys; sys.path.insert(0, {str(HERE.parent)!r}); import compiler_zoo as z; "
+            f"print('RESULT ' + json.dumps(z.measure({name!r}, {device!r})))")
+    env = dict(os.environ, TRANSFORMERS_VERBOSITY="error", PYTHONWARNINGS="ignore")
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout} s"}
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    tail = [ln for ln in p.stderr.strip().splitlines() if ln.strip()][-1:] or ["no output"]
+    return {"error": tail[0][:160]}
+
+
+def main(argv=None) -> int:
+    sys.path.insert(0, str(HERE.parent))
+    import repair_rate as rr
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=None, help="comma-separated (default: all of repair_rate.py)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--json", type=Path, default=None)
+    a = ap.parse_args(argv)
+    names = a.models.split(",") if a.models else list(rr.MODELS)
+    with ThreadPoolExecutor(a.jobs) as ex:
+        results = dict(zip(names, ex.map(lambda n: run(n, a.device, a.timeout), names)))
+    print(f"{'model':<22}{'verdict':>8}{'max |diff|':>12}{'graphs':>8}{'kernels':>9}{'aten':>6}"
+          f"{'eager gr':>10}{'interp k':>10}{'first s':>9}")
+    bad = 0
+    for n, r in results.items():
+        if "error" in r:
+            bad += 1
+            print(f"{n:<22}{'error':>8}  {r['error']}")
+            continue
+        ok = r["diff"] <= TOL * max(1.0, r["scale"])
+        bad += not ok
+        print(f"{n:<22}{'ok' if ok else 'DIFF':>8}{r['diff']:>12.2e}{r['graphs']:>8}{r['kernels']:>9}"
+              f"{r['extern_calls']:>6}{r['fallback_graphs']:>10}{r['interpreted_kernels']:>10}{r['first_call_s']:>9.1f}")
+    print(f"{len(results) - bad}/{len(results)} ok")
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=1))
+    return 0 if bad == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
