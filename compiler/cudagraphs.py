@@ -22,21 +22,14 @@ What stays exactly as without CUDA graphs:
 
 from __future__ import annotations
 
-import logging
 
 import torch
 
-log = logging.getLogger("mend.compiler")
+from .debug import warn_once
 
 STATS = {"captured": 0, "replays": 0, "fallback_calls": 0, "declined": 0}
-_logged: set[str] = set()
 MAX_CAPTURES = 4
 
-
-def _log_once(msg: str) -> None:
-    if msg not in _logged:
-        _logged.add(msg)
-        log.warning(msg)
 
 
 def requested(kwargs: dict) -> bool:
@@ -114,7 +107,7 @@ class CudaGraphCall:
             return self.call(args)
         if self.graph is not None:
             if len(args) != len(self.static_inputs) or [_meta(args[i]) for i in self.copy_idx] != self.metas:
-                _log_once(f"mend: CUDA graph of {self.name} not replayed for inputs of another shape or type")
+                warn_once(f"mend: CUDA graph of {self.name} not replayed for inputs of another shape or type")
                 return self._plain(args)
             for i in self.static_idx:
                 if args[i].data_ptr() != self.static_inputs[i].data_ptr():
@@ -123,7 +116,7 @@ class CudaGraphCall:
         if self.graph is None:
             if self.captures >= MAX_CAPTURES:
                 self.disabled = True
-                _log_once(f"mend: CUDA graph of {self.name} captured {MAX_CAPTURES} times; it runs without")
+                warn_once(f"mend: CUDA graph of {self.name} captured {MAX_CAPTURES} times; it runs without")
                 return self._plain(args)
             try:
                 self._capture(args)
@@ -131,7 +124,7 @@ class CudaGraphCall:
                 self.disabled = True
                 self.graph = None
                 STATS["declined"] += 1
-                _log_once(f"mend: CUDA graph capture of {self.name} failed ({type(exc).__name__}: "
+                warn_once(f"mend: CUDA graph capture of {self.name} failed ({type(exc).__name__}: "
                           f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}); it runs without")
                 return self._plain(args)
         return self._replay(args)
@@ -216,7 +209,7 @@ def wrap(call, gm, sg, example_inputs, name: str):
     why = decline_reason(gm, sg, example_inputs)
     if why is not None:
         STATS["declined"] += 1
-        _log_once(f"mend: no CUDA graph for {name}: {why}")
+        warn_once(f"mend: no CUDA graph for {name}: {why}")
         return call
     wrapped = CudaGraphCall(call, name)
     for attr in ("mend_graph", "mend_interpreted", "mend_extern_ops"):

@@ -11,10 +11,19 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 from pathlib import Path
 
 _counter = itertools.count()
+_warned: set[str] = set()
+
+
+def warn_once(msg: str) -> None:
+    """Log ``msg`` as a warning on the ``mend.compiler`` logger, once per process (every fallback uses it)."""
+    if msg not in _warned:
+        _warned.add(msg)
+        logging.getLogger("mend.compiler").warning(msg)
 
 
 def debug_dir() -> Path | None:

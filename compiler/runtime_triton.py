@@ -19,7 +19,6 @@ import contextlib
 import hashlib
 import importlib.util
 import json
-import logging
 import os
 import sys
 import tempfile
@@ -28,13 +27,12 @@ from pathlib import Path
 
 import torch
 
-log = logging.getLogger("mend.compiler")
+from .debug import warn_once
 
 STATS = {"modules": 0, "module_hits": 0, "kernels_built": 0, "launch_fallbacks": 0, "autotuned": 0,
          "autotune_hits": 0}
 _lock = threading.RLock()
 _modules: dict[str, object] = {}
-_logged: set[str] = set()
 
 AUTOTUNE_MIN_NUMEL = 1 << 18  # smaller kernels are launch-bound: the heuristic config is as good
 
@@ -42,11 +40,6 @@ AUTOTUNE_MIN_NUMEL = 1 << 18  # smaller kernels are launch-bound: the heuristic 
 def interpret_mode() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
 
-
-def _log_once(msg: str) -> None:
-    if msg not in _logged:
-        _logged.add(msg)
-        log.warning(msg)
 
 
 def cache_root() -> Path:
@@ -218,7 +211,7 @@ def _launch_static(launcher, i: int, grid, tensors):
         if isinstance(exc, torch.cuda.OutOfMemoryError):
             raise
         launcher.static[i] = None
-        _log_once(f"mend: static launch of {launcher.kernel.name} failed ({type(exc).__name__}: {exc}); "
+        warn_once(f"mend: static launch of {launcher.kernel.name} failed ({type(exc).__name__}: {exc}); "
                   "Triton launches it")
         return None
     return k
@@ -326,7 +319,7 @@ class TritonLauncher:
             if isinstance(exc, torch.cuda.OutOfMemoryError):
                 raise
             STATS["launch_fallbacks"] += 1
-            _log_once(f"mend: Triton kernel {self.kernel.name} failed to build ({type(exc).__name__}: "
+            warn_once(f"mend: Triton kernel {self.kernel.name} failed to build ({type(exc).__name__}: "
                       f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}); it runs in the "
                       "reference interpreter")
             from .interpret import run_kernel
@@ -489,7 +482,7 @@ class TritonSplitLauncher:
             if isinstance(exc, torch.cuda.OutOfMemoryError):
                 raise
             STATS["launch_fallbacks"] += 1
-            _log_once(f"mend: Triton kernel {self.kernel.name} failed to build ({type(exc).__name__}); it runs "
+            warn_once(f"mend: Triton kernel {self.kernel.name} failed to build ({type(exc).__name__}); it runs "
                       "in the reference interpreter")
             from .interpret import run_kernel
 

@@ -15,21 +15,14 @@ sequence length) compiles often: pad to a few bucket sizes, or mark the dimensio
 
 from __future__ import annotations
 
-import logging
 import os
 
 import torch
 
-log = logging.getLogger("mend.compiler")
+from .debug import warn_once
 
 STATS = {"dynamic_graphs": 0, "specializations": 0, "eager_calls": 0}
-_logged: set[str] = set()
 
-
-def _log_once(msg: str) -> None:
-    if msg not in _logged:
-        _logged.add(msg)
-        log.warning(msg)
 
 
 def max_specializations() -> int:
@@ -94,7 +87,7 @@ class ShapeSpecialized:
         if fn is None:
             if len(self.cache) >= max_specializations():
                 STATS["eager_calls"] += 1
-                _log_once(f"mend: {self.name} met more than {max_specializations()} input shapes "
+                warn_once(f"mend: {self.name} met more than {max_specializations()} input shapes "
                           "(MEND_MAX_SPECIALIZATIONS); new shapes run eagerly")
                 return self.gm(*args)
             fn = self._build(args)

@@ -25,7 +25,6 @@ turns all of this off (Triton's JIT compiles and launches every kernel).
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import queue
 import struct
@@ -37,20 +36,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from . import compat
-
-log = logging.getLogger("mend.compiler")
+from .debug import warn_once
 
 WORKER = Path(__file__).with_name("triton_worker.py")
 STATS = {"submitted": 0, "compiled": 0, "failed": 0, "static_loaded": 0, "workers_started": 0}
-_logged: set[str] = set()
 _lock = threading.RLock()
 _pool: "CompilePool | None" = None
 
-
-def _log_once(msg: str) -> None:
-    if msg not in _logged:
-        _logged.add(msg)
-        log.warning(msg)
 
 
 def enabled() -> bool:
@@ -204,7 +196,7 @@ def warm() -> None:
         try:
             pool()
         except OSError as exc:
-            _log_once(f"mend: could not start Triton compile workers ({exc}); kernels compile in-process")
+            warn_once(f"mend: could not start Triton compile workers ({exc}); kernels compile in-process")
 
 
 def shutdown() -> None:
@@ -234,7 +226,7 @@ def submit(job: dict) -> Future:
             if p is not None:
                 return p.submit(job)
     except OSError as exc:
-        _log_once(f"mend: could not start Triton compile workers ({exc}); kernels compile in-process")
+        warn_once(f"mend: could not start Triton compile workers ({exc}); kernels compile in-process")
     return _LazyFuture(job)
 
 
@@ -320,11 +312,11 @@ def load(future, device_index: int, what: str):
     res = future.result()
     if "error" in res:
         STATS["failed"] += 1
-        _log_once(f"mend: ahead-of-time compile of {what} failed ({res['error']}); Triton's JIT compiles it")
+        warn_once(f"mend: ahead-of-time compile of {what} failed ({res['error']}); Triton's JIT compiles it")
         return None
     STATS["compiled"] += 1
     try:
         return StaticKernel(res, device_index)
     except Exception as exc:  # noqa: BLE001 - the JIT path is always there
-        _log_once(f"mend: {what} is launched by Triton ({type(exc).__name__}: {exc})")
+        warn_once(f"mend: {what} is launched by Triton ({type(exc).__name__}: {exc})")
         return None
