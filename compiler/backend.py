@@ -60,7 +60,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "infe
         if cudagraphs and _device_of(example_inputs, gm).type == "cuda":
             from . import cudagraphs as cg
 
-            fn = cg.wrap(fn, gm, fn.mend_graph, example_inputs, f"{kind} graph {tag}")
+            fn = _carry_inspection(fn, cg.wrap(fn, gm, fn.mend_graph, example_inputs, f"{kind} graph {tag}"))
     except Exception as exc:  # graph-level fallback
         STATS["fallback_graphs"] += 1
         log_once(f"mend: graph runs eagerly ({type(exc).__name__}: {exc})")
@@ -109,9 +109,15 @@ def _drop_scalars(call, scalars):
         return call(tensors)
 
     run._boxed_call = True
+    return _carry_inspection(call, run)
+
+
+def _carry_inspection(call, wrapper):
+    """``wrapper`` (a callable around the compiled graph ``call``) keeps its inspection attributes."""
     for attr in ("mend_graph", "mend_interpreted", "mend_extern_ops"):
-        setattr(run, attr, getattr(call, attr))
-    return run
+        if hasattr(call, attr):
+            setattr(wrapper, attr, getattr(call, attr))
+    return wrapper
 
 
 def _compile(gm, example_inputs, dump):

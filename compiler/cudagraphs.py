@@ -211,8 +211,4 @@ def wrap(call, gm, sg, example_inputs, name: str):
         STATS["declined"] += 1
         warn_once(f"mend: no CUDA graph for {name}: {why}")
         return call
-    wrapped = CudaGraphCall(call, name)
-    for attr in ("mend_graph", "mend_interpreted", "mend_extern_ops"):
-        if hasattr(call, attr):
-            setattr(wrapped, attr, getattr(call, attr))
-    return wrapped
+    return CudaGraphCall(call, name)
