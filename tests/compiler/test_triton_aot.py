@@ -207,14 +207,21 @@ def test_worker_count(monkeypatch):
 
 
 def test_generator_precompiles_only_for_cuda_graphs(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
     submitted = []
-    monkeypatch.setattr(triton_aot, "submit", lambda job: submitted.append(job))
-    gen = TritonGenerator()
-    gen.device = torch.device("cpu")
-    gm = make_fx(lambda x: x.exp() + 1, decomposition_table=decomposition_table(), tracing_mode="fake")(
-        torch.randn(10))
-    sg, _ = schedule(Lowering(gm, [torch.randn(10)]).run(), "cuda")
+    monkeypatch.setattr(triton_aot, "submit", lambda job: submitted.append(job) or triton_aot._LazyFuture(job))
+    monkeypatch.setattr(triton_aot, "target_for", lambda dev: SM90)
+    x = torch.randn(10)
+    gm = make_fx(lambda x: x.exp() + 1, decomposition_table=decomposition_table(), tracing_mode="fake")(x)
+    sg, _ = schedule(Lowering(gm, [x]).run(), "cuda")
+    for device, jobs in ((torch.device("cpu"), 0), (torch.device("cuda"), 1)):
+        submitted.clear()
+        gen = TritonGenerator(interpret=False)
+        gen.device = device
+        (launcher, _), = gen.compile(sg.kernels, None).values()
+        assert len(submitted) == jobs and len(launcher.aot) == jobs
+    assert submitted[0]["fn"] == launcher.source.fn_name and submitted[0]["target"] == SM90
+    monkeypatch.setenv("MEND_TRITON_AOT", "0")
+    submitted.clear()
     gen.compile(sg.kernels, None)
     assert submitted == []
 
