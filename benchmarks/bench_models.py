@@ -112,19 +112,23 @@ def _finish(model: Any, kwargs: dict[str, Any]) -> tuple[Any, tuple, dict[str, A
 # harnesses (path.py:function for mend bench)
 
 
-def xlm():
+def _xlm_family(config_cls: str, model_cls: str) -> tuple[Any, tuple, dict[str, Any]]:
+    """XLM and FlauBERT share their configuration and their `.item()` asserts."""
     import torch
     import transformers as T
 
     _quiet()
     torch.manual_seed(0)
     s = _size()
-    cfg = T.XLMConfig(
+    cfg = getattr(T, config_cls)(
         vocab_size=s["vocab"], emb_dim=s["hidden"], n_layers=s["layers"], n_heads=s["heads"],
         max_position_embeddings=max(512, s["seq"]), pad_index=2,
     )
-    ids = _ids(s)
-    return _finish(T.XLMModel(cfg), {"input_ids": ids})
+    return _finish(getattr(T, model_cls)(cfg), {"input_ids": _ids(s)})
+
+
+def xlm():
+    return _xlm_family("XLMConfig", "XLMModel")
 
 
 def longformer():
@@ -145,17 +149,7 @@ def longformer():
 
 
 def flaubert():
-    import torch
-    import transformers as T
-
-    _quiet()
-    torch.manual_seed(0)
-    s = _size()
-    cfg = T.FlaubertConfig(
-        vocab_size=s["vocab"], emb_dim=s["hidden"], n_layers=s["layers"], n_heads=s["heads"],
-        max_position_embeddings=max(512, s["seq"]), pad_index=2,
-    )
-    return _finish(T.FlaubertModel(cfg), {"input_ids": _ids(s)})
+    return _xlm_family("FlaubertConfig", "FlaubertModel")
 
 
 def led():
