@@ -131,10 +131,12 @@ def test_graph_level_fallback_runs_eagerly(monkeypatch, tmp_path):
 
 
 def test_debug_dump_writes_every_stage(monkeypatch, tmp_path):
-    monkeypatch.setenv("MEND_COMPILER_DEBUG", str(tmp_path))
+    dump = tmp_path / "dump"
+    monkeypatch.setenv("MEND_COMPILER_DEBUG", str(dump))
+    monkeypatch.setenv("MEND_CACHE_DIR", str(tmp_path / "cache"))  # a graph-cache hit would skip lowering
     x = torch.randn(6, 10)
     check(lambda x: (x.softmax(-1), x.cos()), x)
-    dirs = list(tmp_path.iterdir())
+    dirs = list(dump.iterdir())
     assert len(dirs) == 1
     names = {p.name for p in dirs[0].iterdir()}
     assert {"fx_graph.py", "ir.txt", "fusion.txt", "scheduled.txt", "kernels.cpp", "wrapper.py"} <= names
