@@ -129,7 +129,7 @@ def _compile(gm, example_inputs, dump):
 def _compile_tensors(gm, example_inputs, dump):
     device = _device_of(example_inputs, gm)
     key = graph_cache.graph_key(gm, example_inputs)
-    cached = graph_cache.load(key)
+    cached = None if dump else graph_cache.load(key)  # a debug dump wants every stage: lower again
     if cached is not None:
         STATS["graph_cache_hits"] += 1
         sg, extern_ops = cached
