@@ -166,21 +166,22 @@ def _with_path(d: Diagnostic, path: str) -> Diagnostic:
 
 
 def _write_protected(path: Path, text: str) -> None:
-    """Write atomically with SIGTERM turned into an exception, so the temp file is cleaned up."""
-    previous = None
-    try:
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    except ValueError:  # not the main thread
-        previous = None
+    """Write atomically; a SIGTERM or SIGINT that arrives meanwhile is acted on once the write is done
+    (the file is then old or new and no temp file is left), as a KeyboardInterrupt."""
+    pending: list[int] = []
+    previous: dict[int, Any] = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            previous[sig] = signal.signal(sig, lambda signum, frame: pending.append(signum))
+        except ValueError:  # not the main thread: signals are not ours to defer
+            break
     try:
         write_atomic(path, text)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if pending:
+        raise KeyboardInterrupt(f"signal {pending[0]}")
 
 
 __all__ = ["FixError", "FixRun", "fix_paths", "options_from_config", "runtime_diagnostics"]
