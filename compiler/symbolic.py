@@ -230,10 +230,37 @@ def _mod(a, m: int, ranges):
 
 
 def simplify_index(expr, ranges: dict) -> sympy.Expr:
-    """Simplify an index expression given ``ranges`` (symbol -> size). Bottom-up, rules above."""
+    """Simplify an index expression given ``ranges`` (symbol -> size). Bottom-up, rules above.
+
+    Memoized on the expression and the ranges of its own symbols: a graph's kernels ask for the same
+    indices many times (planning, rendering, fusion checks), and the rules are pure."""
     expr = sympy.sympify(expr)
     if not expr.has(FloorDiv, IMod):
         return sympy.expand(expr)
+    key = (expr, tuple(sorted(((s.name, ranges[s]) for s in expr.free_symbols if s in ranges),
+                              key=lambda kv: kv[0])))
+    return _simplify_memo(key, expr, ranges)
+
+
+_SIMPLIFIED: dict = {}
+
+
+def _simplify_memo(key, expr, ranges):
+    try:
+        return _SIMPLIFIED[key]
+    except (KeyError, TypeError):  # TypeError: an unhashable range (never seen; then no memo)
+        pass
+    out = _simplify(expr, ranges)
+    if len(_SIMPLIFIED) > 65536:
+        _SIMPLIFIED.clear()
+    try:
+        _SIMPLIFIED[key] = out
+    except TypeError:
+        pass
+    return out
+
+
+def _simplify(expr, ranges: dict) -> sympy.Expr:
 
     def rec(e):
         if e.is_Atom:
