@@ -7,8 +7,11 @@ of many kernels that is most of mend's cold compile time on a GPU. Here instead:
 * As soon as a graph's kernels are generated, every launch configuration a kernel may use (the heuristic
   one, or all candidates when it will be autotuned) is submitted to a pool of compile workers
   (:mod:`mend.compiler.triton_worker`: separate processes that import Triton only, started when the first
-  CUDA graph reaches the backend, so their start-up overlaps tracing). The workers compile for the GPU's
-  explicit target and write the binaries into Triton's cache; the main thread goes on with the graph.
+  CUDA graph reaches the backend, so their start-up overlaps tracing). A worker that has no job yet once
+  Triton is imported compiles a tiny kernel for the GPU's target into a throwaway cache: Triton's first
+  compile in a process costs about 0.3 s more than the next (its compiler pipeline is set up), and that
+  would otherwise land on the first kernel each worker gets. The workers compile for the GPU's explicit
+  target and write the binaries into Triton's cache; the main thread goes on with the graph.
 * A launcher waits for its own kernel only when it first runs, loads the cubin and launches it through
   PyTorch's static CUDA launcher (no per-signature C launcher to build). Kernels are specialized on
   16-byte aligned pointers; a launch with an unaligned tensor takes Triton's own JIT path.
@@ -69,12 +72,13 @@ def worker_count() -> int:
 class _Worker:
     """One worker process and its two pipes; used by one dispatch thread at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: "tuple | None" = None) -> None:
         code = ("import sys, runpy; sys.path[:1] = []; "
                 f"runpy.run_path({str(WORKER)!r}, run_name='__main__')")
+        warm = [":".join(str(t) for t in target)] if target else []
         debug = os.environ.get("MEND_COMPILER_DEBUG")
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-c", code, *warm], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=None if debug else subprocess.DEVNULL, close_fds=True)
         STATS["workers_started"] += 1
         self.ready = False
@@ -91,12 +95,14 @@ class _Worker:
     def call(self, job: dict) -> dict:
         import pickle
 
+        data = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+        # the job goes into the pipe before the worker says it is ready: a worker that finds a job
+        # waiting once Triton is imported compiles it instead of warming up
+        self.proc.stdin.write(struct.pack("<I", len(data)) + data)
+        self.proc.stdin.flush()
         if not self.ready:
             self._read()  # {"ready": pid}: Triton imported
             self.ready = True
-        data = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
-        self.proc.stdin.write(struct.pack("<I", len(data)) + data)
-        self.proc.stdin.flush()
         return self._read()
 
     def close(self) -> None:
@@ -120,11 +126,12 @@ def idle_seconds() -> float:
 class CompilePool:
     """``submit(job) -> Future[result dict]``; ``n`` worker processes, started at construction."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, target: "tuple | None" = None) -> None:
         self.n = n
+        self.target = target  # workers warm up for it (``triton_worker.warm_up``)
         self.idle: "queue.Queue[_Worker]" = queue.Queue()
         for _ in range(n):
-            self.idle.put(_Worker())
+            self.idle.put(_Worker(target))
         self.threads = ThreadPoolExecutor(max_workers=n, thread_name_prefix="mend-triton-compile")
         self.closed = False
         self.pending = 0  # submitted and not finished (changed under the module lock)
@@ -137,7 +144,7 @@ class CompilePool:
             res = w.call(job)
         except Exception as exc:  # noqa: BLE001 - a dead worker is replaced; the job falls back
             w.close()
-            self.idle.put(_Worker())
+            self.idle.put(_Worker(self.target))
             res = {"error": f"compile worker failed: {type(exc).__name__}: {exc}"}
         else:
             self.idle.put(w)
@@ -177,24 +184,32 @@ class CompilePool:
                 break
 
 
-def pool() -> "CompilePool | None":
-    """The process-wide pool (started on first use), or None when ``MEND_COMPILE_WORKERS=0``."""
+def pool(target: "tuple | None" = None) -> "CompilePool | None":
+    """The process-wide pool (started on first use; its workers warm up for ``target`` when given), or
+    None when ``MEND_COMPILE_WORKERS=0``."""
     global _pool
     with _lock:
         if _pool is None or _pool.closed:
             n = worker_count()
             if n == 0:
                 return None
-            _pool = CompilePool(n)
+            _pool = CompilePool(n, target)
             atexit.register(_pool.close)
         return _pool
 
 
-def warm() -> None:
-    """Start the compile workers now (called when a CUDA graph reaches the backend, before tracing)."""
+def warm(device=None) -> None:
+    """Start the compile workers now (called when a CUDA graph reaches the backend, before tracing); with
+    ``device``, each worker that gets no job at once compiles a tiny kernel for its target meanwhile."""
     if enabled() and compat.triton_available():
+        target = None
+        if device is not None:
+            try:
+                target = target_for(device)
+            except Exception:  # noqa: BLE001 - no usable device: the workers start cold
+                target = None
         try:
-            pool()
+            pool(target)
         except OSError as exc:
             warn_once(f"mend: could not start Triton compile workers ({exc}); kernels compile in-process")
 
@@ -222,7 +237,7 @@ def submit(job: dict) -> Future:
     STATS["submitted"] += 1
     try:
         with _lock:  # the pool cannot be reaped between taking it and submitting to it
-            p = pool()
+            p = pool(job.get("target"))
             if p is not None:
                 return p.submit(job)
     except OSError as exc:

@@ -6,6 +6,11 @@ frames of a 4-byte little-endian length plus a pickled object; a request is a jo
 :func:`compile_job`), the reply the result dict. EOF on stdin ends the worker. Anything Triton prints
 goes to stderr, never into the protocol stream.
 
+With a target on the command line (``backend:arch:warp_size``) a worker that has no job waiting once
+Triton is imported compiles a tiny kernel for that target into a throwaway cache: Triton's first compile
+in a process sets up its compiler pipeline (about 0.3 s more than the next one), so without this the
+first kernel that reaches each worker pays for it.
+
 The parent process can also call :func:`compile_job` in-process (no pool, ``MEND_COMPILE_WORKERS=0``).
 """
 
@@ -94,6 +99,66 @@ def _write(stream, obj) -> None:
     stream.flush()
 
 
+def _warm_kernel_source() -> str:
+    return (
+        "import triton\n"
+        "import triton.language as tl\n\n\n"
+        "@triton.jit\n"
+        "def mend_warm(x, y, n, BLOCK: tl.constexpr):\n"
+        "    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    m = o < n\n"
+        "    v = tl.load(x + o, mask=m, other=0.0)\n"
+        "    s = tl.sum(tl.where(m, tl.exp(v) * v, 0.0), 0)\n"
+        "    tl.store(y + o, tl.sigmoid(v) * s + 1.0, mask=m)\n"
+    )
+
+
+def warm_up(target: tuple) -> bool:
+    """Compile a tiny kernel for ``target`` (backend, arch, warp_size) into a temporary Triton cache that
+    is removed afterwards: the compile always runs (never a cache hit) and leaves nothing behind."""
+    import shutil
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="mend_triton_warm_")
+    saved = os.environ.get("TRITON_CACHE_DIR")
+    try:
+        path = os.path.join(tmp, "mend_warm_kernel.py")
+        with open(path, "w") as f:
+            f.write(_warm_kernel_source())
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(tmp, "cache")
+        compile_job({"path": path, "module": "mend_warm_kernel", "fn": "mend_warm",
+                     "signature": {"x": "*fp32", "y": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+                     "constexprs": {"BLOCK": 256}, "num_warps": 4, "target": tuple(target)})
+        return True
+    except Exception:  # noqa: BLE001 - warming is optional; a real job reports real errors
+        return False
+    finally:
+        if saved is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = saved
+        _modules.pop(os.path.join(tmp, "mend_warm_kernel.py"), None)
+        sys.modules.pop("mend_warm_kernel", None)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def parse_target(text: str):
+    """``"cuda:90:32"`` -> ("cuda", 90, 32); None for anything else."""
+    parts = text.split(":")
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        return None
+    return (parts[0], int(parts[1]), int(parts[2]))
+
+
+def _job_waiting(stream) -> bool:
+    import select
+
+    try:
+        return bool(select.select([stream], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
 def main() -> None:
     proto_in = os.fdopen(os.dup(0), "rb")
     proto_out = os.fdopen(os.dup(1), "wb")
@@ -105,7 +170,9 @@ def main() -> None:
         triton_key()
     except Exception:  # noqa: BLE001 - the first job reports the real error
         pass
-    _write(proto_out, {"ready": os.getpid()})
+    target = parse_target(sys.argv[1]) if len(sys.argv) > 1 else None
+    warmed = target is not None and not _job_waiting(proto_in) and warm_up(target)
+    _write(proto_out, {"ready": os.getpid(), "warmed": warmed})
     while True:
         job = _read(proto_in)
         if job is None:
@@ -115,6 +182,7 @@ def main() -> None:
         except BaseException as exc:  # noqa: BLE001 - the parent falls back to Triton's own JIT
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             res = {"error": f"{type(exc).__name__}: {first}"[:500]}
+        res["worker_warmed"] = warmed
         _write(proto_out, res)
 
 

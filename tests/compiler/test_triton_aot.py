@@ -244,3 +244,44 @@ def test_idle_workers_exit_and_come_back(monkeypatch):
         assert proc.wait(timeout=10) is not None  # the worker processes are gone
     assert "error" not in triton_aot.submit(job).result()  # a new pool starts on demand
     assert triton_aot._pool is not None and triton_aot._pool is not first
+
+
+def test_parse_target():
+    from mend.compiler.triton_worker import parse_target
+
+    assert parse_target("cuda:90:32") == SM90
+    assert parse_target("cuda:90") is None and parse_target("cuda:x:32") is None
+
+
+def test_warm_up_compiles_in_a_throwaway_cache_and_restores_the_environment(tmp_path):
+    from mend.compiler import triton_worker
+
+    assert triton_worker.warm_up(SM90)
+    assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "triton")
+    assert not _cache_entries(tmp_path)  # nothing of the warm-up is left in the user's cache
+    assert "mend_warm_kernel" not in __import__("sys").modules
+
+
+def _one_job(module, launcher):
+    cfg = launcher.plan.configs[0]
+    return triton_aot.job_for(module, launcher.source.fn_name, launcher.source.signature(),
+                              cfg.constexprs(launcher.template), cfg.num_warps, SM90)
+
+
+@pytest.mark.slow
+def test_workers_warm_up_for_the_target_unless_a_job_is_waiting(monkeypatch):
+    import select
+
+    monkeypatch.setenv("MEND_COMPILE_WORKERS", "1")
+    module, (launcher,) = launchers(lambda x: torch.relu(x) * 2, torch.randn(64))
+    job = _one_job(module, launcher)
+    # a job submitted as the pool starts is in the pipe before Triton is imported: compiled at once
+    first = triton_aot.submit(job).result()
+    assert "error" not in first and first["worker_warmed"] is False
+    triton_aot.shutdown()
+    # a pool started ahead (as the backend does while aot_autograd traces) warms its idle worker up;
+    # the worker says it is ready once the warm-up is done
+    p = triton_aot.pool(SM90)
+    assert select.select([p.idle.queue[0].proc.stdout], [], [], 120)[0]
+    res = triton_aot.submit(job).result()
+    assert "error" not in res and res["worker_warmed"] is True
