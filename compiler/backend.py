@@ -224,10 +224,12 @@ def mend_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     from .cudagraphs import requested
 
     cg = requested(kwargs)
-    if any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
+    cuda = next((t.device for t in example_inputs if isinstance(t, torch.Tensor) and t.device.type == "cuda"),
+                None)
+    if cuda is not None:
         from . import triton_aot
 
-        triton_aot.warm()  # the compile workers start while aot_autograd traces
+        triton_aot.warm(cuda)  # the compile workers start (and warm up) while aot_autograd traces
     return compat.aot_module_simplified(
         gm,
         example_inputs,
@@ -235,7 +237,15 @@ def mend_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         bw_compiler=_compiler("backward", cg),
         inference_compiler=_compiler("inference", cg),
         decompositions=decomposition_table(),
+        eager_backward=cuda is not None and eager_backward(),
     )
+
+
+def eager_backward() -> bool:
+    """On a GPU the backward graph is compiled right after the forward one (``MEND_EAGER_BACKWARD``, default
+    on): its kernels then compile in the workers while the forward's first call waits for its own, instead
+    of after it. ``0`` keeps aot_autograd's default (the backward compiles at the first backward call)."""
+    return os.environ.get("MEND_EAGER_BACKWARD", "1") != "0"
 
 
 compat.register_backend("mend", mend_backend)

@@ -12,20 +12,36 @@ import torch
 TORCH_VERSION = torch.__version__
 
 
-def aot_module_simplified(gm, example_inputs, *, fw_compiler, bw_compiler, inference_compiler, decompositions):
+def aot_module_simplified(gm, example_inputs, *, fw_compiler, bw_compiler, inference_compiler, decompositions,
+                          eager_backward: bool = False):
+    """aot_autograd with the min-cut partition. ``eager_backward``: compile the backward graph right after
+    the forward one (where this torch can), not at the first backward call."""
+    import contextlib
+
+    import torch._functorch.config as functorch_config
     from torch._functorch.aot_autograd import aot_module_simplified as _aot
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-    return _aot(
-        gm,
-        example_inputs,
-        fw_compiler=fw_compiler,
-        bw_compiler=bw_compiler,
-        inference_compiler=inference_compiler,
-        decompositions=decompositions,
-        partition_fn=min_cut_rematerialization_partition,
-        keep_inference_input_mutations=True,
-    )
+    ctx = contextlib.nullcontext()
+    if eager_backward and hasattr(functorch_config, "force_non_lazy_backward_lowering"):
+        ctx = functorch_config.patch(force_non_lazy_backward_lowering=True)
+    with ctx:
+        return _aot(
+            gm,
+            example_inputs,
+            fw_compiler=fw_compiler,
+            bw_compiler=bw_compiler,
+            inference_compiler=inference_compiler,
+            decompositions=decompositions,
+            partition_fn=min_cut_rematerialization_partition,
+            keep_inference_input_mutations=True,
+        )
+
+
+def eager_backward_supported() -> bool:
+    import torch._functorch.config as functorch_config
+
+    return hasattr(functorch_config, "force_non_lazy_backward_lowering")
 
 
 def make_boxed_func(fn):

@@ -170,3 +170,50 @@ def test_unsupported_device_dtype_falls_back_per_op():
     z = torch.randn(4, dtype=torch.complex64)
     call = check(lambda z: (z * 2, z.abs()), z, allow_extern=True)
     assert call.mend_extern_ops
+
+
+@pytest.mark.parametrize("eager", [False, True], ids=["lazy", "eager"])
+def test_backward_graph_compiles_with_the_forward_when_asked(eager):
+    """On a GPU the backend compiles the backward graph right after the forward one (its kernels then
+    compile in the workers while the forward waits for its own); aot_autograd's default is lazy."""
+    from mend.compiler import compat
+    from mend.compiler.decomps import decomposition_table
+
+    if eager and not compat.eager_backward_supported():
+        pytest.skip("this torch cannot compile the backward ahead")
+    order = []
+
+    def compiler(kind):
+        def compile_one(gm, example_inputs):
+            order.append(kind)
+            return backend.compile_graph(gm, example_inputs, kind=kind)
+
+        return compile_one
+
+    def dynamo_backend(gm, example_inputs):
+        return compat.aot_module_simplified(
+            gm, example_inputs, fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+            inference_compiler=compiler("inference"), decompositions=decomposition_table(), eager_backward=eager)
+
+    torch._dynamo.reset()
+    lin = torch.nn.Linear(8, 8)
+    fn = lambda x: torch.tanh(lin(x)) * 2  # noqa: E731
+    f = torch.compile(fn, backend=dynamo_backend)
+    x = torch.randn(4, 8, requires_grad=True)
+    out = f(x)
+    assert order == (["forward", "backward"] if eager else ["forward"])
+    out.sum().backward()
+    assert order == ["forward", "backward"]
+    got = (x.grad.clone(), lin.weight.grad.clone())
+    x.grad = None
+    lin.weight.grad = None
+    fn(x).sum().backward()
+    torch.testing.assert_close(got[0], x.grad)
+    torch.testing.assert_close(got[1], lin.weight.grad)
+    torch._dynamo.reset()
+
+
+def test_eager_backward_switch(monkeypatch):
+    assert backend.eager_backward()
+    monkeypatch.setenv("MEND_EAGER_BACKWARD", "0")
+    assert not backend.eager_backward()
