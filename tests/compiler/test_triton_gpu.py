@@ -350,3 +350,31 @@ def test_cudagraphs_outputs_that_alias_inputs_and_each_other():
         assert got[4].data_ptr() == w.data_ptr()
         assert got[3].stride() == want[3].stride()
     assert cudagraphs.STATS["replays"] > before["replays"]
+
+
+# ---------------------------------------------------------------------------------------- symbolic shapes
+
+
+@pytest.mark.parametrize("cudagraphs", [False, True], ids=["plain", "cudagraphs"])
+def test_changing_shapes_compile_per_shape_on_the_gpu(cudagraphs):
+    from mend.compiler import specialize
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(32, 32).to(DEV)
+    fn = lambda x: torch.softmax(lin(x) * 2, -1) + x.shape[0]  # noqa: E731
+    f = torch.compile(fn, backend="mend", options={"cudagraphs": cudagraphs})
+    counts, s0 = _Counts(), dict(specialize.STATS)
+    for n in (4, 7, 9, 7, 4):
+        x = r(n, 32).requires_grad_()
+        out = f(x)
+        out.sum().backward()
+        got = x.grad.clone()
+        x.grad = None
+        want = fn(x)
+        want.sum().backward()
+        assert out.device.type == "cuda"
+        torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(got, x.grad, rtol=1e-4, atol=1e-4)
+    counts.check()
+    assert specialize.STATS["dynamic_graphs"] > s0["dynamic_graphs"]  # a symbolic graph was compiled
+    assert specialize.STATS["eager_calls"] == s0["eager_calls"]
