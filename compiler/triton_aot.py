@@ -79,7 +79,7 @@ class _Worker:
         debug = os.environ.get("MEND_COMPILER_DEBUG")
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code, *warm], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=None if debug else subprocess.DEVNULL, close_fds=True)
+            stderr=None if debug else subprocess.DEVNULL, close_fds=True, env=_worker_env())
         STATS["workers_started"] += 1
         self.ready = False
 
@@ -114,6 +114,17 @@ class _Worker:
             self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+def _worker_env() -> dict:
+    """The workers' environment: ours, plus where they remember Triton's own cache key
+    (``triton_worker.remembered_triton_key``) unless mend's cache is disabled."""
+    env = dict(os.environ)
+    if os.environ.get("MEND_DISABLE_CACHE") != "1" and "MEND_TRITON_KEY_FILE" not in env:
+        from .runtime_triton import cache_root
+
+        env["MEND_TRITON_KEY_FILE"] = str(cache_root() / "triton_key.json")
+    return env
 
 
 def idle_seconds() -> float:

@@ -142,6 +142,71 @@ def warm_up(target: tuple) -> bool:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _triton_stamp(cache_module) -> str:
+    """What Triton's own key is computed from, by name, size and modification time (no contents read):
+    the version, ``runtime/cache.py``, the ``compiler``, ``backends`` and ``language`` packages, ``_C``."""
+    import hashlib
+
+    import triton
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(cache_module.__file__)))
+    h = hashlib.sha256(f"{triton.__version__}|{sys.version}|{root}".encode())
+    files = [os.path.abspath(cache_module.__file__)]
+    for sub in ("compiler", "backends", "language", "_C"):
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, sub)):
+            dirnames.sort()
+            files += [os.path.join(dirpath, f) for f in sorted(filenames)
+                      if f.endswith((".py", ".so")) and "__pycache__" not in dirpath]
+    for path in files:
+        st = os.stat(path)
+        h.update(f"{path}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def remembered_triton_key(store: "str | None") -> "str | None":
+    """Triton keys its cache by a hash of its own sources and its 500 MB ``libtriton`` (``triton_key``,
+    computed once per process: 0.4-0.8 s, most of a worker's start-up). With ``store`` (a file in mend's
+    cache) the key is reused while nothing it hashes has changed name, size or modification time, and
+    installed as the process's ``triton_key``; otherwise it is computed and remembered. Any surprise
+    (another Triton layout, an unreadable file) leaves Triton's own function in place."""
+    import json
+
+    from triton.runtime import cache as rc
+
+    real = rc.triton_key
+    if not store:
+        return real()
+    try:
+        stamp = _triton_stamp(rc)
+    except (OSError, AttributeError, TypeError):
+        return real()
+    key = None
+    try:
+        with open(store) as f:
+            saved = json.load(f)
+        if isinstance(saved, dict) and saved.get("stamp") == stamp and isinstance(saved.get("key"), str):
+            key = saved["key"]
+    except (OSError, ValueError):
+        pass
+    if key is None:
+        key = real()
+        try:
+            os.makedirs(os.path.dirname(store) or ".", exist_ok=True)
+            tmp = f"{store}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                json.dump({"stamp": stamp, "key": key}, f)
+            os.replace(tmp, store)
+        except OSError:
+            pass
+        return key
+
+    def triton_key() -> str:
+        return key
+
+    rc.triton_key = triton_key
+    return key
+
+
 def parse_target(text: str):
     """``"cuda:90:32"`` -> ("cuda", 90, 32); None for anything else."""
     parts = text.split(":")
@@ -165,9 +230,8 @@ def main() -> None:
     os.dup2(2, 1)  # stray prints (Triton, MLIR) go to stderr, not into the protocol
     try:  # the expensive one-time parts of Triton's first compile: its import and its own cache key
         import triton  # noqa: F401
-        from triton.runtime.cache import triton_key
 
-        triton_key()
+        remembered_triton_key(os.environ.get("MEND_TRITON_KEY_FILE"))
     except Exception:  # noqa: BLE001 - the first job reports the real error
         pass
     target = parse_target(sys.argv[1]) if len(sys.argv) > 1 else None

@@ -285,3 +285,44 @@ def test_workers_warm_up_for_the_target_unless_a_job_is_waiting(monkeypatch):
     assert select.select([p.idle.queue[0].proc.stdout], [], [], 120)[0]
     res = triton_aot.submit(job).result()
     assert "error" not in res and res["worker_warmed"] is True
+
+
+def _key_in_fresh_process(store) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys; sys.path[:1] = []; import runpy; "
+            f"w = runpy.run_path({str(triton_aot.WORKER)!r}); "
+            f"key = w['remembered_triton_key']({str(store)!r}); "
+            "from triton.runtime import cache as rc; "
+            "print(json.dumps({'key': key, 'installed': rc.triton_key.__name__ == 'triton_key' "
+            "and rc.triton_key.__module__ != 'triton.runtime.cache', 'value': rc.triton_key()}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_tritons_own_cache_key_is_remembered_across_worker_processes(tmp_path):
+    import json
+
+    from triton.runtime.cache import triton_key
+
+    store = tmp_path / "triton_key.json"
+    first = _key_in_fresh_process(store)  # computed, remembered
+    assert first["key"] == triton_key() and not first["installed"]
+    saved = json.loads(store.read_text())
+    assert saved["key"] == triton_key() and len(saved["stamp"]) == 64
+    second = _key_in_fresh_process(store)  # reused without hashing libtriton, installed as Triton's
+    assert second["installed"] and second["key"] == second["value"] == triton_key()
+    # anything Triton's key depends on changes (here: the stamp no longer matches): computed again
+    store.write_text(json.dumps({"stamp": "0" * 64, "key": "stale"}))
+    third = _key_in_fresh_process(store)
+    assert third["key"] == triton_key() and not third["installed"]
+    assert json.loads(store.read_text())["key"] == triton_key()
+
+
+def test_workers_are_told_where_to_remember_the_key(monkeypatch, tmp_path):
+    env = triton_aot._worker_env()
+    assert env["MEND_TRITON_KEY_FILE"].startswith(str(tmp_path / "mend"))
+    monkeypatch.setenv("MEND_DISABLE_CACHE", "1")
+    assert "MEND_TRITON_KEY_FILE" not in triton_aot._worker_env()
