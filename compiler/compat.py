@@ -23,7 +23,7 @@ def aot_module_simplified(gm, example_inputs, *, fw_compiler, bw_compiler, infer
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     ctx = contextlib.nullcontext()
-    if eager_backward and hasattr(functorch_config, "force_non_lazy_backward_lowering"):
+    if eager_backward and eager_backward_supported():
         ctx = functorch_config.patch(force_non_lazy_backward_lowering=True)
     with ctx:
         return _aot(

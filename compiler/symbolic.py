@@ -239,25 +239,15 @@ def simplify_index(expr, ranges: dict) -> sympy.Expr:
         return sympy.expand(expr)
     key = (expr, tuple(sorted(((s.name, ranges[s]) for s in expr.free_symbols if s in ranges),
                               key=lambda kv: kv[0])))
-    return _simplify_memo(key, expr, ranges)
-
-
-_SIMPLIFIED: dict = {}
-
-
-def _simplify_memo(key, expr, ranges):
-    try:
-        return _SIMPLIFIED[key]
-    except (KeyError, TypeError):  # TypeError: an unhashable range (never seen; then no memo)
-        pass
-    out = _simplify(expr, ranges)
-    if len(_SIMPLIFIED) > 65536:
-        _SIMPLIFIED.clear()
-    try:
-        _SIMPLIFIED[key] = out
-    except TypeError:
-        pass
+    out = _SIMPLIFIED.get(key)
+    if out is None:
+        if len(_SIMPLIFIED) > 65536:
+            _SIMPLIFIED.clear()
+        out = _SIMPLIFIED[key] = _simplify(expr, ranges)
     return out
+
+
+_SIMPLIFIED: dict = {}  # (expression, ranges of its symbols) -> simplified
 
 
 def _simplify(expr, ranges: dict) -> sympy.Expr:

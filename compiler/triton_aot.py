@@ -218,7 +218,7 @@ def warm(device=None) -> None:
             try:
                 target = target_for(device)
             except Exception:  # noqa: BLE001 - no usable device: the workers start cold
-                target = None
+                pass
         try:
             pool(target)
         except OSError as exc:

@@ -99,18 +99,18 @@ def _write(stream, obj) -> None:
     stream.flush()
 
 
-def _warm_kernel_source() -> str:
-    return (
-        "import triton\n"
-        "import triton.language as tl\n\n\n"
-        "@triton.jit\n"
-        "def mend_warm(x, y, n, BLOCK: tl.constexpr):\n"
-        "    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
-        "    m = o < n\n"
-        "    v = tl.load(x + o, mask=m, other=0.0)\n"
-        "    s = tl.sum(tl.where(m, tl.exp(v) * v, 0.0), 0)\n"
-        "    tl.store(y + o, tl.sigmoid(v) * s + 1.0, mask=m)\n"
-    )
+_WARM_KERNEL = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def mend_warm(x, y, n, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = o < n
+    v = tl.load(x + o, mask=m, other=0.0)
+    s = tl.sum(tl.where(m, tl.exp(v) * v, 0.0), 0)
+    tl.store(y + o, tl.sigmoid(v) * s + 1.0, mask=m)
+"""
 
 
 def warm_up(target: tuple) -> bool:
@@ -124,7 +124,7 @@ def warm_up(target: tuple) -> bool:
     try:
         path = os.path.join(tmp, "mend_warm_kernel.py")
         with open(path, "w") as f:
-            f.write(_warm_kernel_source())
+            f.write(_WARM_KERNEL)
         os.environ["TRITON_CACHE_DIR"] = os.path.join(tmp, "cache")
         compile_job({"path": path, "module": "mend_warm_kernel", "fn": "mend_warm",
                      "signature": {"x": "*fp32", "y": "*fp32", "n": "i32", "BLOCK": "constexpr"},
@@ -163,7 +163,7 @@ def _triton_stamp(cache_module) -> str:
     return h.hexdigest()
 
 
-def remembered_triton_key(store: "str | None") -> "str | None":
+def remembered_triton_key(store: "str | None") -> str:
     """Triton keys its cache by a hash of its own sources and its 500 MB ``libtriton`` (``triton_key``,
     computed once per process: 0.4-0.8 s, most of a worker's start-up). With ``store`` (a file in mend's
     cache) the key is reused while nothing it hashes has changed name, size or modification time, and

@@ -184,3 +184,11 @@ def test_scheduled_graph_prints_kernels():
     assert "kernel k0 size=[4, 8] rdims=[1]" in text
     assert "reduction max" in text and "reduction sum" in text and "(kernel-local)" in text
     _ = sympy
+
+
+def test_simplification_memo_keys_on_the_symbols_ranges():
+    x = sympy.Symbol("x", integer=True, nonnegative=True)
+    e = FloorDiv(x, sympy.Integer(8))
+    assert simplify_index(e, {x: 8}) == 0  # x < 8: x // 8 == 0
+    assert simplify_index(e, {x: 64}) == FloorDiv(x, sympy.Integer(8))  # same expression, other range
+    assert simplify_index(e, {x: 8}) == 0
