@@ -39,14 +39,28 @@ def _device_of(example_inputs, gm) -> torch.device:
     return graph_device(gm, example_inputs)
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "inference", cudagraphs: bool = False):
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "inference", cudagraphs: bool = False,
+                  async_compile: bool = False):
     """Compile one ATen graph; returns a boxed callable ``fn(list_of_args) -> tuple``. ``cudagraphs``: replay
-    a CUDA graph of the compiled graph after its first call (``mend.compiler.cudagraphs``)."""
+    a CUDA graph of the compiled graph after its first call (``mend.compiler.cudagraphs``).
+    ``async_compile``: return at once and build in the background, running the ATen graph meanwhile
+    (``mend.compiler.tiered``)."""
     from . import specialize
 
     if specialize.is_dynamic(example_inputs):  # symbolic shapes: one static compile per concrete shape
         return specialize.ShapeSpecialized(
-            gm, lambda g, ex: compile_graph(g, ex, kind=kind, cudagraphs=cudagraphs), f"{kind} graph")
+            gm, lambda g, ex: compile_graph(g, ex, kind=kind, cudagraphs=cudagraphs, async_compile=async_compile),
+            f"{kind} graph")
+    if async_compile:
+        from . import tiered
+
+        return tiered.TieredGraph(gm, _build(gm, example_inputs, kind, cudagraphs, defer=True), f"{kind} graph")
+    return _build(gm, example_inputs, kind, cudagraphs)
+
+
+def _build(gm, example_inputs, kind: str, cudagraphs: bool, defer: bool = False):
+    """The compiled graph, or the graph-level fallback. ``defer``: a build that would block (``g++``) runs
+    on a background thread and the result says so through ``mend_pending``."""
     t0 = time.perf_counter()
     code = gm.code
     tag = hashlib.sha256(code.encode()).hexdigest()[:10]
@@ -56,20 +70,25 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "infe
     try:
         if os.environ.get("MEND_COMPILER_FALLBACK") == "eager":
             raise GraphFallback("MEND_COMPILER_FALLBACK=eager")
-        fn = _compile(gm, example_inputs, dump)
+        fn = _compile(gm, example_inputs, dump, defer)
         if cudagraphs and _device_of(example_inputs, gm).type == "cuda":
             from . import cudagraphs as cg
 
             fn = _carry_inspection(fn, cg.wrap(fn, gm, fn.mend_graph, example_inputs, f"{kind} graph {tag}"))
     except Exception as exc:  # graph-level fallback
-        STATS["fallback_graphs"] += 1
-        log_once(f"mend: graph runs eagerly ({type(exc).__name__}: {exc})")
-        if os.environ.get("MEND_COMPILER_STRICT") == "1":
-            raise
-        dump.write("fallback.txt", f"{type(exc).__name__}: {exc}")
-        fn = compat.make_boxed_func(gm.forward)
+        fn = _fallback(gm, dump, exc)
     STATS["compile_seconds"] += time.perf_counter() - t0
     return fn
+
+
+def _fallback(gm, dump, exc: Exception):
+    """The graph-level fallback: ``gm`` runs eagerly (logged once); ``MEND_COMPILER_STRICT=1`` raises."""
+    STATS["fallback_graphs"] += 1
+    log_once(f"mend: graph runs eagerly ({type(exc).__name__}: {exc})")
+    if os.environ.get("MEND_COMPILER_STRICT") == "1":
+        raise exc
+    dump.write("fallback.txt", f"{type(exc).__name__}: {exc}")
+    return compat.make_boxed_func(gm.forward)
 
 
 def _bake_scalars(gm, example_inputs):
@@ -114,19 +133,19 @@ def _drop_scalars(call, scalars):
 
 def _carry_inspection(call, wrapper):
     """``wrapper`` (a callable around the compiled graph ``call``) keeps its inspection attributes."""
-    for attr in ("mend_graph", "mend_interpreted", "mend_extern_ops"):
+    for attr in ("mend_graph", "mend_interpreted", "mend_extern_ops", "mend_pending"):
         if hasattr(call, attr):
             setattr(wrapper, attr, getattr(call, attr))
     return wrapper
 
 
-def _compile(gm, example_inputs, dump):
+def _compile(gm, example_inputs, dump, defer: bool = False):
     gm, example_inputs, scalars = _bake_scalars(gm, example_inputs)
-    call = _compile_tensors(gm, example_inputs, dump)
+    call = _compile_tensors(gm, example_inputs, dump, defer)
     return _drop_scalars(call, scalars) if scalars else call
 
 
-def _compile_tensors(gm, example_inputs, dump):
+def _compile_tensors(gm, example_inputs, dump, defer: bool = False):
     device = _device_of(example_inputs, gm)
     key = graph_cache.graph_key(gm, example_inputs)
     cached = None if dump else graph_cache.load(key)  # a debug dump wants every stage: lower again
@@ -152,6 +171,16 @@ def _compile_tensors(gm, example_inputs, dump):
         raise GraphFallback(str(exc)) from exc
     if hasattr(gen, "device"):
         gen.device = device
+    if defer and getattr(gen, "blocking_build", False):
+        from . import tiered
+
+        return tiered.Deferred(lambda: _build_kernels(gm, dump, device, gen, sg, extern_ops),
+                               sg, extern_ops, lambda exc: _fallback(gm, dump, exc))
+    return _build_kernels(gm, dump, device, gen, sg, extern_ops)
+
+
+def _build_kernels(gm, dump, device, gen, sg, extern_ops):
+    """Code generation and the kernel builds of the scheduled graph ``sg``, then its Python wrapper."""
     kernels = sg.kernels
     disabled = debug.disabled_kernels()
     to_build = [k for k in kernels if k.name not in disabled and "all" not in disabled]
@@ -178,7 +207,17 @@ def _compile_tensors(gm, example_inputs, dump):
     call.mend_graph = sg  # for inspection (tests, explain): kernels, steps, buffers
     call.mend_interpreted = interpreted
     call.mend_extern_ops = list(extern_ops)
+    call.mend_pending = _kernel_futures(fns)
     return call
+
+
+def _kernel_futures(fns) -> list:
+    """The kernel compiles still running in workers for this graph's launchers (asynchronous compilation
+    switches to the graph once they are done). A compile without a worker pool happens at the first launch,
+    so it is not waited for here."""
+    from concurrent.futures import Future
+
+    return [f for fn, _ in fns.values() for f in getattr(fn, "aot", {}).values() if isinstance(f, Future)]
 
 
 def _self_checking(call, gm, dump):
@@ -209,9 +248,9 @@ def _self_checking(call, gm, dump):
     return checked
 
 
-def _compiler(kind: str, cudagraphs: bool):
+def _compiler(kind: str, cudagraphs: bool, async_compile: bool = False):
     def compile_one(gm, example_inputs):
-        return compile_graph(gm, example_inputs, kind=kind, cudagraphs=cudagraphs)
+        return compile_graph(gm, example_inputs, kind=kind, cudagraphs=cudagraphs, async_compile=async_compile)
 
     return compile_one
 
@@ -220,10 +259,13 @@ def mend_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     """The Dynamo backend: ``torch.compile(fn, backend=mend_backend)`` or ``backend="mend"``.
 
     ``mode="reduce-overhead"`` or ``options={"cudagraphs": True}`` replays CUDA graphs of the compiled
-    graphs (CUDA tensors only; see ``mend.compiler.cudagraphs``)."""
+    graphs (CUDA tensors only; see ``mend.compiler.cudagraphs``). ``options={"async_compile": True}`` runs
+    each graph through ATen while it compiles in the background (``mend.compiler.tiered``)."""
+    from . import tiered
     from .cudagraphs import requested
 
     cg = requested(kwargs)
+    ac = tiered.requested(kwargs)
     cuda = next((t.device for t in example_inputs if isinstance(t, torch.Tensor) and t.device.type == "cuda"),
                 None)
     if cuda is not None:
@@ -233,9 +275,9 @@ def mend_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     return compat.aot_module_simplified(
         gm,
         example_inputs,
-        fw_compiler=_compiler("forward", cg),
-        bw_compiler=_compiler("backward", cg),
-        inference_compiler=_compiler("inference", cg),
+        fw_compiler=_compiler("forward", cg, ac),
+        bw_compiler=_compiler("backward", cg, ac),
+        inference_compiler=_compiler("inference", cg, ac),
         decompositions=decomposition_table(),
         eager_backward=cuda is not None and eager_backward(),
     )

@@ -21,6 +21,7 @@ def _unit(bodies: list[str]) -> str:
 
 class CppGenerator:
     name = "cpp"
+    blocking_build = True  # compile() waits for g++ (asynchronous compilation runs it in the background)
 
     def compile(self, kernels: list[ir.Kernel], dump) -> dict:
         good, bad, errors = [], [], []

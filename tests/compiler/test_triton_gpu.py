@@ -378,3 +378,61 @@ def test_changing_shapes_compile_per_shape_on_the_gpu(cudagraphs):
     counts.check()
     assert specialize.STATS["dynamic_graphs"] > s0["dynamic_graphs"]  # a symbolic graph was compiled
     assert specialize.STATS["eager_calls"] == s0["eager_calls"]
+
+
+@pytest.mark.parametrize("cudagraphs", [False, True], ids=["plain", "cudagraphs"])
+def test_async_compile_runs_aten_until_the_kernels_are_built(monkeypatch, cudagraphs):
+    """``async_compile``: forward and backward run through ATen while the kernel compiles are held back,
+    then switch to the compiled kernels; the gradients are eager's throughout."""
+    import threading
+    from concurrent.futures import Future
+
+    import mend.compiler
+    from mend.compiler import tiered
+
+    gate = threading.Event()
+    real = triton_aot.submit
+
+    def gated(job):
+        inner, out = real(job), Future()
+
+        def finish():
+            gate.wait(120)
+            try:
+                out.set_result(inner.result())
+            except Exception as exc:  # noqa: BLE001
+                out.set_exception(exc)
+
+        threading.Thread(target=finish, daemon=True).start()
+        return out
+
+    monkeypatch.setattr(triton_aot, "submit", gated)
+    torch.manual_seed(0)
+    model = Block(64, 4).to(DEV)
+    ref = Block(64, 4).to(DEV)
+    ref.load_state_dict(model.state_dict())
+    f = mend.compiler.compile(model, async_compile=True, cudagraphs=cudagraphs)
+    s0, counts = dict(tiered.STATS), _Counts()
+
+    def step(x):
+        out = f(x)
+        out.sum().backward()
+        want = ref(x)
+        want.sum().backward()
+        torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4)
+            p.grad = q.grad = None
+
+    try:
+        step(r(4, 16, 64))
+        assert tiered.STATS["aten_calls"] - s0["aten_calls"] == 2  # forward and backward, on ATen
+        assert mend.compiler.pending() >= 2
+    finally:
+        gate.set()
+    assert mend.compiler.wait(300)
+    for _ in range(3):
+        step(r(4, 16, 64))
+    assert tiered.STATS["switched"] - s0["switched"] == 2
+    assert tiered.STATS["aten_calls"] - s0["aten_calls"] == 2
+    counts.check()

@@ -1,0 +1,174 @@
+"""Asynchronous compilation (``async_compile``): the ATen graph runs until the kernels are built, then the
+compiled graph, with the same results either way."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import mend.compiler
+from mend.compiler import backend, runtime_cpp, tiered
+from mend.compiler.decomps import decomposition_table
+
+
+@pytest.fixture
+def gated_build(monkeypatch):
+    """The C++ build waits until the test opens the gate: the switch from ATen to compiled code happens
+    exactly where the test wants it."""
+    gate = threading.Event()
+    real = runtime_cpp.build
+
+    def build(source):
+        assert gate.wait(60), "the test never opened the gate"
+        return real(source)
+
+    monkeypatch.setattr(runtime_cpp, "build", build)
+    yield gate
+    gate.set()
+
+
+def _fx(fn, *args):
+    return make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*args)
+
+
+def _f(x, y):  # a tuple, as aot_autograd's graphs return
+    return ((torch.softmax(x * 2 + y, dim=-1) - 1).relu().sum(-1),)
+
+
+def test_runs_aten_until_the_kernels_are_built_then_switches_for_good(gated_build):
+    x, y = torch.randn(16, 33), torch.randn(33)
+    (want,) = _f(x, y)
+    before = dict(tiered.STATS)
+    call = backend.compile_graph(_fx(_f, x, y), [x, y], async_compile=True)
+    assert isinstance(call, tiered.TieredGraph)
+    for _ in range(3):  # the build is blocked: every call runs the ATen graph
+        (got,) = call([x, y])
+        torch.testing.assert_close(got, want)
+    assert tiered.STATS["aten_calls"] - before["aten_calls"] == 3
+    assert not call.ready() and call.compiled is None
+    assert tiered.pending() >= 1
+    assert mend.compiler.wait(0.05) is False  # still blocked: a timeout, not a hang
+
+    gated_build.set()
+    assert mend.compiler.wait(60) is True
+    assert call.ready() and tiered.pending() == 0
+    (got,) = call([x, y])
+    torch.testing.assert_close(got, want)
+    assert tiered.STATS["switched"] - before["switched"] == 1
+    assert call.compiled is not None
+    assert call.mend_graph.kernels, "the compiled graph has kernels"
+    assert call.mend_interpreted == []
+    (got,) = call([x, y])  # compiled from now on
+    torch.testing.assert_close(got, want)
+    assert tiered.STATS["aten_calls"] - before["aten_calls"] == 3
+    assert tiered.STATS["switched"] - before["switched"] == 1
+
+
+def test_a_graph_that_cannot_compile_stays_on_aten(monkeypatch):
+    monkeypatch.setenv("MEND_COMPILER_STRICT", "0")
+    monkeypatch.setenv("MEND_COMPILER_FALLBACK", "eager")
+    x, y = torch.randn(4, 5), torch.randn(5)
+    call = backend.compile_graph(_fx(_f, x, y), [x, y], async_compile=True)
+    assert call.ready() and call.wait(0.05)  # nothing to build
+    for _ in range(2):
+        (got,) = call([x, y])
+        torch.testing.assert_close(got, _f(x, y)[0])
+    assert call.compiled is not None and not hasattr(call.compiled, "mend_graph")
+
+
+def test_waits_for_the_kernel_compiles_the_graph_submitted():
+    """A built graph whose kernel compiles (futures in ``mend_pending``) are still running is not switched
+    to; it is once they are done."""
+    x = torch.randn(8)
+    gm = _fx(lambda t: (t * 3,), x)
+    compiled_calls = []
+
+    def compiled(args):
+        compiled_calls.append(1)
+        return (args[0] * 3,)
+
+    kernel = Future()
+    compiled.mend_pending = [kernel]
+    call = tiered.TieredGraph(gm, compiled, "test graph")
+    assert call.wait(0.05) is False  # the kernel is still compiling
+    (got,) = call([x])
+    torch.testing.assert_close(got, x * 3)
+    assert compiled_calls == []
+    kernel.set_result({"name": "k"})
+    assert call.wait(5)
+    (got,) = call([x])
+    torch.testing.assert_close(got, x * 3)
+    assert compiled_calls == [1]
+
+
+def test_kernel_futures_are_the_worker_compiles_only():
+    from mend.compiler import triton_aot
+
+    class Launcher:
+        def __init__(self, aot):
+            self.aot = aot
+
+    f1, f2 = Future(), Future()
+    lazy = triton_aot._LazyFuture({})  # no worker pool: compiled at the first launch, nothing to wait for
+    fns = {"a": (Launcher({0: f1, 1: f2}), "tensor"), "b": (Launcher({0: lazy}), "tensor"),
+           "c": (lambda *p: None, "ptr")}
+    assert backend._kernel_futures(fns) == [f1, f2]
+
+
+def test_requested_by_option_or_environment(monkeypatch):
+    monkeypatch.delenv("MEND_ASYNC_COMPILE", raising=False)
+    assert not tiered.requested({})
+    assert tiered.requested({"options": {"async_compile": True}})
+    monkeypatch.setenv("MEND_ASYNC_COMPILE", "0")
+    assert not tiered.requested({"options": {"async_compile": True}})
+    monkeypatch.setenv("MEND_ASYNC_COMPILE", "1")
+    assert tiered.requested({})
+
+
+def test_training_gradients_match_before_and_after_the_switch(gated_build):
+    """Forward and backward graphs switch independently; the gradients are the eager ones throughout."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 4))
+    x = torch.randn(8, 16)
+
+    def grads(model):
+        model.zero_grad()
+        model(x).pow(2).sum().backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    want = grads(m)
+    c = mend.compiler.compile(m, async_compile=True)
+    before = dict(tiered.STATS)
+    for got, w in zip(grads(c), want):  # both graphs on ATen (the builds are blocked)
+        torch.testing.assert_close(got, w)
+    assert tiered.STATS["aten_calls"] - before["aten_calls"] == 2
+    gated_build.set()
+    assert mend.compiler.wait(120)
+    for _ in range(2):
+        for got, w in zip(grads(c), want):
+            torch.testing.assert_close(got, w, rtol=1e-4, atol=1e-5)
+    assert tiered.STATS["switched"] - before["switched"] == 2
+    assert tiered.STATS["aten_calls"] - before["aten_calls"] == 2
+
+
+def test_changing_shapes_compile_asynchronously_per_shape(gated_build):
+    torch._dynamo.reset()
+    c = mend.compiler.compile(lambda t: torch.tanh(t) * t.sum(-1, keepdim=True), dynamic=True, async_compile=True)
+    before = dict(tiered.STATS)
+    for n in (5, 7):
+        t = torch.randn(3, n)
+        torch.testing.assert_close(c(t), torch.tanh(t) * t.sum(-1, keepdim=True))
+    assert tiered.STATS["graphs"] - before["graphs"] == 2  # one per concrete shape, both on ATen so far
+    assert tiered.STATS["aten_calls"] - before["aten_calls"] == 2
+    gated_build.set()
+    assert mend.compiler.wait(60)
+    for n in (5, 7):
+        t = torch.randn(3, n)
+        torch.testing.assert_close(c(t), torch.tanh(t) * t.sum(-1, keepdim=True))
+    assert tiered.STATS["switched"] - before["switched"] == 2
