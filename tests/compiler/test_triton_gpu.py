@@ -298,16 +298,22 @@ def test_cudagraphs_forward_and_backward():
     f = mend_compile(model)
     before = dict(cudagraphs.STATS)
     for i in range(4):
-        x = r(8, 64)
-        out = f(x)
-        out.sum().backward()
-        want = ref(x)
-        want.sum().backward()
-        torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
-        for p, q in zip(model.parameters(), ref.parameters()):
-            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4)
+        _train_step_matches(f, model, ref, r(8, 64))
     assert cudagraphs.STATS["captured"] >= before["captured"] + 2  # forward and backward graphs
     assert cudagraphs.STATS["replays"] > before["replays"]
+
+
+def _train_step_matches(f, model, ref, x):
+    """One training step of the compiled ``f`` (over ``model``) and of ``ref`` (same weights): outputs and
+    parameter gradients agree; the gradients are then cleared."""
+    out = f(x)
+    out.sum().backward()
+    want = ref(x)
+    want.sum().backward()
+    torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4)
+        p.grad = q.grad = None
 
 
 def mend_compile(model):
@@ -419,14 +425,7 @@ def test_async_compile_runs_aten_until_the_kernels_are_built(monkeypatch, cudagr
     s0, counts = dict(tiered.STATS), _Counts()
 
     def step(x):
-        out = f(x)
-        out.sum().backward()
-        want = ref(x)
-        want.sum().backward()
-        torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
-        for p, q in zip(model.parameters(), ref.parameters()):
-            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4)
-            p.grad = q.grad = None
+        _train_step_matches(f, model, ref, x)
 
     try:
         step(r(4, 16, 64))
