@@ -30,15 +30,16 @@ tensors saved for the backward are outputs of the forward graph either way), so 
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import time
 import weakref
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as _Timeout
 
 STATS = {"graphs": 0, "aten_calls": 0, "switched": 0}
 _lock = threading.Lock()
-_executor: "ThreadPoolExecutor | None" = None
+_executor: "_Background | None" = None
 _graphs: "weakref.WeakSet[TieredGraph]" = weakref.WeakSet()
 
 
@@ -52,14 +53,37 @@ def requested(kwargs: dict) -> bool:
     return bool(opts.get("async_compile", False))
 
 
-def _pool() -> ThreadPoolExecutor:
-    """One background thread for the blocking builds: graphs build one after another, in the order they
-    were compiled (the first graph a program runs is built first), and one ``g++`` at a time leaves the
-    other cores to the program."""
+class _Background:
+    """One daemon thread running submitted builds in order: graphs build one after another, in the order
+    they were compiled (the first graph a program runs is built first), and one ``g++`` at a time leaves
+    the other cores to the program. A daemon, so that a program that ends never waits for a build it will
+    not use (builds publish atomically: one cut short leaves nothing behind)."""
+
+    def __init__(self) -> None:
+        self._jobs: "queue.SimpleQueue" = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="mend-async-build", daemon=True).start()
+
+    def submit(self, fn) -> Future:
+        f: Future = Future()
+        self._jobs.put((f, fn))
+        return f
+
+    def _run(self) -> None:
+        while True:
+            f, fn = self._jobs.get()
+            if not f.set_running_or_notify_cancel():
+                continue
+            try:
+                f.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - delivered to whoever asks for the result
+                f.set_exception(exc)
+
+
+def _pool() -> _Background:
     global _executor
     with _lock:
         if _executor is None:
-            _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mend-async-build")
+            _executor = _Background()
         return _executor
 
 

@@ -172,3 +172,24 @@ def test_changing_shapes_compile_asynchronously_per_shape(gated_build):
         t = torch.randn(3, n)
         torch.testing.assert_close(c(t), torch.tanh(t) * t.sum(-1, keepdim=True))
     assert tiered.STATS["switched"] - before["switched"] == 2
+
+
+def test_a_program_that_ends_does_not_wait_for_a_build():
+    """The build thread is a daemon: a program that ends before its build finishes exits at once."""
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import time, torch\n"
+        "from mend.compiler import runtime_cpp\n"
+        "import mend.compiler\n"
+        "runtime_cpp.build = lambda source: time.sleep(60)\n"
+        "f = mend.compiler.compile(lambda t: torch.tanh(t) * 2, async_compile=True)\n"
+        "print(f(torch.ones(3)).tolist())\n"
+    )
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == str([torch.tanh(torch.ones(3)).mul(2)[0].item()] * 3)
+    assert time.monotonic() - t0 < 45, "exit waited for the 60 s build"
