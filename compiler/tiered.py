@@ -57,7 +57,8 @@ class _Background:
     """One daemon thread running submitted builds in order: graphs build one after another, in the order
     they were compiled (the first graph a program runs is built first), and one ``g++`` at a time leaves
     the other cores to the program. A daemon, so that a program that ends never waits for a build it will
-    not use (builds publish atomically: one cut short leaves nothing behind)."""
+    not use (a library is published by an atomic rename: a build cut short never leaves a partial one in
+    the cache, at most a temporary file)."""
 
     def __init__(self) -> None:
         self._jobs: "queue.SimpleQueue" = queue.SimpleQueue()
