@@ -1,8 +1,9 @@
 """The ``mend`` torch.compile backend.
 
 ``torch.compile(model, backend="mend")`` (registered here and through the ``torch_dynamo_backends`` entry
-point) runs Dynamo's graph through aot_autograd with mend's decomposition table; the forward, backward and
-inference ATen graphs each go through :func:`compile_graph`: lowering -> IR -> scheduling/fusion ->
+point) runs Dynamo's graph through aot_autograd with mend's decomposition table (an inference graph that
+needs none of aot_autograd's handling is traced once, directly: :func:`_direct_inference`); the forward,
+backward and inference ATen graphs each go through :func:`compile_graph`: lowering -> IR -> scheduling/fusion ->
 code generation (C++ for CPU tensors; the generator is chosen by device in ``codegen.generator_for``) ->
 a Python wrapper. Fallbacks, each logged once: an op without lowering becomes an ATen call (op level); a
 kernel that cannot be generated or built runs in the reference interpreter (kernel level); a graph that
@@ -28,7 +29,8 @@ from .scheduler import schedule
 log = logging.getLogger("mend.compiler")
 
 STATS = {"graphs": 0, "fallback_graphs": 0, "kernels": 0, "interpreted_kernels": 0, "extern_calls": 0,
-         "compile_seconds": 0.0, "graph_cache_hits": 0}
+         "compile_seconds": 0.0, "graph_cache_hits": 0,
+         "direct_inference_graphs": 0, "dynamo_cache_hits": 0}
 
 
 class GraphFallback(RuntimeError):
@@ -40,11 +42,12 @@ def _device_of(example_inputs, gm) -> torch.device:
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "inference", cudagraphs: bool = False,
-                  async_compile: bool = False):
+                  async_compile: bool = False, preloaded=None):
     """Compile one ATen graph; returns a boxed callable ``fn(list_of_args) -> tuple``. ``cudagraphs``: replay
     a CUDA graph of the compiled graph after its first call (``mend.compiler.cudagraphs``).
     ``async_compile``: return at once and build in the background, running the ATen graph meanwhile
-    (``mend.compiler.tiered``)."""
+    (``mend.compiler.tiered``). ``preloaded``: the graph cache's (scheduled graph, extern ops) of ``gm``,
+    found by the caller under another key (``gm`` is then only run as the reference)."""
     from . import specialize
 
     if specialize.is_dynamic(example_inputs):  # symbolic shapes: one static compile per concrete shape
@@ -54,11 +57,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "infe
     if async_compile:
         from . import tiered
 
-        return tiered.TieredGraph(gm, _build(gm, example_inputs, kind, cudagraphs, defer=True), f"{kind} graph")
-    return _build(gm, example_inputs, kind, cudagraphs)
+        return tiered.TieredGraph(gm, _build(gm, example_inputs, kind, cudagraphs, defer=True, preloaded=preloaded),
+                                  f"{kind} graph")
+    return _build(gm, example_inputs, kind, cudagraphs, preloaded=preloaded)
 
 
-def _build(gm, example_inputs, kind: str, cudagraphs: bool, defer: bool = False):
+def _build(gm, example_inputs, kind: str, cudagraphs: bool, defer: bool = False, preloaded=None):
     """The compiled graph, or the graph-level fallback. ``defer``: a build that would block (``g++``) runs
     on a background thread and the result says so through ``mend_pending``."""
     t0 = time.perf_counter()
@@ -70,7 +74,7 @@ def _build(gm, example_inputs, kind: str, cudagraphs: bool, defer: bool = False)
     try:
         if os.environ.get("MEND_COMPILER_FALLBACK") == "eager":
             raise GraphFallback("MEND_COMPILER_FALLBACK=eager")
-        fn = _compile(gm, example_inputs, dump, defer)
+        fn = _compile(gm, example_inputs, dump, defer, preloaded)
         if cudagraphs and _device_of(example_inputs, gm).type == "cuda":
             from . import cudagraphs as cg
 
@@ -139,16 +143,19 @@ def _carry_inspection(call, wrapper):
     return wrapper
 
 
-def _compile(gm, example_inputs, dump, defer: bool = False):
+def _compile(gm, example_inputs, dump, defer: bool = False, preloaded=None):
     gm, example_inputs, scalars = _bake_scalars(gm, example_inputs)
-    call = _compile_tensors(gm, example_inputs, dump, defer)
+    call = _compile_tensors(gm, example_inputs, dump, defer, preloaded)
     return _drop_scalars(call, scalars) if scalars else call
 
 
-def _compile_tensors(gm, example_inputs, dump, defer: bool = False):
+def _compile_tensors(gm, example_inputs, dump, defer: bool = False, preloaded=None):
     device = _device_of(example_inputs, gm)
-    key = graph_cache.graph_key(gm, example_inputs)
-    cached = None if dump else graph_cache.load(key)  # a debug dump wants every stage: lower again
+    if preloaded is not None:
+        key, cached = None, preloaded
+    else:
+        key = graph_cache.graph_key(gm, example_inputs)
+        cached = None if dump else graph_cache.load(key)  # a debug dump wants every stage: lower again
     if cached is not None:
         STATS["graph_cache_hits"] += 1
         sg, extern_ops = cached
@@ -272,6 +279,9 @@ def mend_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         from . import triton_aot
 
         triton_aot.warm(cuda)  # the compile workers start (and warm up) while aot_autograd traces
+    direct = _direct_inference(gm, example_inputs, cg, ac)
+    if direct is not None:
+        return direct
     return compat.aot_module_simplified(
         gm,
         example_inputs,
@@ -281,6 +291,44 @@ def mend_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         decompositions=decomposition_table(),
         eager_backward=cuda is not None and eager_backward(),
     )
+
+
+def _direct_inference(gm, example_inputs, cg: bool, ac: bool):
+    """An inference graph without aot_autograd (``compat.trace_inference``: the same ATen graph from one
+    trace instead of two), or None. A warm process skips the trace as well: Dynamo's graph, keyed by
+    ``graph_cache.dynamo_key``, names the cache entry of the ATen graph it traced to, and that scheduled
+    graph is built with Dynamo's graph standing in for the ATen one (the reference run of asynchronous
+    compilation, the graph-level fallback and the self-check; a graph with constants is not taken this
+    way)."""
+    if not compat.inference_eligible(gm, example_inputs):
+        return None
+    dkey = graph_cache.dynamo_key(gm, example_inputs) if graph_cache.enabled() and not debug.debug_dir() else None
+    if dkey is not None:
+        record = graph_cache.load(dkey)  # (the ATen graph's key, its device)
+        ok = isinstance(record, tuple) and record[1] == str(_device_of(example_inputs, gm))
+        cached = graph_cache.load(record[0]) if ok else None
+        if cached is not None and not cached[0].constants:
+            STATS["direct_inference_graphs"] += 1
+            STATS["dynamo_cache_hits"] += 1
+            return _boxed_to_plain(compile_graph(gm, example_inputs, kind="inference", cudagraphs=cg,
+                                                 async_compile=ac, preloaded=cached))
+    traced = compat.trace_inference(gm, example_inputs, decomposition_table())
+    if traced is None:
+        return None
+    STATS["direct_inference_graphs"] += 1
+    aten_gm, fakes = traced
+    boxed = compile_graph(aten_gm, fakes, kind="inference", cudagraphs=cg, async_compile=ac)
+    if dkey is not None:
+        graph_cache.store(dkey, (graph_cache.graph_key(aten_gm, fakes), str(_device_of(fakes, aten_gm))))
+    return _boxed_to_plain(boxed)
+
+
+def _boxed_to_plain(boxed):
+    """Dynamo calls a backend's result with the arguments spread out; the compiled graph takes a list."""
+    def forward(*args):
+        return boxed(list(args))
+
+    return _carry_inspection(boxed, forward)
 
 
 def eager_backward() -> bool:

@@ -38,6 +38,89 @@ def aot_module_simplified(gm, example_inputs, *, fw_compiler, bw_compiler, infer
         )
 
 
+_STATE_CHANGES = ("_set_grad_enabled", "set_grad_enabled", "_enter_autocast", "_exit_autocast",
+                  "_enter_inference_mode", "_exit_inference_mode")
+
+
+def inference_eligible(gm, example_inputs) -> bool:
+    """Whether Dynamo's graph can be traced for inference without aot_autograd (before tracing): a plain
+    graph module holding no parameters, every input a tensor, none requiring grad (or grad mode off), no
+    autocast, no grad-mode or autocast change inside the graph, static shapes."""
+    from torch._dynamo.utils import GmWrapper
+
+    from .specialize import is_dynamic
+
+    if isinstance(gm, GmWrapper) or not isinstance(gm, torch.fx.GraphModule):
+        return False
+    if any(True for _ in gm.parameters()) or any(True for _ in gm.buffers()):
+        return False  # parameters held by the graph module (aot_autograd lifts them to inputs)
+    if not all(isinstance(t, torch.Tensor) for t in example_inputs):
+        return False
+    if torch.is_grad_enabled() and any(t.requires_grad for t in example_inputs):
+        return False
+    if torch._C._is_any_autocast_enabled():
+        return False
+    for n in gm.graph.nodes:
+        if n.op == "call_module":
+            return False
+        if n.op == "call_function" and getattr(n.target, "__name__", "") in _STATE_CHANGES:
+            return False
+        if n.op == "placeholder" and is_dynamic([n.meta.get("example_value")]):
+            return False
+    return True
+
+
+def trace_inference(gm, example_inputs, decompositions):
+    """The ATen graph of an inference graph in one ``make_fx`` trace under Dynamo's fake mode, and the fake
+    inputs it was traced with; or None where aot_autograd's handling is needed.
+
+    For a graph that needs no autograd, aot_autograd runs a metadata pass and then a functionalized trace;
+    the graph it returns is the plain trace's whenever nothing mutates or aliases, at twice the cost. So
+    this traces once and keeps the result only if it is that case: :func:`inference_eligible`, no mutating
+    op in the trace, and no output that shares storage with an input or another output. Anything else (or
+    any error while tracing) returns None and the caller goes through aot_autograd."""
+    from torch._guards import detect_fake_mode
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    from .specialize import is_dynamic
+
+    if not inference_eligible(gm, example_inputs):
+        return None
+    fake_mode = detect_fake_mode(example_inputs)
+    if fake_mode is None:
+        return None
+    try:
+        with fake_mode:
+            fakes = [fake_mode.from_tensor(t) for t in example_inputs]
+            if is_dynamic(fakes):
+                return None
+            traced = make_fx(gm, decomposition_table=decompositions, tracing_mode="real")(*fakes)
+    except Exception:
+        return None
+    inputs, outputs = [], []
+    for n in traced.graph.nodes:
+        if n.op == "placeholder":
+            inputs.append(n.meta.get("val"))
+        elif n.op == "output":
+            outputs = [getattr(a, "meta", {}).get("val") for a in torch.utils._pytree.tree_leaves(n.args)]
+        elif n.op == "call_function":
+            schema = getattr(n.target, "_schema", None)
+            if schema is None and getattr(n.target, "__module__", None) != "_operator":
+                return None  # a higher-order op or a Python function: aot_autograd knows what to do
+            if schema is not None and schema.is_mutable:
+                return None
+    seen = {StorageWeakRef(t.untyped_storage()) for t in inputs if isinstance(t, torch.Tensor)}
+    for v in outputs:
+        if not isinstance(v, torch.Tensor):
+            return None
+        ref = StorageWeakRef(v.untyped_storage())
+        if ref in seen:
+            return None
+        seen.add(ref)
+    return traced, fakes
+
+
 def eager_backward_supported() -> bool:
     import torch._functorch.config as functorch_config
 

@@ -51,6 +51,59 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs) -> str:
     return h.hexdigest()
 
 
+def _target_id(t) -> str | None:
+    if isinstance(t, str):
+        return t
+    if isinstance(t, torch._ops.OpOverload):
+        return f"op:{t}"
+    mod = getattr(t, "__module__", None) or type(t).__module__
+    name = getattr(t, "__qualname__", None) or getattr(t, "__name__", None)
+    if not name or "<" in name:  # a lambda or a local function: no stable name
+        return None
+    return f"{mod}.{name}"
+
+
+def _arg_id(a) -> str | None:
+    if isinstance(a, torch.fx.Node):
+        return f"%{a.name}"
+    if isinstance(a, (list, tuple)):
+        parts = [_arg_id(x) for x in a]
+        return None if None in parts else f"{type(a).__name__}({','.join(parts)})"
+    if isinstance(a, dict):
+        parts = [(repr(k), _arg_id(v)) for k, v in a.items()]
+        return None if any(v is None for _, v in parts) else "{" + ",".join(f"{k}:{v}" for k, v in parts) + "}"
+    if isinstance(a, (torch.Tensor, torch.fx.GraphModule)) or callable(a) and not isinstance(a, type):
+        return None
+    r = repr(a)
+    return None if " at 0x" in r or "object at" in r else f"{type(a).__name__}:{r}"
+
+
+def dynamo_key(gm: torch.fx.GraphModule, example_inputs) -> str | None:
+    """The key of Dynamo's graph for an inference trace (``compat.trace_inference``): what the traced ATen
+    graph depends on. That is every node (op, target by qualified name, arguments by value), every input's
+    metadata (shape, stride, offset, dtype, device, layout, requires_grad, conj/neg bits), grad mode, the
+    default dtype and mend's fingerprint (which covers the decomposition table). None where the graph holds
+    something without a stable value: a module, a constant tensor, a local function, an object printed by
+    address."""
+    h = hashlib.sha256()
+    for n in gm.graph.nodes:
+        if n.op in ("call_module", "get_attr"):
+            return None
+        target = _target_id(n.target)
+        args, kwargs = _arg_id(n.args), _arg_id(n.kwargs)
+        if target is None or args is None or kwargs is None:
+            return None
+        h.update(f"{n.op}|{n.name}|{target}|{args}|{kwargs}\n".encode())
+    for t in example_inputs:
+        if not isinstance(t, torch.Tensor) or type(t) not in (torch.Tensor, torch.nn.Parameter):
+            return None
+        h.update(f"{_meta(t)}{t.storage_offset()}{t.layout}{t.requires_grad}{t.is_conj()}{t.is_neg()}"
+                 f"{t.is_inference()}".encode())
+    h.update(f"grad={torch.is_grad_enabled()} dtype={torch.get_default_dtype()}".encode())
+    h.update(_compiler_fingerprint().encode())
+    return "dynamo-" + h.hexdigest()
+
+
 def _resolve_op(qualname: str, overload: str):
     ns, name = qualname.split("::")
     packet = getattr(getattr(torch.ops, ns), name)
