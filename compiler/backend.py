@@ -183,10 +183,10 @@ def _compile_tensors(gm, example_inputs, dump, defer: bool = False, preloaded=No
 
         return tiered.Deferred(lambda: _build_kernels(gm, dump, device, gen, sg, extern_ops),
                                sg, extern_ops, lambda exc: _fallback(gm, dump, exc))
-    return _build_kernels(gm, dump, device, gen, sg, extern_ops)
+    return _build_kernels(gm, dump, device, gen, sg, extern_ops, defer)
 
 
-def _build_kernels(gm, dump, device, gen, sg, extern_ops):
+def _build_kernels(gm, dump, device, gen, sg, extern_ops, defer: bool = False):
     """Code generation and the kernel builds of the scheduled graph ``sg``, then its Python wrapper."""
     kernels = sg.kernels
     disabled = debug.disabled_kernels()
@@ -214,17 +214,27 @@ def _build_kernels(gm, dump, device, gen, sg, extern_ops):
     call.mend_graph = sg  # for inspection (tests, explain): kernels, steps, buffers
     call.mend_interpreted = interpreted
     call.mend_extern_ops = list(extern_ops)
-    call.mend_pending = _kernel_futures(fns)
+    call.mend_pending = _kernel_futures(fns, defer)
     return call
 
 
-def _kernel_futures(fns) -> list:
+def _kernel_futures(fns, defer: bool = False) -> list:
     """The kernel compiles still running in workers for this graph's launchers (asynchronous compilation
-    switches to the graph once they are done). A compile without a worker pool happens at the first launch,
-    so it is not waited for here."""
+    switches to the graph once they are done). Without a worker pool a kernel compiles in the calling
+    thread at its first launch; with ``defer`` (asynchronous compilation) those compiles run on the
+    background thread instead, and are waited for like the workers' (the first call must not compile)."""
     from concurrent.futures import Future
 
-    return [f for fn, _ in fns.values() for f in getattr(fn, "aot", {}).values() if isinstance(f, Future)]
+    futures = []
+    for fn, _ in fns.values():
+        for f in getattr(fn, "aot", {}).values():
+            if isinstance(f, Future):
+                futures.append(f)
+            elif defer and hasattr(f, "result") and not f.done():
+                from . import tiered
+
+                futures.append(tiered.run_in_background(f.result))
+    return futures
 
 
 def _self_checking(call, gm, dump):

@@ -10,7 +10,9 @@ op, as eager PyTorch would; the first call that finds them done switches to the 
 The first call then waits only for Dynamo, aot_autograd and the front end.
 
 The background work is a compiler process or a thread blocked on one, never Python lowering: a thread that
-held the GIL would slow every ATen op of the main thread (each op releases and re-takes the GIL).
+held the GIL would slow every ATen op of the main thread (each op releases and re-takes the GIL). The one
+exception: with no Triton worker pool (``MEND_COMPILE_WORKERS=0``) Triton kernels compile on the background
+thread, front end included, since the alternative is compiling them in the first call.
 
 What it costs, and why it is off by default:
 
@@ -86,6 +88,11 @@ def _pool() -> _Background:
         if _executor is None:
             _executor = _Background()
         return _executor
+
+
+def run_in_background(fn) -> Future:
+    """``fn()`` on the background build thread, after the builds submitted before it."""
+    return _pool().submit(fn)
 
 
 def kernels_ready(fn) -> bool:

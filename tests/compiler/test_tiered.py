@@ -106,18 +106,28 @@ def test_waits_for_the_kernel_compiles_the_graph_submitted():
     assert compiled_calls == [1]
 
 
-def test_kernel_futures_are_the_worker_compiles_only():
+def test_kernel_futures_are_the_worker_compiles_and_deferred_in_process_ones(monkeypatch):
     from mend.compiler import triton_aot
 
     class Launcher:
         def __init__(self, aot):
             self.aot = aot
 
+    compiled = []
+    monkeypatch.setattr(triton_aot, "_run_inline", lambda job: compiled.append(job) or {"name": job["n"]})
     f1, f2 = Future(), Future()
-    lazy = triton_aot._LazyFuture({})  # no worker pool: compiled at the first launch, nothing to wait for
+    lazy = triton_aot._LazyFuture({"n": "k"})  # no worker pool: compiled in the calling thread
     fns = {"a": (Launcher({0: f1, 1: f2}), "tensor"), "b": (Launcher({0: lazy}), "tensor"),
            "c": (lambda *p: None, "ptr")}
+    # a plain compile: the lazy compile happens at the first launch, nothing to wait for
     assert backend._kernel_futures(fns) == [f1, f2]
+    assert compiled == []
+    # asynchronous compilation: the lazy compile runs on the background thread and is waited for
+    futures = backend._kernel_futures(fns, defer=True)
+    assert futures[:2] == [f1, f2] and len(futures) == 3
+    assert futures[2].result(30) == {"name": "k"}
+    assert compiled == [{"n": "k"}] and lazy.done()
+    assert lazy.result() == {"name": "k"} and compiled == [{"n": "k"}]  # compiled once
 
 
 def test_requested_by_option_or_environment(monkeypatch):

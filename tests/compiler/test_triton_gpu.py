@@ -390,6 +390,29 @@ def test_changing_shapes_compile_per_shape_on_the_gpu(cudagraphs):
     assert specialize.STATS["eager_calls"] == s0["eager_calls"]
 
 
+def test_async_compile_without_workers_compiles_off_the_first_call(monkeypatch):
+    """``MEND_COMPILE_WORKERS=0`` and ``async_compile``: the kernels compile on the background thread, not
+    in the first call, which runs the ATen graph."""
+    import mend.compiler
+    from mend.compiler import tiered
+
+    monkeypatch.setenv("MEND_COMPILE_WORKERS", "0")
+    triton_aot.shutdown()
+    torch._dynamo.reset()
+    import time
+
+    x = r(512, 257)
+    scale = 0.5 + (time.time_ns() % 100003) * 1e-7  # a kernel no cache has seen: its compile takes a while
+    f = mend.compiler.compile(lambda t: torch.softmax(t * scale, -1) + 1, async_compile=True)
+    s0 = dict(tiered.STATS)
+    with torch.no_grad():
+        torch.testing.assert_close(f(x), torch.softmax(x * scale, -1) + 1)
+        assert mend.compiler.wait(300)
+        torch.testing.assert_close(f(x), torch.softmax(x * scale, -1) + 1)
+    assert tiered.STATS["aten_calls"] - s0["aten_calls"] == 1
+    assert tiered.STATS["switched"] - s0["switched"] == 1
+
+
 @pytest.mark.parametrize("cudagraphs", [False, True], ids=["plain", "cudagraphs"])
 def test_async_compile_runs_aten_until_the_kernels_are_built(monkeypatch, cudagraphs):
     """``async_compile``: forward and backward run through ATen while the kernel compiles are held back,
