@@ -6,8 +6,9 @@ Every transformers architecture of ``benchmarks/repair_rate.py`` (small configs,
 downloads) runs once eagerly and once under ``torch.compile(backend="mend")`` (graph breaks allowed), each
 model in its own process. The table shows the largest absolute difference of the first output, the
 graphs, kernels and ATen calls mend compiled, what fell back (graphs run eagerly, kernels interpreted),
-and the first-call time. A row is ``ok`` when the difference is within 1e-4 of an output of scale ~1, ``DIFF``
-otherwise, ``error`` when the model or the compile failed.
+the first-call time, and how many graphs were traced directly instead of through aot_autograd. A row is
+``ok`` when the difference is within 1e-4 of an output of scale ~1, ``DIFF`` otherwise, ``error`` when
+the model or the compile failed.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def measure(name: str, device: str) -> dict:
         got = rr._first(torch.compile(model, backend="mend")(**inputs))
         first = time.perf_counter() - t0
     st = {k: backend.STATS[k] - before[k] for k in ("graphs", "fallback_graphs", "kernels", "interpreted_kernels",
-                                                     "extern_calls")}
+                                                     "extern_calls", "direct_inference_graphs")}
     diff = (got.double() - want.double()).abs().max().item() if got.numel() else 0.0
     scale = want.double().abs().max().item() if want.numel() else 0.0
     return {"diff": diff, "scale": scale, "first_call_s": first, **st}
@@ -82,7 +83,7 @@ def main(argv=None) -> int:
     with ThreadPoolExecutor(a.jobs) as ex:
         results = dict(zip(names, ex.map(lambda n: run(n, a.device, a.timeout), names)))
     print(f"{'model':<22}{'verdict':>8}{'max |diff|':>12}{'graphs':>8}{'kernels':>9}{'aten':>6}"
-          f"{'eager gr':>10}{'interp k':>10}{'first s':>9}")
+          f"{'eager gr':>10}{'interp k':>10}{'first s':>9}{'direct':>8}")
     bad = 0
     for n, r in results.items():
         if "error" in r:
@@ -92,7 +93,8 @@ def main(argv=None) -> int:
         ok = r["diff"] <= TOL * max(1.0, r["scale"])
         bad += not ok
         print(f"{n:<22}{'ok' if ok else 'DIFF':>8}{r['diff']:>12.2e}{r['graphs']:>8}{r['kernels']:>9}"
-              f"{r['extern_calls']:>6}{r['fallback_graphs']:>10}{r['interpreted_kernels']:>10}{r['first_call_s']:>9.1f}")
+              f"{r['extern_calls']:>6}{r['fallback_graphs']:>10}{r['interpreted_kernels']:>10}{r['first_call_s']:>9.1f}"
+              f"{r.get('direct_inference_graphs', 0):>8}")
     print(f"{len(results) - bad}/{len(results)} ok")
     if a.json:
         a.json.write_text(json.dumps(results, indent=1))
