@@ -160,33 +160,24 @@ def _compile_fresh(fn, *args):
     return out, backend.STATS["dynamo_cache_hits"] - before
 
 
+def _fresh_matches(model, x, hits_expected):
+    """Compile ``model`` afresh on ``x``: as many dynamo-level cache hits as expected, and eager's result."""
+    with torch.no_grad():
+        ref = model(x)
+    out, hits = _compile_fresh(model, x)
+    assert hits == hits_expected
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+
+
 def test_warm_compile_skips_the_trace_and_matches(tmp_path, monkeypatch):
     monkeypatch.setenv("MEND_CACHE_DIR", str(tmp_path))
     torch.manual_seed(0)
     block = Block(32, 4).eval()
     x = torch.randn(2, 8, 32)
-    with torch.no_grad():
-        ref = block(x)
-    out, hits = _compile_fresh(block, x)
-    assert hits == 0
-    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
-    out, hits = _compile_fresh(block, x)
-    assert hits == 1
-    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
-    # other weights, same graph: a hit that computes with the new weights
-    other = Block(32, 4).eval()
-    with torch.no_grad():
-        ref2 = other(x)
-    out, hits = _compile_fresh(other, x)
-    assert hits == 1
-    torch.testing.assert_close(out, ref2, rtol=1e-4, atol=1e-5)
-    # another shape: another key
-    x3 = torch.randn(3, 8, 32)
-    with torch.no_grad():
-        ref3 = block(x3)
-    out, hits = _compile_fresh(block, x3)
-    assert hits == 0
-    torch.testing.assert_close(out, ref3, rtol=1e-4, atol=1e-5)
+    _fresh_matches(block, x, 0)
+    _fresh_matches(block, x, 1)
+    _fresh_matches(Block(32, 4).eval(), x, 1)  # other weights, same graph: a hit computing with the new ones
+    _fresh_matches(block, torch.randn(3, 8, 32), 0)  # another shape: another key
 
 
 def test_warm_compile_with_a_lost_graph_entry_traces_again(tmp_path, monkeypatch):
