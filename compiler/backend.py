@@ -225,14 +225,14 @@ def _kernel_futures(fns, defer: bool = False) -> list:
     background thread instead, and are waited for like the workers' (the first call must not compile)."""
     from concurrent.futures import Future
 
+    from . import tiered
+
     futures = []
     for fn, _ in fns.values():
         for f in getattr(fn, "aot", {}).values():
             if isinstance(f, Future):
                 futures.append(f)
             elif defer and hasattr(f, "result") and not f.done():
-                from . import tiered
-
                 futures.append(tiered.run_in_background(f.result))
     return futures
 

@@ -76,17 +76,16 @@ def trace_inference(gm, example_inputs, decompositions):
 
     For a graph that needs no autograd, aot_autograd runs a metadata pass and then a functionalized trace;
     the graph it returns is the plain trace's whenever nothing mutates or aliases, at twice the cost. So
-    this traces once and keeps the result only if it is that case: :func:`inference_eligible`, no mutating
-    op in the trace, and no output that shares storage with an input or another output. Anything else (or
-    any error while tracing) returns None and the caller goes through aot_autograd."""
+    this traces once and keeps the result only if it is that case: no mutating op in the trace, and no
+    output that shares storage with an input or another output. Anything else (or any error while tracing)
+    returns None and the caller goes through aot_autograd. ``gm`` must have passed
+    :func:`inference_eligible` (the caller checks it once, before its cache lookup)."""
     from torch._guards import detect_fake_mode
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.multiprocessing.reductions import StorageWeakRef
 
     from .specialize import is_dynamic
 
-    if not inference_eligible(gm, example_inputs):
-        return None
     fake_mode = detect_fake_mode(example_inputs)
     if fake_mode is None:
         return None

@@ -72,7 +72,7 @@ def _arg_id(a) -> str | None:
     if isinstance(a, dict):
         parts = [(repr(k), _arg_id(v)) for k, v in a.items()]
         return None if any(v is None for _, v in parts) else "{" + ",".join(f"{k}:{v}" for k, v in parts) + "}"
-    if isinstance(a, (torch.Tensor, torch.fx.GraphModule)) or callable(a) and not isinstance(a, type):
+    if isinstance(a, (torch.Tensor, torch.fx.GraphModule)) or (callable(a) and not isinstance(a, type)):
         return None
     r = repr(a)
     return None if " at 0x" in r or "object at" in r else f"{type(a).__name__}:{r}"

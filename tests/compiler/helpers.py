@@ -59,3 +59,15 @@ def check(fn, *args, dtype=None, allow_extern=False, allow_interpreted=False):
     for i, (g, w) in enumerate(zip(got, want)):
         assert_same(g, w, dtype, msg=f"output {i}")
     return call
+
+
+def sum_backward_step(f, fn, x):
+    """The compiled ``f`` and the eager ``fn`` on ``x`` (which requires grad), each followed by the backward
+    of its sum: (compiled output, eager output, compiled grad of x, eager grad of x)."""
+    out = f(x)
+    out.sum().backward()
+    got = x.grad.clone()
+    x.grad = None
+    want = fn(x)
+    want.sum().backward()
+    return out, want, got, x.grad

@@ -29,6 +29,7 @@ def _aten_graphs(gm_fn, args):
     codes = {}
 
     def capture(gm, example_inputs):
+        assert compat.inference_eligible(gm, example_inputs)
         traced = compat.trace_inference(gm, example_inputs, decomposition_table())
         codes["direct"] = traced[0].code if traced is not None else None
 

@@ -9,6 +9,8 @@ import torch
 
 from mend.compiler import backend, specialize
 
+from .helpers import sum_backward_step
+
 
 @pytest.fixture(autouse=True)
 def _fresh():
@@ -28,15 +30,9 @@ def test_changing_batch_size_forward_and_backward_stays_compiled():
     f = torch.compile(fn, backend="mend")
     b0, s0 = _counts()
     for n in (4, 5, 6, 5, 4):
-        x = torch.randn(n, 8, requires_grad=True)
-        out = f(x)
-        out.sum().backward()
-        got = x.grad.clone()
-        x.grad = None
-        want = fn(x)
-        want.sum().backward()
+        out, want, got, want_grad = sum_backward_step(f, fn, torch.randn(n, 8, requires_grad=True))
         torch.testing.assert_close(out, want)
-        torch.testing.assert_close(got, x.grad)
+        torch.testing.assert_close(got, want_grad)
     b1, s1 = _counts()
     assert b1["fallback_graphs"] == b0["fallback_graphs"]  # nothing ran eagerly
     assert s1["dynamic_graphs"] - s0["dynamic_graphs"] == 2  # forward and backward, symbolic
