@@ -5,6 +5,6 @@ Both produce :class:`mend.analyzers.diagnostic.Diagnostic` values.
 """
 
 from mend.analyzers.diagnostic import Applicability, Diagnostic, Edit, Fix, Severity
-from mend.analyzers.version import __version__
+from mend import __version__
 
 __all__ = ["Applicability", "Diagnostic", "Edit", "Fix", "Severity", "__version__"]

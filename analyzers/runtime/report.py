@@ -11,7 +11,7 @@ from xml.etree import ElementTree as ET
 
 from mend.analyzers.runtime.data import RunData, resolve
 from mend.analyzers.runtime.mapping import Finding
-from mend.analyzers.version import __version__
+from mend import __version__
 
 FORMATS = ("table", "json", "sarif", "github", "junit", "html")
 DOCS_URL = "https://github.com/mend-project/mend/blob/main/docs/runtime.md"

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from mend.analyzers.static.summary import FileSummary
-from mend.analyzers.version import __version__
+from mend import __version__
 
 _FINGERPRINT: str | None = None
 

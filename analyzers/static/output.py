@@ -10,7 +10,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from mend.analyzers.diagnostic import Applicability, Diagnostic
 from mend.analyzers.static.rules import RULES
-from mend.analyzers.version import __version__
+from mend import __version__
 
 FORMATS = ("concise", "full", "json", "github", "sarif", "junit")
 
