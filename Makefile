@@ -9,7 +9,7 @@ STAMP := $(VENV)/.mend-installed
 TORCH_PIN ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -27,6 +27,11 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -n 2 --dist loadgroup -m "not slow" $(PYTEST_ARGS)
+
+# pyflakes, import order and syntax must be clean; functions over the complexity limit are listed, not failed
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff check --select C901 --exit-zero --statistics .
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mend .pytest_cache

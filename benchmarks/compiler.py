@@ -39,7 +39,6 @@ import tempfile
 import time
 
 
-
 def _early_workers(argv) -> int:
     """``--compile-workers`` must be known before torch is imported (Inductor reads it at import)."""
     for i, a in enumerate(argv):

@@ -21,11 +21,11 @@ os.environ["MEND_CACHE_DIR"] = tempfile.mkdtemp(prefix="mend_flags_")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch
+
+import compiler as B
 from mend.compiler import backend, runtime_cpp
 from mend.compiler.codegen import cpp_generator
 from mend.compiler.debug import Dump
-
-import compiler as B
 
 
 def main(argv=None):

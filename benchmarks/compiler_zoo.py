@@ -32,6 +32,7 @@ def measure(name: str, device: str) -> dict:
 
     sys.path.insert(0, str(HERE.parent))
     import repair_rate as rr
+
     from mend.compiler import backend
 
     cfg_cls, model_cls, extra, kind = rr.MODELS[name]

@@ -351,7 +351,7 @@ def main() -> None:
             print(f"{name:<20} {counts[0]:>6} " + " ".join(f"{c:>9}" for c in counts[1:]) +
                   f" {graphs:>12}  {verdicts:<7}  {'; '.join(rows[-1]['breaks'])[:160]}")
         if totals[0]:
-            print(f"\ntotal break sites: " + " -> ".join(str(t) for t in totals) +
+            print("\ntotal break sites: " + " -> ".join(str(t) for t in totals) +
                   f" ({100 * (totals[0] - totals[-1]) / totals[0]:.0f}% removed)")
 
 

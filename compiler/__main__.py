@@ -32,9 +32,8 @@ def main(argv=None) -> int:
         os.environ["MEND_COMPILER_DEBUG"] = a.debug_dir
     import torch
 
-    from mend.analyzers.runtime.harness import HarnessError, load
-
     import mend.compiler
+    from mend.analyzers.runtime.harness import HarnessError, load
     from mend.compiler import backend
 
     try:

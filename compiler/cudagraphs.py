@@ -22,7 +22,6 @@ What stays exactly as without CUDA graphs:
 
 from __future__ import annotations
 
-
 import torch
 
 from .debug import warn_once

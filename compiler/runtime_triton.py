@@ -103,10 +103,9 @@ def _interpreter_runs_jit_functions():
     be called from Python, so interpreted kernels calling them fail. While an interpreted kernel runs, such
     calls are routed through the interpreter instead (what they would have been with the variable set
     first)."""
+    import triton.language.standard as std
     from triton.runtime import interpreter
     from triton.runtime.jit import JITFunction
-
-    import triton.language.standard as std
 
     orig = JITFunction.__call__
     wrapped: dict[int, object] = {}

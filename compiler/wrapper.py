@@ -95,7 +95,7 @@ def build(sg: ir.ScheduledGraph, kernels: dict, constants: dict, device) -> tupl
             lines.append(f"    {res} = {opn}({args}{kw})")
             flat_layouts = iter(step.out_layouts)
 
-            def bind(o, expr):
+            def bind(o, expr, flat_layouts=flat_layouts):
                 if o is None:
                     return
                 if isinstance(o, tuple):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from mend.analyzers import Applicability, Diagnostic, Edit, Fix, Severity, __version__
 from mend.analyzers.runtime import harness

@@ -23,10 +23,11 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from mend.analyzers.runtime.data import BreakSite, RecompileSite, RunData
 

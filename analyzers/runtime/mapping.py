@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from mend.analyzers.diagnostic import Diagnostic, Fix, Severity, Applicability
+from mend.analyzers.diagnostic import Applicability, Diagnostic, Fix, Severity
 from mend.analyzers.runtime.data import BreakSite, RecompileSite, RunData, resolve
 
 # code -> name, from the shared contract (used when the static analyzer's RULES is not importable)

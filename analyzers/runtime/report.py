@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from mend import __version__
 from mend.analyzers.runtime.data import RunData, resolve
 from mend.analyzers.runtime.mapping import Finding
-from mend import __version__
 
 FORMATS = ("table", "json", "sarif", "github", "junit", "html")
 DOCS_URL = "https://github.com/mend-project/mend/blob/main/docs/runtime.md"

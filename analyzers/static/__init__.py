@@ -36,7 +36,11 @@ from pathlib import Path
 from mend.analyzers.static.config import Config, ConfigError, load_config
 from mend.analyzers.static.discovery import discover_files
 from mend.analyzers.static.engine import (
-    CheckResult, build_project, check_paths, check_source, summarize_files,
+    CheckResult,
+    build_project,
+    check_paths,
+    check_source,
+    summarize_files,
 )
 from mend.analyzers.static.regions import Project, TracedFunction
 from mend.analyzers.static.rules import RULES, Rule

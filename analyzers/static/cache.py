@@ -20,8 +20,8 @@ import pickle
 import tempfile
 from pathlib import Path
 
-from mend.analyzers.static.summary import FileSummary
 from mend import __version__
+from mend.analyzers.static.summary import FileSummary
 
 _FINGERPRINT: str | None = None
 

@@ -16,7 +16,15 @@ from collections.abc import Iterator
 
 from mend.analyzers.static import tensors as tk
 from mend.analyzers.static.names import (
-    CLASS, DEF, IMPORT, VAR, Binding, Scope, children, collect_function_locals, import_bindings,
+    CLASS,
+    DEF,
+    IMPORT,
+    VAR,
+    Binding,
+    Scope,
+    children,
+    collect_function_locals,
+    import_bindings,
 )
 from mend.analyzers.static.rules.base import CHECKERS, RULES, Finding
 from mend.analyzers.static.source import LineIndex

@@ -398,9 +398,8 @@ def main() -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # report every failure to the driver, including the user's
-        from mend.compiler.bench._compat import BackendUnavailable
-
         from mend.analyzers.runtime.harness import HarnessError
+        from mend.compiler.bench._compat import BackendUnavailable
 
         kind = "unavailable" if isinstance(exc, BackendUnavailable) else "error"
         harness_error = isinstance(exc, HarnessError)

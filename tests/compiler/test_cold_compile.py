@@ -4,13 +4,14 @@ is the same text as ``cpp.render_graph`` (so build-cache keys do not change)."""
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
 from mend.compiler import runtime_cpp
 from mend.compiler.codegen import cpp, cpp_generator
 from mend.compiler.debug import Dump
 from mend.compiler.decomps import decomposition_table
 from mend.compiler.lowering import Lowering
 from mend.compiler.scheduler import schedule
-from torch.fx.experimental.proxy_tensor import make_fx
 
 
 def _kernels(fn, *args):

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
 from mend.compiler import backend
 from mend.compiler.decomps import decomposition_table
 from mend.compiler.interpret import run_kernel
 from mend.compiler.lowering import graph_device
-from torch.fx.experimental.proxy_tensor import make_fx
 
 
 def reformer_like(s, x):

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from .helpers import run_mend, check
+from .helpers import check, run_mend
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 

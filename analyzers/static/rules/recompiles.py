@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from mend.analyzers.diagnostic import Severity
 from mend.analyzers.static.rules.base import RULES, Finding, Rule, checker, register
 
-
 _HDR = "import torch\nfrom torch import nn\n"
 
 register(
