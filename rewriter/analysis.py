@@ -70,6 +70,31 @@ GRAD_SAFE_CALLS = {
     "ones_like", "full_like", "detach", "abs", "relu", "neg", "to", "float", "half", "bfloat16",
     "double", "type_as", "contiguous", "clone", "minimum", "maximum",
 }
+# Elementwise ops that cannot raise for a tensor of any real, non-bool dtype and any shape (empty too)
+# when their other arguments are Python numbers or dtypes: a branch repair may compute them on the side
+# that was not taken. Reductions that fail on empty tensors (max, min, argmax) are not here.
+TOTAL_ELEMENTWISE = {
+    "abs", "neg", "negative", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
+    "sigmoid", "tanh", "relu", "sin", "cos", "tan", "sinh", "cosh", "atan", "asin", "acos", "square",
+    "reciprocal", "erf", "sign", "floor", "ceil", "round", "trunc", "clamp", "clip", "clamp_min",
+    "clamp_max", "nan_to_num", "isinf", "isnan", "isfinite", "isneginf", "isposinf", "signbit",
+    "logical_not", "float", "double", "half", "bfloat16", "to", "contiguous", "clone", "detach",
+    "zeros_like", "ones_like", "full_like", "gelu", "silu", "mish", "softplus", "elu", "leaky_relu",
+    "hardtanh", "relu6", "mul", "add", "sub", "div", "pow",
+}
+# Reductions that cannot raise on any tensor, empty ones included (a 0-d result).
+TOTAL_REDUCTIONS = {"any", "all", "sum", "mean", "prod", "count_nonzero", "nansum"}
+# Ops whose result shape differs from their main input's: a branch whose side uses one can hold values of
+# another shape than the other side, which torch.where cannot select between (and computing the side
+# not taken can fail: ``torch.cat`` of tensors that only fit when the branch is taken).
+SHAPE_CHANGING = {
+    "cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "reshape", "view", "flatten",
+    "unflatten", "squeeze", "unsqueeze", "split", "chunk", "narrow", "pad", "repeat", "repeat_interleave",
+    "expand", "expand_as", "index_select", "gather", "masked_select", "nonzero", "unique", "tile",
+    "transpose", "permute", "movedim", "t", "matmul", "mm", "bmm", "einsum", "outer", "tensordot",
+    "new_zeros", "new_ones", "new_full", "new_empty", "zeros", "ones", "full", "empty", "arange",
+}
+FLOAT_DTYPES = {"float16", "float32", "float64", "bfloat16", "half", "float", "double"}
 # Pure builtins (no effects, deterministic).
 PURE_BUILTINS = {"len", "min", "max", "abs", "float", "int", "bool", "tuple", "isinstance", "round", "range"}
 IMPURE_METHOD_SUFFIX = "_"  # in-place tensor methods (add_, copy_, fill_) mutate their receiver
@@ -313,8 +338,6 @@ class FunctionFacts:
             if target is not None:
                 stored |= {id(n) for n in _target_name_nodes(target)}
         for node in _walk(body):
-            if isinstance(node, cst.Attribute):
-                continue
             for child in node.children:
                 if isinstance(child, cst.Name) and not _is_attr_or_keyword(node, child) and id(child) not in stored:
                     self.loads.setdefault(child.value, []).append(child)
@@ -433,6 +456,107 @@ class FunctionFacts:
                 return False
             return all(self.is_grad_safe(a.value) or not self.is_tensor(a.value) for a in expr.args)
         return False
+
+
+    # --- speculation ----------------------------------------------------------------------------
+    def is_python_number(self, expr: cst.BaseExpression) -> bool:
+        """``expr`` is provably a Python number (never a tensor): literals, ``.shape[i]``/``.size(i)``/
+        ``.dim()``/``len()``, ``torch.finfo(...).max``-style attributes, and arithmetic over them."""
+        expr = _strip_parens(expr)
+        if is_number(expr):
+            return True
+        if isinstance(expr, cst.Name):
+            values = self._store_values.get(expr.value) if hasattr(self, "_store_values") else None
+            return bool(values) and expr.value not in self.params and all(
+                v is not None and self.is_python_number(v) for v in values)
+        if isinstance(expr, cst.BinaryOperation):
+            return self.is_python_number(expr.left) and self.is_python_number(expr.right)
+        if isinstance(expr, cst.UnaryOperation):
+            return isinstance(expr.operator, (cst.Minus, cst.Plus)) and self.is_python_number(expr.expression)
+        if isinstance(expr, cst.Subscript):
+            return isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape"
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Call):
+            qual = self.imports.qualify(expr.value.func) or ""
+            return qual in {"torch.finfo", "torch.iinfo"} and expr.attr.value in {
+                "max", "min", "eps", "tiny", "resolution", "smallest_normal", "bits"}
+        if isinstance(expr, cst.Call):
+            if isinstance(expr.func, cst.Name) and expr.func.value == "len" and expr.func.value not in self.stores:
+                return True
+            return isinstance(expr.func, cst.Attribute) and expr.func.attr.value in {"dim", "ndimension", "numel"} \
+                and not expr.args
+        return False
+
+    def is_total(self, expr: cst.BaseExpression, floating: frozenset[str] = frozenset()) -> bool:
+        """Computing ``expr`` cannot raise, whatever the values, shapes and (real, non-bool) dtypes of the
+        tensors it reads: names, literals, attribute reads, elementwise ops (TOTAL_ELEMENTWISE) and
+        arithmetic between one tensor and Python numbers, reductions that accept empty tensors.
+        ``floating`` names tensors whose dtype the code has already tested to be floating (so
+        ``torch.finfo(x.dtype)`` cannot fail). Anything else (broadcasting between two tensors,
+        indexing, concatenation, reshapes, submodule calls) answers False."""
+        expr = _strip_parens(expr)
+        if isinstance(expr, cst.Name) or is_literal(expr):
+            return True
+        if isinstance(expr, cst.Attribute):
+            if isinstance(expr.value, cst.Call):
+                return self._total_finfo(expr.value, floating)
+            return expr.attr.value not in {"T", "mT", "H", "mH"} and self.is_total(expr.value, floating)
+        if isinstance(expr, cst.UnaryOperation):
+            return isinstance(expr.operator, (cst.Minus, cst.Plus)) and self.is_total(expr.expression, floating)
+        if isinstance(expr, cst.BinaryOperation):
+            if not isinstance(expr.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power)):
+                return False
+            sides = (expr.left, expr.right)
+            return all(self.is_total(x, floating) for x in sides) and any(self.is_python_number(x) for x in sides)
+        if isinstance(expr, cst.Comparison):
+            sides = [expr.left, *(c.comparator for c in expr.comparisons)]
+            return len(sides) == 2 and all(self.is_total(x, floating) for x in sides) and (
+                any(self.is_python_number(x) or not self.is_tensor(x) for x in sides))
+        if isinstance(expr, cst.Call):
+            return self._total_call(expr, floating)
+        return False
+
+    def shape_changing(self, expr: cst.CSTNode) -> str | None:
+        """The first op in ``expr`` whose result can have another shape than its input (SHAPE_CHANGING,
+        a subscript), as source text, or None."""
+        for node in _walk(expr):
+            if isinstance(node, cst.Subscript) and not (
+                    isinstance(node.value, cst.Attribute) and node.value.attr.value in {"shape", "stride"}):
+                return code(node)
+            if isinstance(node, cst.Call):
+                name = node.func.attr.value if isinstance(node.func, cst.Attribute) else (
+                    (self.imports.qualify(node.func) or "").rsplit(".", 1)[-1])
+                if name in SHAPE_CHANGING:
+                    return code(node.func)
+        return None
+
+    def _total_finfo(self, call: cst.Call, floating: frozenset[str]) -> bool:
+        if (self.imports.qualify(call.func) or "") != "torch.finfo" or len(call.args) != 1:
+            return False
+        arg = _strip_parens(call.args[0].value)
+        if isinstance(arg, cst.Attribute) and arg.attr.value in FLOAT_DTYPES:
+            return True
+        return isinstance(arg, cst.Attribute) and arg.attr.value == "dtype" and code(arg.value) in floating
+
+    def _total_call(self, call: cst.Call, floating: frozenset[str]) -> bool:
+        qual = self.imports.qualify(call.func) or ""
+        if isinstance(call.func, cst.Attribute) and not qual.startswith("torch."):
+            name, operands = call.func.attr.value, [call.func.value]
+        elif qual.startswith(("torch.", "torch.nn.functional.")) and call.args:
+            name, operands = qual.rsplit(".", 1)[-1], [call.args[0].value]
+            call = call.with_changes(args=call.args[1:])
+        else:
+            return False
+        if name in TOTAL_REDUCTIONS and not call.args:
+            return self.is_total(operands[0], floating)
+        if name not in TOTAL_ELEMENTWISE or not self.is_total(operands[0], floating):
+            return False
+        return all(a.star == "" and (self.is_python_number(a.value) or is_literal(a.value)
+                                     or _is_dtype(a.value)) for a in call.args)
+
+
+def _is_dtype(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Attribute) and (expr.attr.value == "dtype" or (
+        isinstance(expr.value, cst.Name) and expr.value.value == "torch"))
 
 
 def _is_random(qual: str) -> bool:

@@ -347,7 +347,10 @@ def _count_mend_names(source: str) -> int:
 
 
 def _is_compiling_test(test: cst.BaseExpression, imports: ImportMap) -> bool | None:
-    """True for ``not <is_compiling()>``, False for ``<is_compiling()>``, None otherwise."""
+    """True for ``not <is_compiling()>`` (also ``not <is_compiling()> or <gate>``, the split of a repair
+    that keeps the original for autograd), False for ``<is_compiling()>``, None otherwise."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return True if _is_compiling_test(test.left, imports) is True else None
     negated = False
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         negated, test = True, test.expression

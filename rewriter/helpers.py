@@ -31,6 +31,18 @@ def _mend_tensor_equal(a, b):
         return torch.zeros((), dtype=torch.bool, device=a.device)
     return (a == b).all()
 ''',
+    "_mend_where": '''
+def _mend_where(cond, new, old):
+    """``new if cond else old`` as one tensor op while torch.compile traces (added by mend fix).
+
+    torch.where when both sides are tensors of one shape, dtype and device and the condition is one
+    element, all decided while tracing; otherwise the original selection (a graph break there)."""
+    if (isinstance(cond, torch.Tensor) and isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor)
+            and cond.numel() == 1 and new.shape == old.shape and new.dtype == old.dtype
+            and new.device == old.device):
+        return torch.where(cond.reshape(()), new, old)
+    return new if cond else old  # noqa: MND201
+''',
     "_mend_restore_exceptions": '''
 def _mend_restore_exceptions(compiled):
     """Re-raise checks that mend moved into the graph with their original exception type and

@@ -37,6 +37,7 @@ TRUE_UNDER_COMPILE = frozenset({
     "torch.compiler.is_compiling", "torch._dynamo.is_compiling", "torch.compiler.is_dynamo_compiling",
     "torch._dynamo.external_utils.is_compiling", "torch._utils.is_compiling",
 })
+GRAD_MODE_TESTS = frozenset({"torch.is_grad_enabled", "torch.is_inference_mode_enabled"})
 FALSE_UNDER_COMPILE = frozenset({"torch.jit.is_scripting", "torch.jit.is_tracing", "torch.onnx.is_in_onnx_export"})
 LOCK_NAMES = frozenset(f"threading.{n}" for n in ("Lock", "RLock", "Semaphore", "BoundedSemaphore", "Condition"))
 
@@ -434,6 +435,8 @@ class FunctionWalker:
         if (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
                 and e.func.attr in ("is_floating_point", "is_complex")):
             return ast.unparse(expr)
+        if isinstance(e, ast.Call) and not e.args and self.scope.qualify(e.func) in GRAD_MODE_TESTS:
+            return ast.unparse(expr)
         return None
 
     def mode_guard(self, test: ast.AST) -> str | None:
@@ -445,6 +448,11 @@ class FunctionWalker:
                 m = self.mode_test(v)
                 if m is not None:
                     break
+        if m is None and isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+            # `not is_compiling() or torch.is_grad_enabled()`: under compile only the other operands decide
+            live = [v for v in test.values if under_compile(v, self.scope) is not False]
+            if len(live) == 1:
+                m = self.mode_test(live[0])
         return m
 
     def mode_prefixed(self, test: ast.AST) -> str | None:

@@ -1,22 +1,27 @@
 """Families 2 and 3: data-dependent branches -> ``torch.where``; validation guards -> in-graph checks.
 
-Branches (MND201). Accepted shapes, over a whole ``if``/``elif``/``else`` chain:
+Branches (MND201). Eager always keeps the original chain: the repair is
+``if not torch.compiler.is_compiling(): <the original if> else: <the predicated form>``. Accepted
+shapes, over a whole ``if``/``elif``/``else`` chain:
 
 * every branch body is simple statements: assignments of side-effect-free expressions to plain
   names, ``pass``, or (in every branch) a final ``return <expr>``;
 * the conditions lower to bool tensors: ``and``/``or``/``not`` become ``torch.logical_*``,
-  ``.item()`` is dropped, comparisons on tensors stay; a leading *static* prefix of an ``and`` chain
-  (``h.dtype == torch.float16 and ...``) stays a Python ``if`` around the repaired code;
-* a name updated in some branches must already hold a tensor before the ``if`` (or be assigned in
-  every branch of a chain that ends in ``else``).
+  ``.item()``/``float()`` become ``.double()`` (compares like the Python number), ``bool(t)`` is
+  ``t``; a leading *static* prefix of an ``and`` chain (``h.dtype == torch.float16 and ...``) stays a
+  Python test around the predicated form;
+* no side can change shape (``torch.cat``, reshapes, indexing): torch.where cannot select between
+  sides of different shapes;
+* a name a branch assigns is defined before the chain, or assigned in every branch of a complete
+  chain, or a temporary of its branch (neither defined before nor read after).
 
-Output: conditions are computed first (as in the original, before any branch runs), then each
-assignment becomes ``x = torch.where(cond, new, x)`` in order, which is exact for mutually exclusive
-branches. ``torch.where`` computes both sides: values are unchanged, and the fix is *safe* when each
-updated value is an elementwise, bounded-derivative function (clamp, nan_to_num, masked_fill, +, -)
-of the name it replaces; otherwise it is unsafe (broadcasting and shapes cannot be proven). When a
-value's gradient could be infinite on the unselected side, the original code is kept under
-``torch.is_grad_enabled()`` (GraphMend's gate), so autograd sees exactly the original branch.
+Under compile, conditions are computed first, then each assignment becomes
+``x = _mend_where(cond_k, new, x)`` in order, exact for mutually exclusive one-element conditions.
+``_mend_where`` (a helper added to the file) is ``torch.where`` when the sides agree in shape, dtype and
+device, decided while tracing, and the original selection otherwise. The side not taken is computed
+too: the fix is *safe* when every such expression cannot raise (``FunctionFacts.is_total``), else
+*unsafe*. When a value's gradient could be infinite on the unselected side, the original branch also
+runs when grad is enabled (GraphMend's gate).
 
 Branches whose assignments call submodules (``self.m(...)``; otherwise only what ``is_pure``
 allows) cannot be predicated, since both sides would run. A plain ``if``/``else`` (or else-less
@@ -49,12 +54,14 @@ is asynchronous) and, where no boundary is wrapped, surfaces as ``RuntimeError("
 from __future__ import annotations
 
 import builtins
+from dataclasses import dataclass
 
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
 from mend.rewriter.analysis import (
     BOOL_PRODUCERS,
+    FLOAT_DTYPES,
     FunctionFacts,
     body_statements,
     code,
@@ -112,8 +119,10 @@ class _Lower:
             return f"{t}.{fn}({self(expr.left)}, {self(expr.right)})"
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
             return f"{t}.logical_not({self(expr.expression)})"
-        expr = _drop_item(expr)
-        if not self.facts.reads_data(expr):
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "bool" \
+                and len(expr.args) == 1 and not expr.args[0].keyword and "bool" not in self.facts.stores:
+            return self(expr.args[0].value)
+        if not self.facts.reads_data(_drop_item(expr)):
             raise _Declined(f"`{code(expr)}` is not a tensor condition; only a leading static part "
                             "of an `and` chain can stay in Python")
         if isinstance(expr, cst.Call):
@@ -122,6 +131,7 @@ class _Lower:
                 isinstance(expr.func, cst.Attribute) and expr.func.attr.value in {"equal", "allclose", "tolist"}
             ):
                 raise _Declined("`torch.equal`/`allclose` return Python bools; no tensor form here")
+        expr = _item_to_double(expr, self.facts)
         if isinstance(expr, cst.Comparison):
             if len(expr.comparisons) != 1:
                 raise _Declined("chained comparisons are not lowered")
@@ -139,11 +149,40 @@ class _Lower:
 
 
 class _DropItem(cst.CSTTransformer):
+    """``t.item()``, ``bool(t)``, ``float(t)`` -> ``t``: what a condition reads, for the purity and
+    tensor-ness questions (the lowering itself keeps their meaning: :func:`_item_to_double`)."""
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if isinstance(updated_node.func, cst.Attribute) and updated_node.func.attr.value == "item" \
-                and not updated_node.args:
-            return updated_node.func.value
+        func = updated_node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "item" and not updated_node.args:
+            return func.value
+        if isinstance(func, cst.Name) and func.value in {"bool", "float"} and len(updated_node.args) == 1 \
+                and not updated_node.args[0].keyword:
+            return updated_node.args[0].value
         return updated_node
+
+
+class _ItemToDouble(cst.CSTTransformer):
+    def __init__(self, facts: FunctionFacts) -> None:
+        self.facts = facts
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        func = updated_node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "item" and not updated_node.args:
+            return updated_node.with_changes(func=func.with_changes(attr=cst.Name("double")))
+        if isinstance(func, cst.Name) and func.value == "float" and len(updated_node.args) == 1 \
+                and not updated_node.args[0].keyword and self.facts.reads_data(updated_node.args[0].value):
+            return parse_expr(f"({code(updated_node.args[0].value)}).double()")
+        return updated_node
+
+
+def _item_to_double(expr: cst.BaseExpression, facts: FunctionFacts) -> cst.BaseExpression:
+    """``t.item()`` / ``float(t)`` -> ``t.double()`` in a lowered condition: a 0-d float64 tensor computes and compares
+    like the Python number (``t.item() >= 0.1`` on a float16 ``t`` would otherwise compare against
+    0.1 rounded to float16; ``t.item() * 2`` would overflow in float16). Exact for integers below 2**53."""
+    out = expr.visit(_ItemToDouble(facts))
+    assert isinstance(out, cst.BaseExpression)
+    return out
 
 
 def _drop_item(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -196,6 +235,9 @@ def fix_branch(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     if isinstance(node, cst.While):
         return Decline(diag, "data-dependent `while` loops need torch._higher_order_ops.while_loop; "
                              "not rewritten automatically")
+    if ctx.in_compile_guard(node):
+        return Decline(diag, "already split by torch.compiler.is_compiling() (the original branch is kept "
+                             "where autograd or eager needs it)")
     func = ctx.enclosing_function(node)
     facts = ctx.facts(func)
     torch, imports = ctx.torch_name()
@@ -209,6 +251,7 @@ def fix_branch(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
 
 
 def _fix_ifexp(ctx, diag, node: cst.IfExp, facts, lower, imports) -> Plan | Decline:
+    """``a if c else b`` -> ``(a if c else b) if not is_compiling() else _mend_where(c, a, b)``."""
     if not (facts.is_pure(node.body) and facts.is_pure(node.orelse)):
         raise _Declined("a side of the conditional expression has calls mend cannot prove pure")
     for side in (node.body, node.orelse):
@@ -217,210 +260,350 @@ def _fix_ifexp(ctx, diag, node: cst.IfExp, facts, lower, imports) -> Plan | Decl
     if not (facts.is_tensor(node.body) or facts.is_tensor(node.orelse)):
         raise _Declined("cannot prove either side of the conditional expression is a tensor")
     cond = lower(node.test)
-    new = parse_expr(f"{lower.torch}.where({cond}, {code(strip_parens(node.body))}, "
-                     f"{code(strip_parens(node.orelse))})")
-    new = new.with_changes(lpar=node.lpar, rpar=node.rpar)
-    return Plan(diag, "conditional expression -> torch.where", "unsafe", [(node, new)], imports=imports)
+    t = lower.torch
+    original = node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    new = parse_expr(f"{code(original)} if not {t}.compiler.is_compiling() else _mend_where({cond}, "
+                     f"{code(strip_parens(node.body))}, {code(strip_parens(node.orelse))})")
+    new = new.with_changes(lpar=node.lpar or [cst.LeftParen()], rpar=node.rpar or [cst.RightParen()])
+    speculated = [node.body, node.orelse, *_speculated_tests(node.test)]
+    safe = all(facts.is_total(e) for e in speculated)
+    grad_safe = facts.is_grad_safe(node.body) and facts.is_grad_safe(node.orelse)
+    if not grad_safe:
+        raise _Declined("a side's gradient can be infinite where it is not selected (NaN gradients "
+                        "under torch.where); a conditional expression has no place to keep the original "
+                        "for autograd")
+    return Plan(diag, "conditional expression -> torch.where under compile (eager keeps it)",
+                "safe" if safe else "unsafe", [(node, new)], imports=imports, helpers=["_mend_where"])
+
+
+@dataclass
+class _Chain:
+    """An ``if``/``elif``/``else`` chain that passed the structural checks of a branch repair."""
+
+    node: cst.If  # the top ``if``
+    tests: list[cst.BaseExpression]  # one per ``if``/``elif`` (without a static ``and`` prefix)
+    bodies: list[list[cst.BaseSmallStatement]]  # one per test, then the ``else`` body when there is one
+    has_else: bool
+    static_prefix: list[cst.BaseExpression]
+    follow_return: cst.Return | None  # the ``return`` after an else-less chain whose branches return
+    needs_cond: bool  # a branch calls a submodule: only torch.cond can take it
+
+    @property
+    def returns(self) -> bool:
+        return bool(self.bodies[0]) and isinstance(self.bodies[0][-1], cst.Return)
+
+    def assignments(self, body: list) -> list[cst.Assign]:
+        return [s for s in body if isinstance(s, cst.Assign)]
+
+    def values(self) -> list[cst.BaseExpression]:
+        out = [s.value for b in self.bodies for s in self.assignments(b)]
+        if self.returns:
+            out += [b[-1].value for b in self.bodies]
+            if self.follow_return is not None:
+                out.append(self.follow_return.value)
+        return out
 
 
 def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFacts, lower: _Lower,
             torch: str, imports: list) -> Plan | Decline:
     branches, orelse = _chain(node)
-    if orelse is None and isinstance(node.orelse, cst.Else):
-        orelse = node.orelse.body
     if len(branches) == 1 and orelse is None and ctx.options.side_effects == "guard":
         guarded = _fix_reporting_if(ctx, diag, node, facts, imports)
         if guarded is not None:
             return guarded
+    chain = _read_chain(ctx, node, facts)
+    if chain.needs_cond:
+        if chain.returns:
+            raise _Declined("a branch with submodule calls returns; torch.cond is applied only to "
+                            "branches that assign names")
+        if len(chain.tests) != 1 or chain.static_prefix:
+            raise _Declined("branches with submodule calls are moved into torch.cond only for a "
+                            "plain `if`/`else` (no elif, no static `and` prefix)")
+        else_stmts = chain.bodies[1] if chain.has_else else None
+        return _fix_cond(ctx, diag, node, facts, lower(chain.tests[0]), chain.bodies[0], else_stmts, torch,
+                         imports)
+    return _where_plan(ctx, diag, chain, facts, lower, torch, imports)
+
+
+# --- may this chain be rewritten? ---------------------------------------------------------------
+
+def _read_chain(ctx: FileContext, node: cst.If, facts: FunctionFacts) -> _Chain:
+    """The chain's parts, or ``_Declined`` with the reason it cannot be repaired."""
+    branches, orelse = _chain(node)
+    tests = [t for t, _ in branches]
     static_prefix: list = []
     if len(branches) == 1 and orelse is None:
-        static_prefix, rest = _split_static_prefix(branches[0][0], facts)
+        static_prefix, rest = _split_static_prefix(tests[0], facts)
         if static_prefix:
             if not rest:
                 raise _Declined("the condition has no tensor part mend can see")
-            rest_expr = rest[0]
-            for r in rest[1:]:
-                rest_expr = cst.BooleanOperation(left=rest_expr, operator=cst.And(), right=r)
-            branches = [(rest_expr, branches[0][1])]
-    else:
-        for test, _ in branches:
-            prefix, _rest = _split_static_prefix(test, facts)
-            if prefix:
-                raise _Declined("a static prefix of an `and` chain is kept in Python only for a single "
-                                "`if` without `else`")
-    bodies = []
-    for _, body in branches:
-        stmts = body_statements(body)
-        if stmts is None:
-            raise _Declined("a branch holds a nested compound statement (if/for/with/try)")
-        bodies.append(stmts)
-    else_stmts = None
+            tests = [_and_of(rest)]
+    elif any(_split_static_prefix(t, facts)[0] for t in tests):
+        raise _Declined("a static prefix of an `and` chain is kept in Python only for a single `if` "
+                        "without `else`")
+    bodies = [_simple_body(b, "a branch") for _, b in branches]
     if orelse is not None:
-        else_stmts = body_statements(orelse)
-        if else_stmts is None:
-            raise _Declined("the else branch holds a nested compound statement")
-    all_bodies = bodies + ([else_stmts] if else_stmts is not None else [])
-
-    # Returns: every branch ends in `return`, and the chain is complete (else, or the next statement).
-    ends_in_return = [bool(b) and isinstance(b[-1], cst.Return) for b in all_bodies]
-    follow_return = None
-    if any(ends_in_return):
-        if not all(ends_in_return):
-            raise _Declined("only some branches return")
-        if else_stmts is None:
-            follow_return = _next_return(ctx, node)
-            if follow_return is None:
-                raise _Declined("the branches return but the code after the `if` does not")
-    needs_cond = False
-    for b in all_bodies:
-        for s in b[:-1] if (b and isinstance(b[-1], cst.Return)) else b:
-            if isinstance(s, cst.Return):
-                raise _Declined("a return in the middle of a branch")
-            if not (_is_pass(s) or isinstance(s, cst.Assign)):
-                kind = type(s).__name__
-                if isinstance(s, cst.AugAssign):
-                    raise _Declined("augmented assignment (`x += ...`) may update a tensor in place; "
-                                    "rewrite it as `x = x + ...` first")
-                if isinstance(s, cst.Raise):
-                    raise _Declined("a branch raises (a validation guard is MND203)")
-                raise _Declined(f"a branch holds a {kind} statement with possible side effects")
-            if isinstance(s, cst.Assign):
-                if len(s.targets) != 1 or not isinstance(s.targets[0].target, cst.Name):
-                    raise _Declined("only assignments to plain names are predicated")
-                if not facts.is_pure(s.value):
-                    if not _cond_pure(facts, s.value):
-                        raise _Declined(f"`{code(s.value)}` has calls mend cannot prove side-effect free "
-                                        "(only torch/F./tensor-method calls and submodule calls "
-                                        "`self.m(...)` can move into torch.cond)")
-                    needs_cond = True
-                if is_container_or_none(s.value):
-                    raise _Declined(f"`{code(s.value)}` is not a tensor value")
-    for test, _ in branches:
+        bodies.append(_simple_body(orelse, "the else branch"))
+    follow_return = _check_returns(ctx, node, bodies, orelse is not None)
+    needs_cond = any(_check_statement(s, facts) for b in bodies for s in b)
+    for test in tests:
         if not facts.is_pure(_drop_item(test)):
             raise _Declined("the condition has calls mend cannot prove side-effect free")
+    if _declared_outside(ctx, node, bodies):
+        raise _Declined("a branch assigns a `global`/`nonlocal` name; its value is visible outside "
+                        "the function")
+    return _Chain(node, tests, bodies, orelse is not None, static_prefix, follow_return, needs_cond)
 
-    if needs_cond:
-        if any(ends_in_return):
-            raise _Declined("a branch with submodule calls returns; torch.cond is applied only to "
-                            "branches that assign names")
-        if len(branches) != 1 or static_prefix:
-            raise _Declined("branches with submodule calls are moved into torch.cond only for a "
-                            "plain `if`/`else` (no elif, no static `and` prefix)")
-        return _fix_cond(ctx, diag, node, facts, lower(branches[0][0]), bodies[0], else_stmts, torch, imports)
 
-    conds = [lower(test) for test, _ in branches]
-    stmt_texts: list[str] = []
-    safe = True
-    needs_grad_gate = False
-    where = f"{torch}.where"
+def _and_of(ops: list[cst.BaseExpression]) -> cst.BaseExpression:
+    expr = ops[0]
+    for r in ops[1:]:
+        expr = cst.BooleanOperation(left=expr, operator=cst.And(), right=r)
+    return expr
 
-    # Names used after the chain are "live"; other assigned names are branch-local temporaries.
-    chain_names = names_in(node)
-    if follow_return is not None:
-        chain_names |= names_in(follow_return)
 
-    if any(ends_in_return):
-        ret_vals = [b[-1].value for b in bodies]
-        if else_stmts is not None:
-            ret_vals.append(else_stmts[-1].value)
-        else:
-            ret_vals.append(follow_return.value)
-        if any(v is None or is_container_or_none(v) for v in ret_vals):
+def _simple_body(block: cst.BaseSuite, what: str) -> list[cst.BaseSmallStatement]:
+    stmts = body_statements(block)
+    if stmts is None:
+        raise _Declined(f"{what} holds a nested compound statement (if/for/with/try)")
+    return stmts
+
+
+def _check_returns(ctx: FileContext, node: cst.If, bodies: list, has_else: bool) -> cst.Return | None:
+    """Every branch returns (then the chain is complete: an else, or a ``return`` right after) or none."""
+    ends = [bool(b) and isinstance(b[-1], cst.Return) for b in bodies]
+    if not any(ends):
+        return None
+    if not all(ends):
+        raise _Declined("only some branches return")
+    if has_else:
+        return None
+    follow = _next_return(ctx, node)
+    if follow is None:
+        raise _Declined("the branches return but the code after the `if` does not")
+    return follow
+
+
+def _check_statement(s: cst.BaseSmallStatement, facts: FunctionFacts) -> bool:
+    """Decline a statement no repair takes; True when it needs torch.cond (a submodule call)."""
+    if _is_pass(s):
+        return False
+    if isinstance(s, cst.Return):
+        if s.value is None or is_container_or_none(s.value):
             raise _Declined("a branch returns a non-tensor value")
-        for v in ret_vals:
-            if not facts.is_pure(v):
-                hint = (" (a branch that returns is not moved into torch.cond; assign the value and "
-                        "return it after the `if`)") if _cond_pure(facts, v) else ""
-                raise _Declined(f"`{code(v)}` has calls mend cannot prove side-effect free{hint}")
-        assigned: dict[str, int] = {}
-        for b in all_bodies:
-            for s in b[:-1]:
-                if isinstance(s, cst.Assign):
-                    n = s.targets[0].target.value
-                    assigned[n] = assigned.get(n, 0) + 1
-        if any(c > 1 for c in assigned.values()):
-            raise _Declined("the same temporary is assigned in several branches")
-        for b in all_bodies:
-            for s in b[:-1]:
-                if isinstance(s, cst.Assign):
-                    stmt_texts.append(code(s).strip())
-        if not any(facts.is_tensor(v) for v in ret_vals):
-            raise _Declined("cannot prove any returned value is a tensor")
-        expr = code(strip_parens(ret_vals[-1]))
-        for cond, v in reversed(list(zip(conds, ret_vals[:-1]))):
-            expr = f"{where}({cond}, {code(strip_parens(v))}, {expr})"
-        stmt_texts.append(f"return {expr}")
-        safe = False
-        needs_grad_gate = not all(facts.is_grad_safe(v) for v in ret_vals)
+        value = s.value
+    elif isinstance(s, cst.Assign):
+        if len(s.targets) != 1 or not isinstance(s.targets[0].target, cst.Name):
+            raise _Declined("only assignments to plain names are predicated (a tuple or attribute "
+                            "target is not)")
+        if is_container_or_none(s.value):
+            raise _Declined(f"`{code(s.value)}` is not a tensor value")
+        value = s.value
+    elif isinstance(s, cst.AugAssign):
+        raise _Declined("augmented assignment (`x += ...`) may update a tensor in place; rewrite it as "
+                        "`x = x + ...` first")
+    elif isinstance(s, cst.Raise):
+        raise _Declined("a branch raises (a validation guard is MND203)")
     else:
-        # Assignments.
-        if len(conds) == 1:
-            cond_names = [conds[0]]
-        else:
-            cond_names = []
-        cond_vars: list[str] = []
-        if len(conds) > 1 or _needs_hoist(bodies, branches):
-            prev = None
-            for c in conds:
-                var = ctx.fresh("cond")
-                if prev is None:
-                    stmt_texts.append(f"{var} = {c}")
-                    prev = var
-                else:
-                    stmt_texts.append(f"{var} = {torch}.logical_and({torch}.logical_not({prev}), {c})")
-                    prev = f"{torch}.logical_or({prev}, {var})"
-                cond_vars.append(var)
-            if else_stmts is not None:
-                var = ctx.fresh("cond")
-                stmt_texts.append(f"{var} = {torch}.logical_not({prev})")
-                cond_vars.append(var)
-        else:
-            cond_vars = cond_names + ([f"{torch}.logical_not({conds[0]})"] if else_stmts is not None else [])
-        live_after = _names_read_after(ctx, node, facts)
-        for k, body in zip(cond_vars, all_bodies):
-            for s in body:
-                if _is_pass(s):
-                    continue
-                name = s.targets[0].target.value
-                value = s.value
-                temp = name not in live_after and not _defined_before(ctx, facts, name, node)
-                if temp:
-                    stmt_texts.append(f"{name} = {code(strip_parens(value))}")
-                    continue
-                if not _defined_before(ctx, facts, name, node):
-                    if else_stmts is None or not all(_assigns(b, name) for b in all_bodies):
-                        raise _Declined(f"`{name}` is not defined before the `if`, so its old value "
-                                        "cannot be the other side of torch.where")
-                    raise _Declined(f"`{name}` is first assigned inside the branches")
-                if not (facts.is_tensor(value) or name in facts.tensor_names):
+        raise _Declined(f"a branch holds a {type(s).__name__} statement with possible side effects")
+    if facts.is_pure(value):
+        return False
+    if _cond_pure(facts, value) and isinstance(s, cst.Assign):
+        return True
+    hint = (" (a branch that returns is not moved into torch.cond; assign the value and return it after "
+            "the `if`)") if _cond_pure(facts, value) else ""
+    raise _Declined(f"`{code(value)}` has calls mend cannot prove side-effect free (only torch/F./tensor-"
+                    f"method calls and submodule calls `self.m(...)` can move into torch.cond){hint}")
+
+
+def _declared_outside(ctx: FileContext, node: cst.If, bodies: list) -> bool:
+    func = ctx.enclosing_function(node)
+    if func is None:
+        return True
+    declared = _global_names(func)
+    return any(s.targets[0].target.value in declared for b in bodies for s in b if isinstance(s, cst.Assign))
+
+
+def _global_names(func: cst.FunctionDef) -> set[str]:
+    return {item.name.value for n in walk(func) if isinstance(n, (cst.Global, cst.Nonlocal)) for item in n.names}
+
+
+# --- write it -------------------------------------------------------------------------------------
+
+def _where_plan(ctx: FileContext, diag: Diagnostic, chain: _Chain, facts: FunctionFacts, lower: _Lower,
+                torch: str, imports: list) -> Plan:
+    """Eager keeps the chain; under compile each value is selected with ``_mend_where``.
+
+    ``_mend_where`` (a helper added to the file) is ``torch.where`` when the two sides agree in shape,
+    dtype and device and the condition is one element, decided while tracing; otherwise it selects
+    exactly as the original did (``new if cond else old``), so a wrong guess costs a graph break, never
+    a different value. What can differ under compile is only that the side not taken is computed too:
+    the fix is safe when every such expression cannot raise (``FunctionFacts.is_total``).
+    """
+    for value in chain.values():
+        op = facts.shape_changing(value)
+        if op is not None:
+            raise _Declined(f"the sides can differ in shape (`{op}` in `{code(value)}`): torch.where cannot "
+                            "select between them, and computing the side not taken can fail")
+    conds = [lower(t) for t in chain.tests]
+    if chain.returns:
+        compiled = _where_returns(chain, facts, conds)
+    else:
+        compiled = _where_assignments(ctx, chain, facts, conds, torch)
+    floating = _floating_names(chain.static_prefix)
+    speculated = chain.values() + [t for test in chain.tests for t in _speculated_tests(test)][1:]
+    safe = all(facts.is_total(e, floating) for e in speculated)
+    grad_gate = not all(facts.is_grad_safe(v) for v in chain.values())
+    split = _split_on_compile(chain, [parse_stmt(t + "\n") for t in compiled], torch, grad_gate)
+    what = "returns" if chain.returns else "assignments"
+    msg = f"data-dependent branch ({what}) -> torch.where under compile (eager keeps the branch"
+    msg += "; also when grad is enabled)" if grad_gate else ")"
+    return Plan(diag, msg, "safe" if safe else "unsafe", [(chain.node, split)], imports=imports,
+                helpers=["_mend_where"])
+
+
+def _split_on_compile(chain: _Chain, compiled: list, torch: str, grad_gate: bool) -> cst.If:
+    test = f"not {torch}.compiler.is_compiling()" + (f" or {torch}.is_grad_enabled()" if grad_gate else "")
+    if chain.static_prefix:
+        orelse = cst.If(test=parse_expr(_and_text(chain.static_prefix)), body=cst.IndentedBlock(body=compiled))
+    else:
+        orelse = cst.Else(body=cst.IndentedBlock(body=compiled))
+    return cst.If(test=parse_expr(test), body=cst.IndentedBlock(body=[chain.node.with_changes(leading_lines=[])]),
+                  orelse=orelse, leading_lines=chain.node.leading_lines)
+
+
+def _where_returns(chain: _Chain, facts: FunctionFacts, conds: list[str]) -> list[str]:
+    """``return _mend_where(c1, r1, _mend_where(c2, r2, r3))``, after each branch's temporaries."""
+    values = [b[-1].value for b in chain.bodies]
+    if chain.follow_return is not None:
+        values.append(chain.follow_return.value)
+    if not any(facts.is_tensor(v) for v in values):
+        raise _Declined("cannot prove any returned value is a tensor")
+    out: list[str] = []
+    seen: set[str] = set()
+    for k, body in enumerate(chain.bodies):
+        others = set().union(*(names_in(s) for j, b in enumerate(chain.bodies) if j != k for s in b))
+        for s in chain.assignments(body):
+            name = s.targets[0].target.value
+            if name in seen or name in others or name in facts.params or _stored_elsewhere(facts, name, chain):
+                raise _Declined(f"`{name}` is assigned before a return and read or assigned elsewhere; "
+                                "only fresh temporaries of one branch can be computed on every path")
+            seen.add(name)
+            out.append(code(s).strip())
+    expr = code(strip_parens(values[-1]))
+    for cond, v in reversed(list(zip(conds, values[:-1]))):
+        expr = f"_mend_where({cond}, {code(strip_parens(v))}, {expr})"
+    return out + [f"return {expr}"]
+
+
+def _stored_elsewhere(facts: FunctionFacts, name: str, chain: _Chain) -> bool:
+    """``name`` is stored outside the chain (so it is not a temporary of one branch)."""
+    inside = {id(n) for n in walk(chain.node)}
+    return any(id(s) not in inside for s in facts.stores.get(name, []))
+
+
+def _where_assignments(ctx: FileContext, chain: _Chain, facts: FunctionFacts, conds: list[str],
+                       torch: str) -> list[str]:
+    """Each assignment becomes ``x = _mend_where(cond_k, value, x)``, conditions computed first.
+
+    A name defined before the chain keeps its old value on the other side. A name first defined in
+    the chain and read after it must be assigned in every branch of a complete chain; its first
+    assignment is plain (some branch always overwrites what it does not select). A name neither
+    defined before nor read after is a temporary of its branch: assigned plainly where it was.
+    """
+    live = _names_read_after(ctx, chain.node, facts)
+    out: list[str] = []
+    cond_vars = _exclusive_conditions(ctx, chain, conds, torch, out)
+    started: set[str] = set()
+    for k, body in zip(cond_vars, chain.bodies):
+        assigned_here: set[str] = set()
+        for s in chain.assignments(body):
+            name = s.targets[0].target.value
+            _check_reads(ctx, chain, facts, s.value, assigned_here)
+            value = code(strip_parens(s.value))
+            if _defined_before(ctx, facts, name, chain.node):
+                if not _tensor_assigned(chain, facts, name):
                     raise _Declined(f"cannot prove `{name}` holds a tensor")
-                stmt_texts.append(f"{name} = {where}({k}, {code(strip_parens(value))}, {name})")
-                elementwise = name in names_in(value) and facts.is_grad_safe(value)
-                safe &= elementwise
-                needs_grad_gate |= not facts.is_grad_safe(value)
-    new_stmts = [parse_stmt(t + "\n") for t in stmt_texts]
-    if static_prefix:
-        new_stmts = [cst.If(test=parse_expr(_and_text(static_prefix)),
-                            body=cst.IndentedBlock(body=new_stmts))]
-    if needs_grad_gate:
-        orig = node.with_changes(leading_lines=[])
-        gate = cst.If(test=parse_expr(f"{torch}.is_grad_enabled()"),
-                      body=cst.IndentedBlock(body=[orig]),
-                      orelse=cst.Else(body=cst.IndentedBlock(body=new_stmts)))
-        new_stmts = [gate]
-    new_stmts[0] = new_stmts[0].with_changes(leading_lines=node.leading_lines)
-    comments = _comments_of(node)
-    if comments:
-        new_stmts[0] = new_stmts[0].with_changes(
-            leading_lines=list(new_stmts[0].leading_lines) + comments)
-    edits: list = [(node, cst.FlattenSentinel(new_stmts))]
-    if follow_return is not None:
-        edits.append((follow_return_line(ctx, follow_return), cst.RemovalSentinel.REMOVE))
-    what = "returns" if any(ends_in_return) else "assignments"
-    msg = f"data-dependent branch ({what}) -> torch.where"
-    if needs_grad_gate:
-        msg += " (original kept when grad is enabled)"
-    return Plan(diag, msg, "safe" if safe else "unsafe", edits, imports=imports)
+                out.append(f"{name} = _mend_where({k}, {value}, {name})")
+            elif name in live:
+                if not (chain.has_else and all(_assigns(b, name) for b in chain.bodies)):
+                    raise _Declined(f"`{name}` is not defined before the `if` and not assigned in every "
+                                    "branch, so it has no value on the other side of torch.where")
+                if not _tensor_assigned(chain, facts, name):
+                    raise _Declined(f"cannot prove `{name}` holds a tensor")
+                out.append(f"{name} = {value}" if name not in started else f"{name} = _mend_where({k}, {value}, {name})")
+                started.add(name)
+            else:
+                out.append(f"{name} = {value}")
+            assigned_here.add(name)
+    if not any("_mend_where(" in t for t in out):
+        raise _Declined("the branches assign nothing that is read after the `if`")
+    return out
+
+
+def _exclusive_conditions(ctx: FileContext, chain: _Chain, conds: list[str], torch: str,
+                          out: list[str]) -> list[str]:
+    """One condition per body, true for exactly the body the original runs (hoisted when needed)."""
+    statements = sum(1 for b in chain.bodies for s in b if not _is_pass(s))
+    if len(conds) == 1 and not chain.has_else and statements == 1:
+        return conds
+    names: list[str] = []
+    taken = None
+    for c in conds:
+        var = ctx.fresh("cond")
+        out.append(f"{var} = {c}" if taken is None else
+                   f"{var} = {torch}.logical_and({torch}.logical_not({taken}), {c})")
+        taken = var if taken is None else f"{torch}.logical_or({taken}, {var})"
+        names.append(var)
+    if chain.has_else:
+        var = ctx.fresh("cond")
+        out.append(f"{var} = {torch}.logical_not({taken})")
+        names.append(var)
+    return names
+
+
+def _tensor_assigned(chain: _Chain, facts: FunctionFacts, name: str) -> bool:
+    """Some branch assigns ``name`` a provable tensor, or it holds one everywhere (``_mend_where`` checks
+    the rest while tracing; this only keeps mend from rewriting selections between Python values)."""
+    return name in facts.tensor_names or any(
+        facts.is_tensor(s.value) for b in chain.bodies for s in chain.assignments(b)
+        if s.targets[0].target.value == name)
+
+
+def _check_reads(ctx: FileContext, chain: _Chain, facts: FunctionFacts, value: cst.BaseExpression,
+                 assigned_here: set[str]) -> None:
+    """A value may not read a name that only the chain defines before its own branch assigns it
+    (the original would raise NameError there; the rewrite would read another branch's value)."""
+    in_chain = {s.targets[0].target.value for b in chain.bodies for s in chain.assignments(b)}
+    for name in names_in(value) & in_chain - assigned_here:
+        if not _defined_before(ctx, facts, name, chain.node):
+            raise _Declined(f"`{name}` is read in a branch before that branch assigns it")
+
+
+def _speculated_tests(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of a condition, in order: all but the first may run only in the rewrite
+    (``and``/``or`` short-circuit in Python; ``torch.logical_and``/``logical_or`` compute both)."""
+    test = strip_parens(test)
+    if isinstance(test, cst.BooleanOperation):
+        return _speculated_tests(test.left) + _speculated_tests(test.right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _speculated_tests(test.expression)
+    return [_drop_item(test)]
+
+
+def _floating_names(prefix: list[cst.BaseExpression]) -> frozenset[str]:
+    """Tensors whose dtype a static ``and`` prefix tests to be floating (``x.dtype == torch.float16``)."""
+    out = set()
+    for op in prefix:
+        op = strip_parens(op)
+        if isinstance(op, cst.Comparison) and len(op.comparisons) == 1 and \
+                isinstance(op.comparisons[0].operator, cst.Equal):
+            left, right = op.left, op.comparisons[0].comparator
+            for a, b in ((left, right), (right, left)):
+                if isinstance(a, cst.Attribute) and a.attr.value == "dtype" and \
+                        isinstance(b, cst.Attribute) and b.attr.value in FLOAT_DTYPES:
+                    out.add(code(a.value))
+    return frozenset(out)
 
 
 def reporting_if_for(ctx: FileContext, diag: Diagnostic, stmt: cst.CSTNode) -> Plan | None:
@@ -582,40 +765,27 @@ def _fix_cond(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionF
                       "(eager keeps the if)", "unsafe", [(node, split)], imports=imports)
 
 
-def _comments_of(node: cst.If) -> list[cst.EmptyLine]:
-    """Comment lines inside the branches, kept above the repaired code."""
-    out = []
-    for n in walk(node):
-        if isinstance(n, cst.EmptyLine) and n.comment is not None and n not in node.leading_lines:
-            out.append(cst.EmptyLine(comment=n.comment))
-        if isinstance(n, cst.TrailingWhitespace) and n.comment is not None:
-            out.append(cst.EmptyLine(comment=n.comment))
-    return out
-
-
 def _assigns(body, name: str) -> bool:
     return any(isinstance(s, cst.Assign) and s.targets[0].target.value == name for s in body)
 
 
-def _needs_hoist(bodies, branches) -> bool:
-    """The condition must be computed once, before a branch assignment changes what it reads."""
-    if sum(1 for b in bodies for s in b if not _is_pass(s)) > 1:
-        return True
-    return False
-
-
 def _names_read_after(ctx: FileContext, node: cst.If, facts: FunctionFacts) -> set[str]:
+    """Names the code may read after ``node``: a load after it or at an unknown position, any name of
+    a loop around it (read again on the next iteration) or of a nested function or lambda (which may
+    run later)."""
     end = ctx.positions[node].end.line
-    out = set()
-    for name, uses in facts.loads.items():
-        if any(ctx.positions[u].start.line > end for u in uses if u in ctx.positions):
-            out.add(name)
-    # A loop around the if may read the name again on the next iteration.
+    out = {name for name, uses in facts.loads.items()
+           if any(u not in ctx.positions or ctx.positions[u].start.line > end for u in uses)}
+    func = ctx.enclosing_function(node)
     for anc in ctx.ancestors(node):
         if isinstance(anc, (cst.For, cst.While)):
             out |= names_in(anc)
-        if isinstance(anc, cst.FunctionDef):
+        if anc is func:
             break
+    if func is not None:
+        for n in walk(func.body):
+            if isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                out |= names_in(n)
     return out
 
 
@@ -632,12 +802,6 @@ def _next_return(ctx: FileContext, node: cst.If) -> cst.Return | None:
         return nxt.body[0]
     return None
 
-
-def follow_return_line(ctx: FileContext, ret: cst.Return) -> cst.CSTNode:
-    return ctx.parent(ret)
-
-
-# --- validation guards ----------------------------------------------------------------------------
 
 def fix_validation(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     node = ctx.find(cst.If, diag)

@@ -27,6 +27,7 @@ import libcst as cst
 from mend.analyzers.diagnostic import Diagnostic
 from mend.rewriter.analysis import code, is_number, parse_expr, strip_parens
 from mend.rewriter.engine import Decline, FileContext, Plan
+from mend.rewriter.fixes.branches import fix_branch
 
 ELEMENTWISE_METHODS = {"float", "double", "half", "bfloat16", "abs", "exp", "log", "sqrt", "neg",
                        "sigmoid", "tanh", "relu", "square", "detach", "contiguous", "clone"}
@@ -108,13 +109,8 @@ def fix_item(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
         return Plan(diag, "assert on the tensor: drop `.item()` (Dynamo keeps a tensor assert in the graph)",
                     "unsafe", [(call, receiver.with_changes(lpar=call.lpar, rpar=call.rpar) if call.lpar
                                 else receiver)])
-    for anc in ctx.ancestors(call):
-        if isinstance(anc, (cst.If, cst.While, cst.IfExp)) and _in_test(ctx, call, anc):
-            from mend.rewriter.fixes.branches import fix_branch
-
-            return fix_branch(ctx, diag)  # branching on `.item()`: predicate the branch on the tensor
-        if isinstance(anc, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            break
+    if _in_branch_test(ctx, call):
+        return fix_branch(ctx, diag)  # branching on `.item()`: predicate the branch on the tensor
     if _tensor_operand(ctx, facts, call):
         return Plan(diag, "keep the 0-d tensor: drop `.item()` in tensor arithmetic", "safe",
                     [(call, receiver.with_changes(lpar=call.lpar, rpar=call.rpar) if call.lpar else receiver)])
@@ -196,11 +192,25 @@ def _in_test(ctx: FileContext, node: cst.CSTNode, stmt: cst.CSTNode) -> bool:
     return False
 
 
+def _in_branch_test(ctx: FileContext, call: cst.Call) -> bool:
+    """``call`` is part of the test of the ``if``/``while``/conditional expression around it."""
+    for anc in ctx.ancestors(call):
+        if isinstance(anc, (cst.If, cst.While, cst.IfExp)) and _in_test(ctx, call, anc):
+            return True
+        if isinstance(anc, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return False
+    return False
+
+
 def fix_number(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
-    call = ctx.find(cst.Call, diag, pred=lambda n: isinstance(n.func, cst.Name) and n.func.value in {"float", "int"}
-                    and len(n.args) == 1)
+    call = ctx.find(cst.Call, diag, pred=lambda n: isinstance(n.func, cst.Name)
+                    and n.func.value in {"float", "int", "bool"} and len(n.args) == 1)
     if call is None:
-        return Decline(diag, "only `float(t)`/`int(t)` are repaired (math.* and bool() need the tensor form)")
+        return Decline(diag, "only `float(t)`/`int(t)`/`bool(t)` are repaired (math.* needs the tensor form)")
+    if call.func.value in {"float", "bool"} and _in_branch_test(ctx, call):
+        return fix_branch(ctx, diag)  # branching on a tensor's truth or value: predicate the branch
+    if call.func.value == "bool":
+        return Decline(diag, "`bool(t)` outside a branch test needs a Python bool; not rewritten")
     facts = ctx.facts(ctx.enclosing_function(call))
     arg = call.args[0].value
     if call.func.value == "float" and _tensor_operand(ctx, facts, call):

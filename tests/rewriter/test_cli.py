@@ -35,20 +35,24 @@ def test_diff_writes_nothing(examples_copy: Path) -> None:
     result = runner.invoke(app, ["fix", "--diff", str(examples_copy)])
     assert result.exit_code == 1, result.output
     assert "+        if not torch.compiler.is_compiling():" in result.output
-    assert "torch.where(_mend_cond0, torch.clamp(h" in result.output
+    # the overflow guard computes torch.finfo(h.dtype) on every path under compile: an unsafe fix
+    assert "MND201 not fixed: unsafe fix available with --unsafe-fixes" in result.output
+    assert _snapshot(examples_copy) == before
+    unsafe = runner.invoke(app, ["fix", "--diff", "--unsafe-fixes", str(examples_copy)])
+    assert "+            h = _mend_where(_mend_cond0, torch.clamp(h" in unsafe.output
     assert _snapshot(examples_copy) == before
 
 
 def test_fix_in_place_then_nothing_left_to_do(examples_copy: Path) -> None:
     target = examples_copy / "transformer_block.py"
     os.chmod(target, 0o640)
-    result = runner.invoke(app, ["fix", str(examples_copy)])
+    result = runner.invoke(app, ["fix", "--unsafe-fixes", str(examples_copy)])
     assert "Fixed" in result.output, result.output
     text = target.read_text()
-    assert "torch.where(" in text and "logger.debug" in text
+    assert "_mend_where(" in text and "logger.debug" in text
     assert stat.S_IMODE(os.stat(target).st_mode) == 0o640
     after = _snapshot(examples_copy)
-    again = runner.invoke(app, ["fix", str(examples_copy)])
+    again = runner.invoke(app, ["fix", "--unsafe-fixes", str(examples_copy)])
     assert _snapshot(examples_copy) == after
     assert "Fixed 0 finding(s)" in again.output
 

@@ -1,0 +1,273 @@
+"""Branch repairs keep the condition, always: the SAM pattern and its neighbours, run for real.
+
+Each case is repaired through the whole pipeline (``mend check`` findings -> ``mend fix``), then the
+original and the repaired module run on inputs that take every branch: the repaired code must compute
+bit for bit what the original computes, eagerly and under ``torch.compile`` (backend ``eager``), and
+the compiled repair must be one graph. A case the repair cannot express is declined with its reason
+and the file is left as it was.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import types
+
+import pytest
+import torch
+
+from mend.analyzers import static
+from mend.rewriter.engine import FixOptions, fix_source
+
+SAM = """
+import torch
+from torch import nn
+
+
+class Dec(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.iou_token = nn.Embedding(1, 4)
+
+    def forward(self, image_embeddings, sparse_prompt_embeddings):
+        batch_size = image_embeddings.shape[0]
+        output_tokens = self.iou_token.weight.repeat(batch_size, 1, 1, 1)
+        if sparse_prompt_embeddings.sum().item() != 0:
+            tokens = torch.cat((output_tokens, sparse_prompt_embeddings), dim=2)
+        else:
+            tokens = output_tokens
+        return tokens.to(self.iou_token.weight.dtype)
+"""
+
+
+def _module(body: str) -> str:
+    """A compiled function ``f`` around ``body`` (indented statements using x and y)."""
+    return "import torch\n\n\n@torch.compile\ndef f(x: torch.Tensor, y: torch.Tensor):\n" + textwrap.indent(
+        textwrap.dedent(body).strip("\n"), "    ") + "\n"
+
+
+def _repair(source: str, unsafe: bool = False):
+    config = static.load_config(["."], isolated=True)
+
+    def diagnose(text: str):
+        return static.check_source(text, "case.py", config)
+
+    return fix_source(source, "case.py", None, FixOptions(unsafe=unsafe), diagnose)
+
+
+def _load(source: str, name: str) -> types.ModuleType:
+    mod = types.ModuleType(name)
+    exec(compile(source.replace("@torch.compile\n", ""), f"<{name}>", "exec"), mod.__dict__)
+    return mod
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and \
+            a.stride() == b.stride() and a.numpy().tobytes() == b.numpy().tobytes()
+    return a == b
+
+
+INPUTS = [
+    (torch.tensor([1.0, 2.0]), torch.tensor([3.0, -4.0])),
+    (torch.tensor([-1.0, -2.0]), torch.tensor([3.0, -4.0])),
+    (torch.tensor([0.0, 0.0]), torch.tensor([0.5, 0.25])),
+    (torch.tensor([1.0, -1.0]), torch.tensor([float("nan"), float("inf")])),
+    (torch.tensor([0.1], dtype=torch.float16), torch.tensor([0.1], dtype=torch.float16)),
+]
+
+# (name, body, safe?) for repairs that must apply and compute exactly what the original does
+FIXED = [
+    ("item condition", """
+        if x.sum().item() != 0:
+            y = y * 2
+        return y
+     """, True),
+    ("item compared with a constant float16 cannot hold", """
+        if x.max().item() >= 0.1:
+            y = y + 1
+        return y
+     """, True),
+    ("bool() condition", """
+        if bool((x > 0).any()):
+            y = y - 1
+        return y
+     """, True),
+    ("condition through a local", """
+        flag = x.sum() > 0
+        if flag:
+            y = y * 3
+        return y
+     """, True),
+    ("new name on both sides, read after", """
+        if x.mean() > 0:
+            z = y * 2
+        else:
+            z = y - 1
+        return z + 1
+     """, True),
+    ("name read through an attribute after the branch", """
+        if x.sum() != 0:
+            z = y * 2
+        else:
+            z = y
+        return z.to(y.dtype)
+     """, True),
+    ("elif chain with a temporary", """
+        if x.sum() > 1:
+            t = y * 2
+            y = t + 1
+        elif x.sum() < -1:
+            y = y - 1
+        else:
+            y = y * 0.5
+        return y
+     """, True),
+    ("branches that return", """
+        if x.max() > 0.5:
+            return y * 2
+        return y - 1
+     """, True),
+    ("broadcasting between two tensors is unsafe", """
+        if x.sum() > 0:
+            y = y + x
+        return y
+     """, False),
+]
+
+# (name, body, the reason it is declined)
+DECLINED = [
+    ("a side that changes shape", """
+        if x.sum() > 0:
+            y = torch.cat((y, x))
+        return y
+     """, "can differ in shape"),
+    ("a tuple target", """
+        if x.sum() > 0:
+            y, x = x, y
+        return y
+     """, "plain names"),
+    ("a name defined on one side only", """
+        if x.sum() > 0:
+            z = y * 2
+        return z
+     """, "not assigned in every branch"),
+    ("a name read before its branch assigns it", """
+        if x.sum() > 0:
+            z = y * 2
+        else:
+            y = z * 2
+            z = y
+        return z
+     """, "read in a branch before that branch assigns it"),
+]
+
+
+def _compiled_graphs(fn, args) -> tuple[object, int]:
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    out = torch.compile(fn, backend=backend)(*args)
+    return out, len(graphs)
+
+
+@pytest.mark.parametrize("name,body,safe", FIXED, ids=[c[0] for c in FIXED])
+def test_repair_computes_what_the_original_computes(name: str, body: str, safe: bool) -> None:
+    source = _module(body)
+    result = _repair(source, unsafe=not safe)
+    assert result.error is None
+    assert result.applied and {a.applicability for a in result.applied} == {"safe" if safe else "unsafe"}, \
+        result.remaining
+    if not safe:
+        assert _repair(source).fixed == source, "an unsafe repair must not apply without --unsafe-fixes"
+    assert _repair(result.fixed, unsafe=not safe).fixed == result.fixed  # fixing twice = fixing once
+    original, repaired = _load(source, "orig"), _load(result.fixed, "fixed")
+    for x, y in INPUTS:
+        want = original.f(x.clone(), y.clone())
+        assert _same(repaired.f(x.clone(), y.clone()), want)
+        got, graphs = _compiled_graphs(repaired.f, (x.clone(), y.clone()))
+        assert _same(got, want), (x, y, got, want)
+        assert graphs == 1
+
+
+@pytest.mark.parametrize("name,body,reason", DECLINED, ids=[c[0] for c in DECLINED])
+def test_inexpressible_branches_are_declined(name: str, body: str, reason: str) -> None:
+    source = _module(body)
+    for unsafe in (False, True):
+        result = _repair(source, unsafe=unsafe)
+        assert result.fixed == source
+        assert any(reason in r.reason for r in result.remaining), [r.reason for r in result.remaining]
+
+
+def test_nested_if_repairs_the_inner_branch_only() -> None:
+    """The inner ``if`` is repaired; the outer one, now holding a compound statement, is declined."""
+    source = _module("""
+        if x.sum() > 0:
+            if y.sum() > 0:
+                y = y * 2
+        return y
+    """)
+    result = _repair(source)
+    assert len(result.applied) == 1 and result.applied[0].line == 7
+    assert any("nested compound statement" in r.reason for r in result.remaining)
+    original, repaired = _load(source, "orig"), _load(result.fixed, "fixed")
+    for x, y in INPUTS:
+        want = original.f(x.clone(), y.clone())
+        assert _same(repaired.f(x.clone(), y.clone()), want)
+        assert _same(torch.compile(repaired.f, backend="eager")(x.clone(), y.clone()), want)
+
+
+def test_sam_decoder_is_left_as_it_was() -> None:
+    """The transformers SAM mask decoder: ``torch.cat`` grows dim 2 on one side only."""
+    for unsafe in (False, True):
+        result = _repair(SAM, unsafe=unsafe)
+        assert result.fixed == SAM
+        assert any("can differ in shape" in r.reason and "torch.cat" in r.reason for r in result.remaining)
+    module = _load(SAM, "sam")
+    torch.manual_seed(0)
+    dec = module.Dec()
+    image = torch.randn(2, 3)
+    assert module.Dec.forward(dec, image, torch.zeros(2, 1, 0, 4)).shape == (2, 1, 1, 4)
+    assert module.Dec.forward(dec, image, torch.ones(2, 1, 3, 4)).shape == (2, 1, 4, 4)
+
+
+def test_eager_path_is_the_original_branch() -> None:
+    """Eager runs the original ``if`` itself: its exception is raised as before."""
+    source = _module("""
+        if x.item() > 0:
+            y = y * 2
+        return y
+    """)
+    fixed = _repair(source).fixed
+    assert "_mend_where(" in fixed
+    repaired = _load(fixed, "fixed")
+    with pytest.raises(RuntimeError, match="a Tensor with 2 elements cannot be converted to Scalar"):
+        repaired.f(torch.ones(2), torch.ones(2))
+
+
+def test_gradient_gate_keeps_the_original_for_autograd() -> None:
+    """``sqrt`` has an unbounded derivative: with grad enabled the original branch runs under compile too
+    (a break, exact gradients); with grad disabled the selection is one graph. A second fix changes nothing."""
+    source = _module("""
+        if x.sum() > 0:
+            y = torch.sqrt(y)
+        return y
+    """)
+    fixed = _repair(source).fixed
+    assert "or torch.is_grad_enabled():" in fixed
+    assert _repair(fixed).fixed == fixed
+    original, repaired = _load(source, "orig"), _load(fixed, "fixed")
+    x, y = torch.tensor([1.0, 2.0]), torch.tensor([0.0, 4.0])
+    with torch.no_grad():
+        got, graphs = _compiled_graphs(repaired.f, (x, y))
+    assert _same(got, original.f(x, y)) and graphs == 1
+    y1 = y.clone().requires_grad_()
+    y2 = y.clone().requires_grad_()
+    original.f(x, y1).sum().backward()
+    got, graphs = _compiled_graphs(repaired.f, (x, y2))
+    got.sum().backward()
+    assert graphs > 1  # the original branch, as before the repair
+    assert _same(y2.grad, y1.grad)
