@@ -27,7 +27,7 @@ def fix(
     exit_non_zero_on_fix: bool = typer.Option(False, "--exit-non-zero-on-fix",
                                               help="Exit 1 when any file was repaired."),
     side_effects: str = typer.Option(None, "--side-effects",
-                                     help="Side-effect policy: guard (default), defer or drop; "
+                                     help="Side-effect policy: keep (default), guard, defer or drop; "
                                           "overrides [tool.mend] side-effects."),
     torch_rng: bool = typer.Option(False, "--torch-rng",
                                    help="Allow replacing random.random() with torch's RNG (unsafe)."),
@@ -42,15 +42,16 @@ def fix(
 ) -> None:
     """Repair graph breaks and recompile triggers in place (safe fixes; --unsafe-fixes for more)."""
     from mend.rewriter.api import FixError, fix_paths
-    from mend.rewriter.engine import FixOptions
+    from mend.rewriter.engine import SIDE_EFFECT_POLICIES, FixOptions
 
     targets = [Path(p) for p in (paths or [Path(".")])]
     missing = [str(p) for p in targets if not p.exists()]
     if missing:
         typer.echo(f"error: no such file or folder: {', '.join(missing)}", err=True)
         raise typer.Exit(EXIT_ERROR)
-    if side_effects is not None and side_effects not in {"guard", "defer", "drop"}:
-        typer.echo(f"error: --side-effects must be guard, defer or drop, got {side_effects!r}", err=True)
+    if side_effects is not None and side_effects not in SIDE_EFFECT_POLICIES:
+        typer.echo(f"error: --side-effects must be {', '.join(SIDE_EFFECT_POLICIES)}, got {side_effects!r}",
+                   err=True)
         raise typer.Exit(EXIT_ERROR)
     options = FixOptions(unsafe=unsafe_fixes, torch_rng=torch_rng, select=_split(select), ignore=_split(ignore))
     write = not diff and verify_harness is None

@@ -4,7 +4,7 @@ Public API::
 
     from mend.rewriter import FixOptions, fix_source, fix_paths, fix_info
 
-    fix_source(source, path, diagnostics, FixOptions(unsafe=False, side_effects="guard"),
+    fix_source(source, path, diagnostics, FixOptions(unsafe=False, side_effects="keep"),
                diagnose=None) -> FileResult          # one file's text; .fixed, .applied, .remaining
     fix_paths(paths, FixOptions(...), write=True, from_run=None) -> FixRun   # what `mend fix` runs
     fix_info(code) -> FixInfo | None                 # the fix registry (mend rule, mend check [*])

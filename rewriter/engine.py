@@ -26,7 +26,7 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 from mend.analyzers.diagnostic import Diagnostic
 from mend.rewriter.analysis import FunctionFacts, ImportMap, add_parents, dotted, range_contains_pos, walk
 
-SIDE_EFFECT_POLICIES = ("guard", "defer", "drop")
+SIDE_EFFECT_POLICIES = ("keep", "guard", "defer", "drop")
 
 
 @dataclass
@@ -34,7 +34,7 @@ class FixOptions:
     """What ``mend fix`` may do. ``side_effects`` is the family-1 policy (``[tool.mend] side-effects``)."""
 
     unsafe: bool = False
-    side_effects: str = "guard"
+    side_effects: str = "keep"
     torch_rng: bool = False
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()

@@ -1,8 +1,9 @@
 """Helper functions that repaired code calls, inserted into the repaired file itself.
 
 Decision: helpers are **self-contained** in the user's file (they need only torch), so a repaired
-copy of a library runs with nothing but its own dependencies. Each helper is added once per file,
-after the top-level imports, and never again on a second run. The same sources back
+copy of a library runs with nothing but its own dependencies. Each helper (a function, and for
+``_mend_emit`` the statement registering it with Dynamo) is added once per file, after the top-level
+imports, and never again on a second run (a helper is present when its function is). The same sources back
 :mod:`mend.rewriter.runtime`, for compile boundaries that live outside the repaired tree.
 """
 
@@ -42,6 +43,37 @@ def _mend_where(cond, new, old):
             and new.device == old.device):
         return torch.where(cond.reshape(()), new, old)
     return new if cond else old  # noqa: MND201
+''',
+    "_mend_emit": '''
+@torch.compiler.disable
+def _mend_emit(spec, *args):
+    """Call the reporting function ``spec`` names with ``args`` (added by mend fix).
+
+    ``spec``: the callee, a global of this module or a builtin (``logger.info``, ``print``), then
+    ``:name`` for each keyword argument (their values end ``args``), then `` i.view`` where argument
+    ``i`` is a tensor whose shape is reported (``shape``, ``tuple``, ``list``). Registered with Dynamo
+    as a reorderable logging function: in a compiled graph the call runs right after the graph, with
+    the arguments as they were at the call (tensors that could change later are passed as copies).
+    Disabled for Dynamo itself, so the replayed call runs as plain Python."""
+    import builtins
+
+    call, *views = spec.split(" ")
+    name, *keywords = call.split(":")
+    head, *path = name.split(".")
+    fn = globals()[head] if head in globals() else getattr(builtins, head)
+    for part in path:
+        fn = getattr(fn, part)
+    args = list(args)
+    for view in views:
+        i, how = view.split(".")
+        shape = args[int(i)].shape
+        args[int(i)] = shape if how == "shape" else tuple(shape) if how == "tuple" else list(shape)
+    cut = len(args) - len(keywords)
+    fn(*args[:cut], **dict(zip(keywords, args[cut:])))
+
+
+if hasattr(torch._dynamo.config, "reorderable_logging_functions"):
+    torch._dynamo.config.reorderable_logging_functions.add(_mend_emit)
 ''',
     "_mend_restore_exceptions": '''
 def _mend_restore_exceptions(compiled):
@@ -121,10 +153,10 @@ def insert_helpers(module: cst.Module, names: list[str]) -> cst.Module:
                 idx = i + 1
     new_defs = []
     for name in wanted:
-        fdef = cst.parse_statement(HELPER_SOURCES[name].strip() + "\n")
-        assert isinstance(fdef, cst.FunctionDef)
-        fdef = fdef.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
-        new_defs.append(fdef)
+        stmts = list(cst.parse_module(HELPER_SOURCES[name].strip() + "\n").body)
+        assert isinstance(stmts[0], cst.FunctionDef) and stmts[0].name.value == name
+        stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+        new_defs.extend(stmts)
     if idx < len(body):
         nxt = body[idx]
         if hasattr(nxt, "leading_lines"):

@@ -24,7 +24,18 @@ class FixInfo:
 _SIDE_EFFECT_DOC = """\
 Policy `[tool.mend] side-effects` (or `mend fix --side-effects`):
 
-- `guard` (default, **safe**): wraps the statement in `if not torch.compiler.is_compiling():`.
+- `keep` (default, **safe**): `if not torch.compiler.is_compiling(): <the call> else:
+  _mend_emit("logger.info", *args)`. Eager runs exactly as before; under `torch.compile` Dynamo
+  reorders `_mend_emit` (a helper added to the file, registered in
+  `torch._dynamo.config.reorderable_logging_functions`) to right after the graph: the same text,
+  in the same order among the call's messages, with tensor arguments as they were at the call
+  (copied when the code could change them later). No graph break; the repaired file needs only
+  torch. One-shot reports (`logger.warning_once`) stay one-shot (the logger keeps its own memory).
+  Where Dynamo cannot reorder the call (the callee is not a module global or `print`, a container or
+  non-literal keyword argument, `*args`, `logger.exception` or any call inside `except`), it is
+  guarded as below and the fix message says "message dropped under compile". Under compile a
+  warning is attributed to the helper's line and a log record's `funcName`/`lineno` to the helper.
+- `guard` (**safe**): wraps the statement in `if not torch.compiler.is_compiling():`.
   Eager runs exactly as before and program results are unchanged; under `torch.compile` the
   statement does not run (no output from inside the graph).
 - `defer` (**unsafe**): `fn(args)` becomes `mend.rewriter.runtime.defer(fn, args)`. Eager calls it

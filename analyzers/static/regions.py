@@ -262,7 +262,7 @@ class Project:
                     work.append((m[0], m[1], "entry-point", True))
         work.reverse()  # roots in discovery order; roots keep their own reason even when also called
         for s, fn, reason, _root in list(work):
-            if not fn.disabled:
+            if not fn.opaque:
                 self.traced.setdefault(s.path, {}).setdefault(
                     fn.id, TracedFunction(s.path, fn.id, fn.line, fn.end_line, reason, True))
         seen: set[tuple[str, str]] = set()
@@ -271,13 +271,13 @@ class Project:
             if (s.path, fn.id) in seen:
                 continue
             seen.add((s.path, fn.id))
-            if fn.disabled:
+            if fn.opaque:
                 continue
             traced = self.traced.setdefault(s.path, {})
             traced.setdefault(fn.id, TracedFunction(s.path, fn.id, fn.line, fn.end_line, reason, root))
             for site in fn.calls:
                 for ts, tf in self.resolve_ref(site.ref, s, fn, construct=True):
-                    if not tf.disabled and (ts.path, tf.id) not in seen:
+                    if not tf.opaque and (ts.path, tf.id) not in seen:
                         work.append((ts, tf, f"called from {fn.id}", False))
 
     # -- queries ----------------------------------------------------------------------------
@@ -303,7 +303,7 @@ class Project:
         out = []
         for site in fn.calls:
             for ts, tf in self.resolve_ref(site.ref, s, fn, construct=True):
-                if tf.disabled:
+                if tf.breaks_when_called:
                     out.append((site, tf))
                     break
         return out
@@ -333,6 +333,8 @@ class Project:
         if result is None and depth < 50:
             for site in fn.calls:
                 for ts, tf in self.resolve_ref(site.ref, s, fn, construct=True):
+                    if tf.reorderable:
+                        continue
                     r = (s.path.removeprefix("<dependency>"), site.line, "MND504") if tf.disabled else \
                         self.first_break(ts, tf, depth + 1)
                     if r is not None:
@@ -358,6 +360,8 @@ class Project:
                     continue
                 hit = None
                 for ts, tf in self.resolve_ref(site.ref, s, fn, construct=True):
+                    if tf.reorderable:
+                        continue
                     r = (s.path, site.line, "MND504") if tf.disabled else self.first_break(ts, tf)
                     if r is not None:
                         hit = (tf, r)

@@ -43,9 +43,22 @@ class FuncInfo:
     compiled: bool = False  # decorated with torch.compile (a root)
     compile_line: int = 0  # where that decorator is
     disabled: bool = False  # @torch.compiler.disable / @torch._dynamo.disable
+    # registered with torch._dynamo.config.reorderable_logging_functions: Dynamo neither traces the call
+    # nor breaks on it (it runs the call after the graph)
+    reorderable: bool = False
     contextmanager: bool = False  # @contextlib.contextmanager
     parent: str | None = None  # enclosing function id for nested functions
     calls: list[CallSite] = field(default_factory=list)
+
+    @property
+    def opaque(self) -> bool:
+        """Dynamo does not trace into a call of this function."""
+        return self.disabled or self.reorderable
+
+    @property
+    def breaks_when_called(self) -> bool:
+        """A call from compiled code ends the graph (MND504)."""
+        return self.disabled and not self.reorderable
     returns: list[tuple[Ref | None, ...]] = field(default_factory=list)
     # try/loop/with-contextmanager statements: (kind, line, col, body_start, body_end, requires)
     regions: list[tuple] = field(default_factory=list)

@@ -110,12 +110,27 @@ class ModuleAnalyzer:
             self.config_flags = self._module_config()
         self.compiled_names = self._compiled_names() if self.has_compile else set()
         self._collect(self.tree.body, None, None, self.scope)
+        if "reorderable_logging_functions" in self.source:
+            self._mark_reorderable()
         for info, node, scope, env in self.func_nodes:
             FunctionWalker(self, info, node, scope, env).walk()
         if self.has_compile:
             DriverPass(self).run()
         self.summary.imports = {k: b.value for k, b in self.scope.names.items() if b.kind == IMPORT}
         return self.summary
+
+    def _mark_reorderable(self) -> None:
+        """Module-level ``torch._dynamo.config.reorderable_logging_functions.add(f)`` (also under an
+        ``if``): Dynamo runs calls of ``f`` after the graph instead of tracing them."""
+        for stmt in self._module_stmts(self.tree.body):
+            call = stmt.value if isinstance(stmt, ast.Expr) else None
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "add"
+                    and len(call.args) == 1 and isinstance(call.args[0], ast.Name)):
+                continue
+            if self.scope.qualify(call.func.value) == "torch._dynamo.config.reorderable_logging_functions":
+                info = self.summary.functions.get(call.args[0].id)
+                if info is not None:
+                    info.reorderable = True
 
     def _compiled_names(self) -> set[str]:
         """Names of functions wrapped by ``torch.compile(name)`` anywhere in this file."""

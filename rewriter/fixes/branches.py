@@ -307,7 +307,7 @@ class _Chain:
 def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFacts, lower: _Lower,
             torch: str, imports: list) -> Plan | Decline:
     branches, orelse = _chain(node)
-    if len(branches) == 1 and orelse is None and ctx.options.side_effects == "guard":
+    if len(branches) == 1 and orelse is None and ctx.options.side_effects in {"guard", "keep"}:
         guarded = _fix_reporting_if(ctx, diag, node, facts, imports)
         if guarded is not None:
             return guarded

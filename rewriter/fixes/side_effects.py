@@ -2,7 +2,14 @@
 
 Policies (``[tool.mend] side-effects``, ``mend fix --side-effects``):
 
-* ``guard`` (default): ``if not torch.compiler.is_compiling(): <statement>``. Eager runs exactly as
+* ``keep`` (default): ``if not torch.compiler.is_compiling(): <statement> else: _mend_emit("logger.info",
+  *args)``. Eager runs exactly as before; under torch.compile ``_mend_emit`` (a helper added to the
+  file, registered in ``torch._dynamo.config.reorderable_logging_functions``) is reordered by Dynamo
+  to right after the graph: same text, same order among the call's messages, arguments as they were
+  at the call. Where Dynamo cannot reorder (the callee is not a module global or builtin, a container
+  or non-literal keyword argument, ``logger.exception`` or a call in an ``except``), the call is
+  guarded instead and the fix message says the message is dropped under compile.
+* ``guard``: ``if not torch.compiler.is_compiling(): <statement>``. Eager runs exactly as
   before; under torch.compile the statement is skipped (no output from inside the graph).
 * ``drop``: the statement is removed (eager output is lost too), so this policy is an unsafe fix.
 * ``defer``: the call becomes ``mend.rewriter.runtime.defer(fn, *args)``: eager calls it at once;
@@ -20,7 +27,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.rewriter.analysis import code, parse_expr, walk
+from mend.rewriter.analysis import code, dotted, parse_expr, parse_stmt, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
 
 REPORTING = ("print", "logging.", "warnings.warn")
@@ -66,7 +73,7 @@ def fix_side_effect(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     if diag.code == "MND106":
         policy = "guard"  # a debugger stop has no deferred meaning
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-        if policy == "guard" and diag.code in {"MND101", "MND102", "MND103"}:
+        if policy in {"guard", "keep"} and diag.code in {"MND101", "MND102", "MND103"}:
             from mend.rewriter.fixes.branches import reporting_if_for
 
             shared = reporting_if_for(ctx, diag, stmt)  # `if <tensor cond>: log(...)`: guard the whole if
@@ -105,6 +112,12 @@ def _fix_statement(ctx: FileContext, diag: Diagnostic, stmt: cst.SimpleStatement
             imports.append(("mend.rewriter.runtime", "boundary", "_mend_boundary"))
         return Plan(diag, "defer the call until after the graph (side-effects = defer)", "unsafe",
                     edits, imports=imports)
+    dropped = ""
+    if policy == "keep" and diag.code in {"MND101", "MND102", "MND103"}:
+        emit = _emit_call(ctx, stmt, call)
+        if not isinstance(emit, str):
+            return _keep_plan(ctx, diag, stmt, emit)
+        dropped = f" (message dropped under compile: {emit})"
     test, imports = _guard_test(ctx)
     guarded = cst.If(
         test=parse_expr(test),
@@ -112,8 +125,109 @@ def _fix_statement(ctx: FileContext, diag: Diagnostic, stmt: cst.SimpleStatement
         leading_lines=stmt.leading_lines,
     )
     what = {"MND106": "debugger stop"}.get(diag.code, "call")
-    return Plan(diag, f"guard the {what} with `if {test}:` (eager unchanged, skipped under compile)",
+    return Plan(diag, f"guard the {what} with `if {test}:` (eager unchanged, skipped under compile){dropped}",
                 "safe", [(stmt, guarded)], imports=imports)
+
+
+def _keep_plan(ctx: FileContext, diag: Diagnostic, stmt: cst.SimpleStatementLine, emit: list[str]) -> Plan:
+    """Eager keeps the call; compiled code calls ``_mend_emit(spec, *args)``, which Dynamo reorders."""
+    torch, imports = ctx.torch_name()
+    split = cst.If(
+        test=parse_expr(f"not {torch}.compiler.is_compiling()"),
+        body=cst.IndentedBlock(body=[stmt.with_changes(leading_lines=[])]),
+        orelse=cst.Else(body=cst.IndentedBlock(body=[parse_stmt(f"_mend_emit({', '.join(emit)})\n")])),
+        leading_lines=stmt.leading_lines,
+    )
+    return Plan(diag, "keep the message: eager unchanged, under compile Dynamo emits it right after the graph "
+                      "(`_mend_emit`)", "safe", [(stmt, split)], imports=imports, helpers=["_mend_emit"])
+
+
+SHAPE_VIEWS = {"tuple": "tuple", "list": "list"}  # tuple(t.shape) / list(t.shape); bare t.shape is "shape"
+
+
+def _emit_call(ctx: FileContext, stmt: cst.SimpleStatementLine, call: cst.Call) -> list[str] | str:
+    """The arguments of ``_mend_emit`` for ``call`` (source texts: the spec, then the values), or the
+    reason Dynamo could not reorder it.
+
+    The spec names the callee (``logger.info``, ``print``), then ``:kw`` for each keyword argument
+    (Dynamo's replay drops keyword arguments, so their values travel last among the positional
+    ones), then `` i.view`` for each argument that is a shape of a tensor (``tuple(x.shape)``): the
+    tensor travels and the shape is taken at the replay (Dynamo does not reorder containers). A tensor
+    the code could change in place later (a name, attribute or index) travels as a copy."""
+    name = dotted(call.func)
+    if name is None:
+        return "the callee is not a plain name or attribute chain"
+    head = name.split(".")[0]
+    facts = ctx.facts(ctx.enclosing_function(stmt))
+    if head in facts.stores or head in facts.params or head not in _module_globals(ctx) | {"print"}:
+        return f"`{head}` is not a module global, by which the helper finds the callee"
+    if name.endswith(".exception") or any(isinstance(a, (cst.ExceptHandler, cst.ExceptStarHandler))
+                                          for a in ctx.ancestors(stmt)):
+        return "a report of the exception being handled needs that exception, which is gone after the graph"
+    values, keywords, views = [], [], []
+    for arg in sorted(call.args, key=lambda a: a.keyword is not None):  # positional first, as in the call
+        if arg.star:
+            return "`*args`/`**kwargs` unpacking"
+        if arg.keyword is not None:
+            if arg.keyword.value in {"exc_info", "stack_info", "extra", "file"} or not _literal(arg.value):
+                return f"keyword `{arg.keyword.value}` needs a value Dynamo does not reorder"
+            keywords.append(arg.keyword.value)
+        view = _shape_view(arg.value)
+        if view is not None:
+            views.append(f"{len(values)}.{view[1]}")
+            values.append(code(view[0]))
+        elif _container(arg.value):
+            return f"`{code(arg.value)}` is a container, which Dynamo does not reorder"
+        elif facts.is_tensor(arg.value) and isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
+            values.append(f"{code(arg.value)}.clone()")  # the replay comes after the graph: snapshot it now
+        else:
+            values.append(code(arg.value))
+    spec = " ".join([":".join([name, *keywords]), *views])
+    return [f'"{spec}"', *values]  # names, colons, digits and spaces: no quoting needed
+
+
+def _shape_view(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, str] | None:
+    """``t.shape``, ``t.size()``, ``tuple(t.shape)``, ``list(t.shape)`` -> (``t``, view)."""
+    def shape_of(e: cst.BaseExpression) -> cst.BaseExpression | None:
+        if isinstance(e, cst.Attribute) and e.attr.value == "shape":
+            return e.value
+        if isinstance(e, cst.Call) and isinstance(e.func, cst.Attribute) and e.func.attr.value == "size" \
+                and not e.args:
+            return e.func.value
+        return None
+
+    inner = shape_of(expr)
+    if inner is not None:
+        return inner, "shape"
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in SHAPE_VIEWS \
+            and len(expr.args) == 1 and not expr.args[0].keyword:
+        inner = shape_of(expr.args[0].value)
+        if inner is not None:
+            return inner, SHAPE_VIEWS[expr.func.value]
+    return None
+
+
+def _module_globals(ctx: FileContext) -> set[str]:
+    out = set(ctx.imports.names)
+    for stmt in ctx.module.body:
+        for node in walk(stmt) if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name):
+                out.add(node.target.value)
+    return out
+
+
+def _container(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, (cst.Tuple, cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp)):
+        return True
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in {
+            "tuple", "list", "dict", "set"}:
+        return True
+    return isinstance(expr, cst.Attribute) and expr.attr.value == "shape"
+
+
+def _literal(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, (cst.SimpleString, cst.Integer, cst.Float, cst.ConcatenatedString)) or (
+        isinstance(expr, cst.Name) and expr.value in {"True", "False", "None"})
 
 
 def _fix_assigned_time(ctx: FileContext, diag: Diagnostic, stmt: cst.SimpleStatementLine,

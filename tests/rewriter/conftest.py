@@ -6,16 +6,24 @@ import re
 from pathlib import Path
 
 from mend.analyzers.diagnostic import Diagnostic
+from mend.rewriter.engine import FixOptions
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def header_diagnostics(source: str, path: str = "fixture.py") -> tuple[list[Diagnostic], bool]:
-    """Sites from a fixture's first line: ``# fixes: MND201@6:5 ... [unsafe]``."""
+    """Sites from a fixture's first line: ``# fixes: MND201@6:5 ... [unsafe] [side-effects=POLICY]``."""
     first = source.splitlines()[0]
     sites = re.findall(r"(MND\d+)@(\d+):(\d+)", first)
     diags = [Diagnostic(code=c, message="fixture", path=path, line=int(ln), col=int(col)) for c, ln, col in sites]
     return diags, "unsafe" in first
+
+
+def header_options(source: str) -> FixOptions:
+    """The fix options a fixture's first line asks for (``unsafe``, ``side-effects=POLICY``)."""
+    first = source.splitlines()[0]
+    policy = re.search(r"side-effects=(\w+)", first)
+    return FixOptions(unsafe="unsafe" in first, side_effects=policy.group(1) if policy else "keep")
 
 
 def diag(code: str, line: int, col: int, path: str = "t.py") -> Diagnostic:

@@ -8,15 +8,15 @@ import libcst as cst
 import pytest
 
 from mend.rewriter.engine import FixOptions, fix_source
-from tests.rewriter.conftest import FIXTURES, header_diagnostics
+from tests.rewriter.conftest import FIXTURES, header_diagnostics, header_options
 
 CASES = sorted(p.name[: -len(".in.py")] for p in FIXTURES.glob("*.in.py"))
 
 
 def _fix(name: str) -> tuple[str, str]:
     src = (FIXTURES / f"{name}.in.py").read_text()
-    diags, unsafe = header_diagnostics(src, f"{name}.py")
-    res = fix_source(src, f"{name}.py", diags, FixOptions(unsafe=unsafe))
+    diags, _ = header_diagnostics(src, f"{name}.py")
+    res = fix_source(src, f"{name}.py", diags, header_options(src))
     assert res.error is None, res.error
     assert len(res.applied) == len(diags), [r.reason for r in res.remaining]
     return src, res.fixed
@@ -45,14 +45,16 @@ def test_fixture_idempotent(name: str) -> None:
     def diagnose(text: str):
         return static.check_source(text, f"{name}.py", config)
 
-    _, unsafe = header_diagnostics((FIXTURES / f"{name}.in.py").read_text())
-    again = fix_source(fixed, f"{name}.py", None, FixOptions(unsafe=unsafe), diagnose)
+    again = fix_source(fixed, f"{name}.py", None, header_options((FIXTURES / f"{name}.in.py").read_text()),
+                       diagnose)
     assert again.fixed == fixed
     assert again.applied == []
 
 
 def test_comments_and_formatting_survive() -> None:
     _, fixed = _fix("guard_print")
+    assert "# keep this comment" in fixed
+    _, fixed = _fix("keep_print")
     assert "# keep this comment" in fixed
     _, fixed = _fix("where_else_less")
     assert "# overflow guard" in fixed

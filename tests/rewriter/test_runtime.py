@@ -317,3 +317,93 @@ def test_report_if_eager_still_reports(caplog) -> None:
             f(torch.randn(2, 3) * 1e5, torch.ones(2, 3))
         assert caplog.records == []
         assert [str(w.message) for w in caught] == ["large activations"]
+
+
+KEEP_SRC = '''import logging
+import warnings
+
+import torch
+
+logger = logging.getLogger("keep_mod")
+
+
+@torch.compile(backend="eager")
+def f(x: torch.Tensor, step: int) -> torch.Tensor:
+    y = x.sin()
+    print("y0 =", y[0], "shape", tuple(y.shape), sep="|")
+    y.add_(1)
+    logger.info("after %s of %s", y.sum(), x.shape)
+    warnings.warn(f"step {step}")
+    logger.warning("done")
+    return y.cos()
+'''
+
+
+def _reports(fn, *args):
+    """stdout, log records and warnings of one call, in order, as text."""
+    import contextlib
+    import io
+    import logging
+    import warnings
+
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(f"log {record.levelname} {record.getMessage()}")
+
+    handler, log = Collect(), logging.getLogger("keep_mod")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    out = io.StringIO()
+    try:
+        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out):
+            warnings.simplefilter("always")
+            old = warnings.showwarning
+            warnings.showwarning = lambda m, *a, **k: lines.append(f"warn {m}")
+            try:
+                result = fn(*args)
+            finally:
+                warnings.showwarning = old
+    finally:
+        log.removeHandler(handler)
+    for w in caught:
+        lines.append(f"warn {w.message}")
+    return result, out.getvalue().splitlines(), lines
+
+
+def test_keep_policy_keeps_every_message_and_the_graph(tmp_path) -> None:
+    """side-effects = keep (the default): one graph, no break, and under compile the same messages
+    (stdout, log records, warnings) as eager, pre-mutation values included."""
+    import importlib
+    import sys
+
+    from mend.analyzers.runtime import record
+    from mend.rewriter.engine import FixOptions, fix_source
+    from tests.rewriter.conftest import diag
+
+    sites = [diag("MND101", 12, 5), diag("MND102", 14, 5), diag("MND103", 15, 5), diag("MND102", 16, 5)]
+    res = fix_source(KEEP_SRC, "keep_mod.py", sites, FixOptions())
+    assert [a.applicability for a in res.applied] == ["safe"] * 4
+    assert all("keep the message" in a.message for a in res.applied), [a.message for a in res.applied]
+    assert "import mend" not in res.fixed and "from mend" not in res.fixed
+    ns: dict = {"__name__": "keep_orig"}
+    exec(compile(KEEP_SRC.replace('@torch.compile(backend="eager")\n', ""), "orig", "exec"), ns)
+    want = _reports(ns["f"], torch.zeros(3), 7)
+    (tmp_path / "keep_mod.py").write_text(res.fixed)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        torch._dynamo.reset()
+        mod = importlib.import_module("keep_mod")
+        with record(source=[str(tmp_path)]) as rec:
+            got = _reports(mod.f, torch.zeros(3), 7)
+        assert rec.graphs == 1 and not rec.breaks, rec.breaks
+        eager = _reports(mod.f.__wrapped__, torch.zeros(3), 7)  # the repaired file run eagerly
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("keep_mod", None)
+    assert want[1] == ["y0 =|tensor(0.)|shape|(3,)"]
+    assert want[2] == ["log INFO after tensor(3.) of torch.Size([3])", "warn step 7", "log WARNING done"]
+    for run in (got, eager):
+        assert run[1:] == want[1:]
+        torch.testing.assert_close(run[0], want[0], rtol=0, atol=0)
