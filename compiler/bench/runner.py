@@ -566,7 +566,7 @@ def _loadavg() -> list[float] | None:
 
 
 def _mend_version() -> str:
-    from mend.analyzers.version import __version__
+    from mend import __version__
 
     return __version__
 
