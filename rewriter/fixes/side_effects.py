@@ -168,6 +168,8 @@ def _emit_call(ctx: FileContext, stmt: cst.SimpleStatementLine, call: cst.Call) 
     for arg in sorted(call.args, key=lambda a: a.keyword is not None):  # positional first, as in the call
         if arg.star:
             return "`*args`/`**kwargs` unpacking"
+        if not facts.is_pure(arg.value):
+            return f"`{code(arg.value)}` calls what Dynamo cannot trace (a clock, a Python function)"
         if arg.keyword is not None:
             if arg.keyword.value in {"exc_info", "stack_info", "extra", "file"} or not _literal(arg.value):
                 return f"keyword `{arg.keyword.value}` needs a value Dynamo does not reorder"
