@@ -61,7 +61,7 @@ def bench(
     timeout: float = typer.Option(1800.0, "--timeout", help="Seconds one phase of one worker may take."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list break sites and failing workers' logs."),
 ) -> None:
-    from mend.compiler.bench import BenchError, Settings, chart, load_result, report, run
+    from mend.bench import BenchError, Settings, chart, load_result, report, run
 
     to_stdout = json_out == "-"
     console = report.make_console(stderr=to_stdout)

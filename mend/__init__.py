@@ -2,7 +2,8 @@
 
 The package root holds only what every part shares (the version). The parts live in their own
 folders: ``mend.analyzers`` (find), ``mend.rewriter`` (repair), ``mend.compiler`` (the backend),
-``mend.cli`` (the commands). Importing ``mend`` imports nothing else, and never torch.
+``mend.bench`` (before/after timings), ``mend.cli`` (the commands). Importing ``mend`` imports nothing
+else, and never torch.
 """
 
 __version__ = "0.1.0"

@@ -14,8 +14,9 @@ takes each from the narrowest private hook that carries it (measured in
   ``CompilationMetrics`` record (``compile_id``, ``co_*``, ``recompile_reason``, ``fail_type``...).
 * **registry ids**: ``torch._dynamo.exc._load_gb_type_to_gb_id_map()``.
 
-Nothing here changes Dynamo's configuration, its logging state or its caches; ``torch._dynamo.reset``
-and ``explain`` are never called. The hooks are installed once, shared by every active listener, and
+The recorder never changes Dynamo's configuration, its logging state or its caches; ``torch._dynamo.reset``
+and ``explain`` are never called by it. (``mend bench``'s workers own their process: the last section,
+used by them only, counts from Dynamo's logs and counters and resets Dynamo between compiles.) The hooks are installed once, shared by every active listener, and
 removed when the last listener leaves. A hook never lets its own failure reach the user's program:
 errors are kept in :data:`hook_errors`.
 """
@@ -23,10 +24,12 @@ errors are kept in :data:`hook_errors`.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import threading
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -34,6 +37,7 @@ import torch._dynamo  # noqa: F401  (makes the submodules below importable on ev
 from torch._dynamo import output_graph as _og
 from torch._dynamo import symbolic_convert as _sc
 from torch._dynamo import utils as _du
+from torch._dynamo.eval_frame import OptimizedModule
 
 try:  # torch >= 2.6
     from torch._dynamo import metrics_context as _mc
@@ -402,3 +406,141 @@ def parse_recompile_reason(text: str) -> dict[str, Any]:
     frames = [(m.group(1), int(m.group(2)), m.group(3)) for m in _USER_FRAME.finditer(text)]
     cleaned = re.sub(r"\s{2,}#", "  #", body).strip()
     return {"guard": guard, "text": cleaned, "user_frames": frames}
+
+
+# --------------------------------------------------------------------------------------------------
+# mend bench: counts from Dynamo's logs and counters (a bench worker owns its process)
+# --------------------------------------------------------------------------------------------------
+# Counting follows the measured recipe (dynamo.md sections 2 and 8): graph breaks come from Dynamo's
+# graph-break artifact loggers (one record per break per compile), graphs from Dynamo's own
+# ``unique_graphs`` counter (one per backend call, whatever the backend), frame skips from the ``frames``
+# counters, recompiles and compile time from the compilation metrics.
+_BREAK_LOGGERS = (
+    "torch._dynamo.symbolic_convert.__graph_breaks",
+    "torch._dynamo.exc.__graph_breaks",
+)
+_AT = re.compile(r"in user code at (?P<file>.+?):(?P<line>\d+)")
+_REASON = re.compile(r"Graph Break Reason:\s*(?P<reason>.*)", re.DOTALL)
+
+
+@dataclass
+class LoggedBreak:
+    file: str
+    line: int
+    reason: str  # the gb_type line, e.g. "Data-dependent branching"
+
+
+class _BreakLogHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.events: list[LoggedBreak] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # a malformed record must never break the measured program
+            return
+        at = _AT.search(text)
+        reason_match = _REASON.search(text)
+        reason = reason_match.group("reason").strip() if reason_match else ""
+        if not reason:
+            # CALL-type breaks carry the gb_type on the first non-empty line after the prefix.
+            reason = next((ln.strip() for ln in text.splitlines()[1:] if ln.strip()), text.strip())
+        reason = _first_meaningful_line(reason)
+        if at:
+            self.events.append(LoggedBreak(at.group("file"), int(at.group("line")), reason))
+        else:
+            self.events.append(LoggedBreak("?", 0, reason))
+
+
+def _first_meaningful_line(reason: str) -> str:
+    prefixes = ("Encountered graph break when attempting to trace", "Failed to handle graph break gracefully")
+    lines = [ln.strip() for ln in reason.splitlines() if ln.strip()]
+    for ln in lines:
+        if not ln.startswith(prefixes):
+            return ln[:200]
+    return (lines[0] if lines else reason)[:200]
+
+
+class DynamoCounts:
+    """Counts graphs, breaks, frame skips, recompiles and compile time in this process, from Dynamo's
+    logs and counters (:meth:`start` clears the counters and attaches to the graph-break loggers)."""
+
+    def __init__(self) -> None:
+        self._handler = _BreakLogHandler()
+        self._loggers: list[tuple[logging.Logger, int, bool]] = []
+
+    def start(self) -> None:
+        _du.counters.clear()
+        if hasattr(_du, "clear_compilation_metrics"):
+            _du.clear_compilation_metrics()
+        if hasattr(_du, "set_compilation_metrics_limit"):
+            _du.set_compilation_metrics_limit(100_000)
+        _du.compilation_time_metrics.clear()
+        for name in _BREAK_LOGGERS:
+            lg = logging.getLogger(name)
+            self._loggers.append((lg, lg.level, lg.propagate))
+            lg.setLevel(logging.DEBUG)
+            lg.propagate = False
+            lg.addHandler(self._handler)
+
+    def stop(self) -> None:
+        for lg, level, propagate in self._loggers:
+            lg.removeHandler(self._handler)
+            lg.setLevel(level)
+            lg.propagate = propagate
+        self._loggers.clear()
+
+    @property
+    def break_events(self) -> list[LoggedBreak]:
+        return list(self._handler.events)
+
+    def graphs(self) -> int:
+        return int(_du.counters["stats"]["unique_graphs"])
+
+    def frames_skipped(self) -> int:
+        return max(0, int(_du.counters["frames"]["total"]) - int(_du.counters["frames"]["ok"]))
+
+    def compilations(self) -> list[dict[str, Any]]:
+        """One entry per frame compile: id, frame, recompile reason."""
+        out = []
+        for m in _du.get_compilation_metrics():
+            out.append(
+                {
+                    "compile_id": str(getattr(m, "compile_id", "")),
+                    "co_name": getattr(m, "co_name", None),
+                    "co_filename": getattr(m, "co_filename", None),
+                    "co_firstlineno": getattr(m, "co_firstlineno", None),
+                    "recompile_reason": getattr(m, "recompile_reason", None),
+                }
+            )
+        return out
+
+    def compile_seconds(self) -> float:
+        """Seconds spent in Dynamo frame compilation (tracing plus the backend), all frames."""
+        return float(sum(_du.compilation_time_metrics.get("_compile.compile_inner", ())))
+
+
+def unwrap_compiled(target: Any) -> tuple[Any, bool]:
+    """The original callable of a ``torch.compile``-d module or function, and whether it was one."""
+    if isinstance(target, OptimizedModule):
+        return target._orig_mod, True
+    orig = getattr(target, "_torchdynamo_orig_callable", None)
+    if orig is not None:
+        return orig, True
+    return target, False
+
+
+def lookup_backend(name: str) -> Any:
+    """The Dynamo backend registered as ``name``; raises when it cannot be loaded."""
+    return torch._dynamo.lookup_backend(name)
+
+
+def backend_names() -> list[str]:
+    """Every registered Dynamo backend name, sorted."""
+    return sorted(torch._dynamo.list_backends(exclude_tags=()))
+
+
+def reset_dynamo() -> None:
+    """Forget every compiled frame and cache (``torch._dynamo.reset()``)."""
+    torch._dynamo.reset()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mend.compiler.bench import load_result, load_schema
+from mend.bench import load_result, load_schema
 
 REPO = Path(__file__).resolve().parents[2]
 QUICK = ["--rounds", "2", "--calls", "3", "--warmup", "1", "--threads", "1"]

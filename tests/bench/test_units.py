@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mend.analyzers.runtime.harness import HarnessError, parse_spec
-from mend.compiler.bench import SCHEMA_VERSION, BenchError, load_result, load_schema, runner, variants
-from mend.compiler.bench.report import compare
+from mend.bench import SCHEMA_VERSION, BenchError, load_result, load_schema, runner, variants
+from mend.bench.report import compare
 
 REPO = Path(__file__).resolve().parents[2]
 

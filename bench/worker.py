@@ -1,6 +1,6 @@
 """The benchmark worker: one process per (variant, backend), driven over a line protocol.
 
-``python -m mend.compiler.bench.worker`` reads one JSON line of configuration on stdin, then commands
+``python -m mend.bench.worker`` reads one JSON line of configuration on stdin, then commands
 (one JSON line each) and answers each with one JSON line on the protocol stream. The protocol stream is
 the process's original stdout; the worker points file descriptor 1 at stderr first, so whatever the
 user's code prints lands in the worker log and never corrupts the protocol.
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import sys
 import time
@@ -42,6 +43,45 @@ BACKENDS: dict[str, tuple[str | None, str | None]] = {
 def backend_spec(name: str) -> tuple[str | None, str | None]:
     """``(torch.compile backend, mode)`` for a bench backend name; unknown names are Dynamo backends."""
     return BACKENDS.get(name, (name, None))
+
+
+class BackendUnavailable(Exception):
+    """A backend that cannot be loaded in this process; the message says why."""
+
+
+def resolve_backend(name: str) -> str:
+    """Check that a Dynamo backend can be loaded; raise :class:`BackendUnavailable` if not."""
+    from mend.analyzers.runtime import compat
+
+    if name == "mend":
+        try:
+            import mend.compiler.backend  # noqa: F401  (the bundled compiler registers the backend)
+        except Exception as exc:
+            raise BackendUnavailable(f"the bundled compiler is not importable ({type(exc).__name__}: {exc})") from exc
+    try:
+        compat.lookup_backend(name)
+    except Exception as exc:
+        known = ", ".join(compat.backend_names())
+        raise BackendUnavailable(f"backend {name!r} cannot be loaded ({type(exc).__name__}: {exc}); known: {known}") from exc
+    return name
+
+
+def recompiles(compilations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Compilations that are a second or later compile of the same frame (compile id ``F/N``, N > 0)."""
+    out = []
+    for c in compilations:
+        m = re.search(r"(\d+)/(\d+)", c["compile_id"] or "")
+        if m and int(m.group(2)) > 0:
+            out.append(c)
+    return out
+
+
+def _cudagraph_step() -> None:
+    import torch
+
+    mark = getattr(torch.compiler, "cudagraph_mark_step_begin", None)
+    if mark is not None:
+        mark()
 
 
 class _Proto:
@@ -131,17 +171,17 @@ class Worker:
                     "'repaired' variant would run the original code. Point --fixed at the folder that "
                     "holds the repaired modules (it is put first on sys.path) or the repaired harness file."
                 )
-        from mend.compiler.bench import _compat
+        from mend.analyzers.runtime import compat
 
-        target, self.unwrapped = _compat.unwrap_compiled(h.target)
+        target, self.unwrapped = compat.unwrap_compiled(h.target)
         self.target = _convert(target, self.device, dtype)
         self.args = _convert(h.args, self.device, dtype)
         self.kwargs = _convert(h.kwargs, self.device, dtype)
         self.batch = int(cfg.get("batch") or _first_batch(self.args, self.kwargs))
         self.backend, self.mode = backend_spec(cfg["backend"])
         self.grad = bool(cfg.get("grad"))
-        self.counter = _compat.Counter()
-        self._compat = _compat
+        self.counter = compat.DynamoCounts()
+        self.compat = compat
         self.recorder_cm = None
         self.recorder = None
         if self.backend is not None:
@@ -178,7 +218,7 @@ class Worker:
         fn = self.fn
         ctx = torch.enable_grad() if self.grad else torch.no_grad()
         if self.mode == "reduce-overhead":
-            self._compat.cudagraph_step()
+            _cudagraph_step()
         self._sync()
         with ctx:
             t0 = time.perf_counter()
@@ -197,11 +237,11 @@ class Worker:
         if self.backend is None:
             self.fn = self.target
         else:
-            self._compat.resolve_backend(self.backend)
+            resolve_backend(self.backend)
             kwargs: dict[str, Any] = {"backend": self.backend}
             if self.mode:
                 kwargs["mode"] = self.mode
-            self._compat.reset()
+            self.compat.reset_dynamo()
             self.fn = torch.compile(self.target, **kwargs)
         self.counter.start()
         if self.recorder_cm is not None:
@@ -285,7 +325,7 @@ class Worker:
         for e in events:
             key = (e.file, e.line, e.reason)
             sites[key] = sites.get(key, 0) + 1
-        rec = self._compat.recompiles(self.counter.compilations())
+        rec = recompiles(self.counter.compilations())
         reasons = [r["recompile_reason"] for r in rec if r["recompile_reason"]]
         return {
             "counted_by": "dynamo-logs",
@@ -295,7 +335,7 @@ class Worker:
             "frames_skipped": self.counter.frames_skipped(),
             "recompiles": len(rec),
             "break_sites": [
-                {"file": f, "line": ln, "reason": r, "registry_id": self._compat.registry_id(r), "count": n}
+                {"file": f, "line": ln, "reason": r, "registry_id": self.compat.registry_id(r), "count": n}
                 for (f, ln, r), n in sorted(sites.items())
             ],
             "recompile_reasons": [r.splitlines()[0][:300] for r in reasons[:20]],
@@ -399,7 +439,6 @@ def main() -> None:
         raise
     except BaseException as exc:  # report every failure to the driver, including the user's
         from mend.analyzers.runtime.harness import HarnessError
-        from mend.compiler.bench._compat import BackendUnavailable
 
         kind = "unavailable" if isinstance(exc, BackendUnavailable) else "error"
         harness_error = isinstance(exc, HarnessError)

@@ -125,7 +125,7 @@ def html_page(doc: dict[str, Any]) -> str:
 
     from rich.console import Console
 
-    from mend.compiler.bench.report import results_table
+    from mend.bench.report import results_table
 
     console = Console(record=True, width=170, file=io.StringIO(), color_system=None)
     console.print(results_table(doc))

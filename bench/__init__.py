@@ -2,7 +2,7 @@
 
 Public API::
 
-    from mend.compiler.bench import Settings, run, BenchError
+    from mend.bench import Settings, run, BenchError
     result = run(Settings(harness="examples/transformer_block.py:harness", fixed="/tmp/fixed"))
 
 ``result`` is the JSON document described in ``docs/bench.md`` and validated by ``schema.json`` in this
@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from mend.compiler.bench.runner import NOTE, SCHEMA_NAME, SCHEMA_VERSION, BenchError, Settings, run
+from mend.bench.runner import NOTE, SCHEMA_NAME, SCHEMA_VERSION, BenchError, Settings, run
 
 __all__ = [
     "NOTE",

@@ -31,9 +31,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from mend import __version__
 from mend.analyzers.runtime.harness import HarnessError, parse_spec
-from mend.compiler.bench import variants as variants_mod
-from mend.compiler.bench.worker import BACKENDS
+from mend.bench import variants as variants_mod
+from mend.bench.worker import BACKENDS
 
 SCHEMA_NAME = "mend-bench"
 SCHEMA_VERSION = 1
@@ -151,7 +152,7 @@ class _Worker:
         self.log_path = tmp / "worker.log"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mend.compiler.bench.worker"],
+            [sys.executable, "-m", "mend.bench.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
@@ -427,7 +428,7 @@ def _measure(
         "version": SCHEMA_VERSION,
         "created": started.isoformat(timespec="seconds"),
         "duration_s": (datetime.now(timezone.utc) - started).total_seconds(),
-        "mend_version": _mend_version(),
+        "mend_version": __version__,
         "torch_version": first.get("torch_version") or _torch_version(),
         "python_version": platform.python_version(),
         "platform": platform.platform(),
@@ -563,12 +564,6 @@ def _loadavg() -> list[float] | None:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
         return None
-
-
-def _mend_version() -> str:
-    from mend import __version__
-
-    return __version__
 
 
 def _torch_version() -> str:
