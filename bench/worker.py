@@ -255,7 +255,7 @@ class Worker:
         self.phase = "warm-up"
         for _ in range(int(self.cfg.get("warmup", 3))):
             self._call_once()
-        tiered = sys.modules.get("mend.compiler.tiered")
+        tiered = sys.modules.get("mend.compiler.runtime.tiered")
         if tiered is not None and tiered.pending():  # MEND_ASYNC_COMPILE: time the compiled graphs, not ATen
             self.phase = "waiting for asynchronous compiles"
             tiered.wait()

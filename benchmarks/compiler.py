@@ -19,7 +19,7 @@ mean of mend/Inductor. On CUDA, both also run with CUDA graphs (``mode="reduce-o
 ``ind-cg``/``mend-cg``.
 
 With ``--async-compile`` mend compiles each graph in the background and runs its ATen graph meanwhile
-(``mend.compiler.tiered``): its cold and warm columns are then the time to the first result, and
+(``mend.compiler.runtime.tiered``): its cold and warm columns are then the time to the first result, and
 ``mend ready s`` the time until its compiled graph has produced a result (the build done, then one call).
 
 Both compilers get the same number of compile workers (``--compile-workers N``, default 1: each compiles
@@ -131,7 +131,7 @@ def _dynamo_only(gm, example_inputs):
 
 def _aot_only(gm, example_inputs):
     from mend.compiler import compat
-    from mend.compiler.decomps import decomposition_table
+    from mend.compiler.lowering.decomps import decomposition_table
 
     def nop(g, _):
         return compat.make_boxed_func(g.forward)

@@ -1,5 +1,5 @@
-"""Side by side: g++ build time and kernel runtime of the bundled compiler with its flags (``runtime_cpp.FLAGS``)
-against the same flags with another optimization level.
+"""Side by side: g++ build time and kernel runtime of the bundled compiler with its flags (``FLAGS`` in
+``compiler/codegen/cpp/build.py``) against the same flags with another optimization level.
 
     python benchmarks/compiler_flags.py [--other -O3] [--rounds R] [--cases a,b]
 
@@ -23,8 +23,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch
 
 import compiler as B
-from mend.compiler import backend, runtime_cpp
-from mend.compiler.codegen import cpp_generator
+from mend.compiler import backend
+from mend.compiler.codegen.cpp import build as cpp_build
+from mend.compiler.codegen.cpp import generator as cpp_generator
 from mend.compiler.debug import Dump
 
 
@@ -35,7 +36,7 @@ def main(argv=None):
     ap.add_argument("--cases", default="pointwise,softmax,layernorm,residual_ln,gelu_mlp,block_fwd,block_fwd_bwd")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
-    cur = list(runtime_cpp.FLAGS)
+    cur = list(cpp_build.FLAGS)
     other = [a.other if f.startswith("-O") else f for f in cur]
     variants = {"current": cur, "other": other}
     cs = B.cases("cpu", False)
@@ -55,7 +56,7 @@ def main(argv=None):
     for name in names:
         fn, args, train = cs[name]
         for tag, flags in variants.items():
-            runtime_cpp.FLAGS[:] = flags
+            cpp_build.FLAGS[:] = flags
             recording[0] = tag == "current"
             torch._dynamo.reset()
             run = B.make_runner(torch.compile(fn, backend="mend"), args, train)
@@ -82,12 +83,12 @@ def main(argv=None):
     build = {"current": [], "other": []}
     for r in range(a.rounds):
         for tag in ("current", "other") if r % 2 == 0 else ("other", "current"):
-            runtime_cpp.FLAGS[:] = variants[tag]
+            cpp_build.FLAGS[:] = variants[tag]
             t = time.perf_counter()
             for ks in graphs:
                 cpp_generator.CppGenerator().compile(ks, Dump("x"))
             build[tag].append(time.perf_counter() - t)
-    runtime_cpp.FLAGS[:] = cur
+    cpp_build.FLAGS[:] = cur
     c, o = (statistics.median(build[t]) for t in ("current", "other"))
     print(f"g++ build of {len(graphs)} graphs ({sum(map(len, graphs))} kernels): current {c:.2f} s, other {o:.2f} s, "
           f"current/other {c / o:.2f}")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 
+from .runtime import tiered
+
 
 class GraphBreakError(RuntimeError):
     """Raised by :func:`compile`-d code when Dynamo cannot capture one whole graph."""
@@ -28,7 +30,7 @@ def compile(fn_or_module=None, *, fullgraph: bool = True, dynamic: bool = False,
     ``fullgraph=True`` a graph break raises :class:`GraphBreakError` (with the Dynamo error as its cause).
     ``mode="reduce-overhead"`` or ``cudagraphs=True`` replays CUDA graphs on a GPU. ``async_compile=True``
     runs each graph through ATen while it compiles in the background (:func:`wait` blocks until all are
-    built; see ``mend.compiler.tiered``).
+    built; see ``mend.compiler.runtime.tiered``).
     """
     if fn_or_module is None:
         return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, mode=mode, **options)
@@ -62,15 +64,11 @@ def compile(fn_or_module=None, *, fullgraph: bool = True, dynamic: bool = False,
 def wait(timeout: "float | None" = None) -> bool:
     """Block until every graph compiled with ``async_compile`` so far is built (True), or ``timeout`` seconds
     pass (False); each graph switches to its compiled code at its next call."""
-    from . import tiered
-
     return tiered.wait(timeout)
 
 
 def pending() -> int:
     """How many graphs compiled with ``async_compile`` are still building."""
-    from . import tiered
-
     return tiered.pending()
 
 

@@ -12,19 +12,25 @@ cannot be lowered runs eagerly (graph level).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 import os
 import time
+from concurrent.futures import Future
 
 import torch
 import torch.utils._pytree
 
-from . import compat, debug, graph_cache, wrapper
+from . import compat, debug
 from .codegen import KernelCompileError, NoGenerator, generator_for
-from .decomps import decomposition_table
+from .codegen.triton import aot as triton_aot
 from .lowering import Lowering, graph_device, log_once
-from .scheduler import schedule
+from .lowering.decomps import decomposition_table
+from .runtime import cache, graph_cache, specialize, tiered, wrapper
+from .runtime import cudagraphs as cuda_graphs
+from .runtime.interpret import run_kernel
+from .schedule import schedule
 
 log = logging.getLogger("mend.compiler")
 
@@ -44,19 +50,15 @@ def _device_of(example_inputs, gm) -> torch.device:
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "inference", cudagraphs: bool = False,
                   async_compile: bool = False, preloaded=None):
     """Compile one ATen graph; returns a boxed callable ``fn(list_of_args) -> tuple``. ``cudagraphs``: replay
-    a CUDA graph of the compiled graph after its first call (``mend.compiler.cudagraphs``).
+    a CUDA graph of the compiled graph after its first call (``mend.compiler.runtime.cudagraphs``).
     ``async_compile``: return at once and build in the background, running the ATen graph meanwhile
     (``mend.compiler.tiered``). ``preloaded``: the graph cache's (scheduled graph, extern ops) of ``gm``,
     found by the caller under another key (``gm`` is then only run as the reference)."""
-    from . import specialize
-
     if specialize.is_dynamic(example_inputs):  # symbolic shapes: one static compile per concrete shape
         return specialize.ShapeSpecialized(
             gm, lambda g, ex: compile_graph(g, ex, kind=kind, cudagraphs=cudagraphs, async_compile=async_compile),
             f"{kind} graph")
     if async_compile:
-        from . import tiered
-
         return tiered.TieredGraph(gm, _build(gm, example_inputs, kind, cudagraphs, defer=True, preloaded=preloaded),
                                   f"{kind} graph")
     return _build(gm, example_inputs, kind, cudagraphs, preloaded=preloaded)
@@ -76,9 +78,7 @@ def _build(gm, example_inputs, kind: str, cudagraphs: bool, defer: bool = False,
             raise GraphFallback("MEND_COMPILER_FALLBACK=eager")
         fn = _compile(gm, example_inputs, dump, defer, preloaded)
         if cudagraphs and _device_of(example_inputs, gm).type == "cuda":
-            from . import cudagraphs as cg
-
-            fn = _carry_inspection(fn, cg.wrap(fn, gm, fn.mend_graph, example_inputs, f"{kind} graph {tag}"))
+            fn = _carry_inspection(fn, cuda_graphs.wrap(fn, gm, fn.mend_graph, example_inputs, f"{kind} graph {tag}"))
     except Exception as exc:  # graph-level fallback
         fn = _fallback(gm, dump, exc)
     STATS["compile_seconds"] += time.perf_counter() - t0
@@ -98,8 +98,6 @@ def _fallback(gm, dump, exc: Exception):
 def _bake_scalars(gm, example_inputs):
     """Non-tensor graph inputs (the sizes of a graph specialized to one shape, ``specialize.py``) become
     constants of a copy of the graph. Returns (graph, tensor inputs, {input index: value}) ."""
-    import copy
-
     scalars = {i: a for i, a in enumerate(example_inputs) if not isinstance(a, torch.Tensor)}
     if not scalars:
         return gm, example_inputs, {}
@@ -179,8 +177,6 @@ def _compile_tensors(gm, example_inputs, dump, defer: bool = False, preloaded=No
     if hasattr(gen, "device"):
         gen.device = device
     if defer and getattr(gen, "blocking_build", False):
-        from . import tiered
-
         return tiered.Deferred(lambda: _build_kernels(gm, dump, device, gen, sg, extern_ops),
                                sg, extern_ops, lambda exc: _fallback(gm, dump, exc))
     return _build_kernels(gm, dump, device, gen, sg, extern_ops, defer)
@@ -196,7 +192,6 @@ def _build_kernels(gm, dump, device, gen, sg, extern_ops, defer: bool = False):
     except KernelCompileError as exc:
         log_once(f"mend: kernels {exc.failed} run in the reference interpreter ({exc})")
         fns = dict(getattr(exc, "partial", {}))
-    from .interpret import run_kernel
 
     # interpreted = the kernels the generator did not return (disabled or failed), by identity: the style
     # says how a kernel is called, not what runs it (every Triton launcher is called with tensors too)
@@ -223,10 +218,6 @@ def _kernel_futures(fns, defer: bool = False) -> list:
     switches to the graph once they are done). Without a worker pool a kernel compiles in the calling
     thread at its first launch; with ``defer`` (asynchronous compilation) those compiles run on the
     background thread instead, and are waited for like the workers' (the first call must not compile)."""
-    from concurrent.futures import Future
-
-    from . import tiered
-
     futures = []
     for fn, _ in fns.values():
         for f in getattr(fn, "aot", {}).values():
@@ -276,18 +267,13 @@ def mend_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     """The Dynamo backend: ``torch.compile(fn, backend=mend_backend)`` or ``backend="mend"``.
 
     ``mode="reduce-overhead"`` or ``options={"cudagraphs": True}`` replays CUDA graphs of the compiled
-    graphs (CUDA tensors only; see ``mend.compiler.cudagraphs``). ``options={"async_compile": True}`` runs
-    each graph through ATen while it compiles in the background (``mend.compiler.tiered``)."""
-    from . import tiered
-    from .cudagraphs import requested
-
-    cg = requested(kwargs)
+    graphs (CUDA tensors only; see ``mend.compiler.runtime.cudagraphs``). ``options={"async_compile": True}`` runs
+    each graph through ATen while it compiles in the background (``mend.compiler.runtime.tiered``)."""
+    cg = cuda_graphs.requested(kwargs)
     ac = tiered.requested(kwargs)
     cuda = next((t.device for t in example_inputs if isinstance(t, torch.Tensor) and t.device.type == "cuda"),
                 None)
     if cuda is not None:
-        from . import triton_aot
-
         triton_aot.warm(cuda)  # the compile workers start (and warm up) while aot_autograd traces
     direct = _direct_inference(gm, example_inputs, cg, ac)
     if direct is not None:
@@ -312,7 +298,7 @@ def _direct_inference(gm, example_inputs, cg: bool, ac: bool):
     way)."""
     if not compat.inference_eligible(gm, example_inputs):
         return None
-    dkey = graph_cache.dynamo_key(gm, example_inputs) if graph_cache.enabled() and not debug.debug_dir() else None
+    dkey = graph_cache.dynamo_key(gm, example_inputs) if cache.enabled() and not debug.debug_dir() else None
     if dkey is not None:
         record = graph_cache.load(dkey)  # (the ATen graph's key, its device)
         ok = isinstance(record, tuple) and record[1] == str(_device_of(example_inputs, gm))

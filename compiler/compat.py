@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from .runtime.specialize import is_dynamic
+
 TORCH_VERSION = torch.__version__
 
 
@@ -48,8 +50,6 @@ def inference_eligible(gm, example_inputs) -> bool:
     autocast, no grad-mode or autocast change inside the graph, static shapes."""
     from torch._dynamo.utils import GmWrapper
 
-    from .specialize import is_dynamic
-
     if isinstance(gm, GmWrapper) or not isinstance(gm, torch.fx.GraphModule):
         return False
     if any(True for _ in gm.parameters()) or any(True for _ in gm.buffers()):
@@ -83,8 +83,6 @@ def trace_inference(gm, example_inputs, decompositions):
     from torch._guards import detect_fake_mode
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.multiprocessing.reductions import StorageWeakRef
-
-    from .specialize import is_dynamic
 
     fake_mode = detect_fake_mode(example_inputs)
     if fake_mode is None:

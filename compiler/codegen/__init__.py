@@ -20,8 +20,8 @@ from __future__ import annotations
 import importlib
 
 GENERATORS = {
-    "cpu": ("mend.compiler.codegen.cpp_generator", "CppGenerator"),
-    "cuda": ("mend.compiler.codegen.triton", "TritonGenerator"),
+    "cpu": ("mend.compiler.codegen.cpp.generator", "CppGenerator"),
+    "cuda": ("mend.compiler.codegen.triton.generator", "TritonGenerator"),
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sympy
 
 from .. import ir
-from ..symbolic import FloorDiv, IMax, IMin, IMod, variables
+from ..ir.symbolic import FloorDiv, IMax, IMin, IMod, variables
 
 
 def _index_exprs(kernel: ir.Kernel) -> list[sympy.Expr]:

@@ -7,7 +7,7 @@ import torch.utils._pytree
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from mend.compiler.backend import compile_graph
-from mend.compiler.decomps import decomposition_table
+from mend.compiler.lowering.decomps import decomposition_table
 
 
 def mend_compile_fx(fn, *args):

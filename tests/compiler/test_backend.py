@@ -98,7 +98,7 @@ def test_kernel_level_fallback_interprets_disabled_kernels(monkeypatch):
 
 
 def test_kernel_level_fallback_when_generation_fails(monkeypatch):
-    from mend.compiler.codegen import cpp
+    from mend.compiler.codegen.cpp import kernel as cpp
 
     real = cpp.render_kernel
 
@@ -108,7 +108,7 @@ def test_kernel_level_fallback_when_generation_fails(monkeypatch):
         return real(k)
 
     monkeypatch.setattr(cpp, "render_kernel", broken)
-    monkeypatch.setattr("mend.compiler.codegen.cpp_generator.render_kernel", broken)
+    monkeypatch.setattr("mend.compiler.codegen.cpp.generator.render_kernel", broken)
     x = torch.randn(5, 7)
     call = check(lambda x: (x.softmax(-1), x * 2), x, allow_interpreted=True)
     assert len(call.mend_interpreted) == 1
@@ -150,7 +150,7 @@ def test_debug_dump_writes_every_stage(monkeypatch, tmp_path):
 
 
 def test_self_check_mode_reports_a_miscompile(monkeypatch, tmp_path):
-    from mend.compiler.codegen import cpp
+    from mend.compiler.codegen.cpp import kernel as cpp
 
     monkeypatch.setenv("MEND_COMPILER_CHECK", "1")
     monkeypatch.setenv("MEND_COMPILER_DEBUG", str(tmp_path / "good"))
@@ -177,7 +177,7 @@ def test_backward_graph_compiles_with_the_forward_when_asked(eager):
     """On a GPU the backend compiles the backward graph right after the forward one (its kernels then
     compile in the workers while the forward waits for its own); aot_autograd's default is lazy."""
     from mend.compiler import compat
-    from mend.compiler.decomps import decomposition_table
+    from mend.compiler.lowering.decomps import decomposition_table
 
     if eager and not compat.eager_backward_supported():
         pytest.skip("this torch cannot compile the backward ahead")

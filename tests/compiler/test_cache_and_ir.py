@@ -5,9 +5,10 @@ from __future__ import annotations
 import sympy
 import torch
 
-from mend.compiler import ir, runtime_cpp
-from mend.compiler.symbolic import FloorDiv, IMod, print_c, simplify_index, unravel, variables
-from mend.compiler.views import Strided, compute_stride
+from mend.compiler import ir
+from mend.compiler.codegen.cpp import build as cpp_build
+from mend.compiler.ir.symbolic import FloorDiv, IMod, print_c, simplify_index, unravel, variables
+from mend.compiler.lowering.views import Strided, compute_stride
 
 SRC = 'extern "C" void k(void* a) { ((float*)a)[0] = 42.0f; }\n'
 
@@ -19,46 +20,46 @@ def _count(path):
 def test_cache_hit_and_layout(monkeypatch, tmp_path):
     monkeypatch.setenv("MEND_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("MEND_DISABLE_CACHE", raising=False)
-    c0, h0 = runtime_cpp.STATS["compiles"], runtime_cpp.STATS["hits"]
-    so = runtime_cpp.build(SRC)
-    assert runtime_cpp.STATS["compiles"] == c0 + 1
-    key = runtime_cpp.cache_key(SRC)
+    c0, h0 = cpp_build.STATS["compiles"], cpp_build.STATS["hits"]
+    so = cpp_build.build(SRC)
+    assert cpp_build.STATS["compiles"] == c0 + 1
+    key = cpp_build.cache_key(SRC)
     assert so == tmp_path / "v1" / "cpp" / key[:2] / f"{key}.so"
-    assert runtime_cpp.build(SRC) == so
-    assert runtime_cpp.STATS["hits"] == h0 + 1 and runtime_cpp.STATS["compiles"] == c0 + 1
+    assert cpp_build.build(SRC) == so
+    assert cpp_build.STATS["hits"] == h0 + 1 and cpp_build.STATS["compiles"] == c0 + 1
     # published atomically: only the final .so and its source, no temporaries
     assert _count(tmp_path) == sorted([f"{key}.cpp", f"{key}.so"])
-    lib = runtime_cpp.load(so)
-    fn = runtime_cpp.kernel_function(lib, "k", 1)
+    lib = cpp_build.load(so)
+    fn = cpp_build.kernel_function(lib, "k", 1)
     t = torch.zeros(1)
     fn(t.data_ptr())
     assert t.item() == 42.0
 
 
 def test_cache_key_invalidation(monkeypatch):
-    base = runtime_cpp.cache_key(SRC)
-    assert runtime_cpp.cache_key(SRC.replace("42", "43")) != base
-    monkeypatch.setattr(runtime_cpp, "FLAGS", runtime_cpp.FLAGS + ["-DX=1"])
-    assert runtime_cpp.cache_key(SRC) != base
-    monkeypatch.setattr(runtime_cpp, "FLAGS", runtime_cpp.FLAGS[:-1])
-    assert runtime_cpp.cache_key(SRC) == base
-    monkeypatch.setattr(runtime_cpp, "toolchain_fingerprint", lambda: "g++ 99 / other cpu / torch 3")
-    assert runtime_cpp.cache_key(SRC) != base
+    base = cpp_build.cache_key(SRC)
+    assert cpp_build.cache_key(SRC.replace("42", "43")) != base
+    monkeypatch.setattr(cpp_build, "FLAGS", cpp_build.FLAGS + ["-DX=1"])
+    assert cpp_build.cache_key(SRC) != base
+    monkeypatch.setattr(cpp_build, "FLAGS", cpp_build.FLAGS[:-1])
+    assert cpp_build.cache_key(SRC) == base
+    monkeypatch.setattr(cpp_build, "toolchain_fingerprint", lambda: "g++ 99 / other cpu / torch 3")
+    assert cpp_build.cache_key(SRC) != base
 
 
 def test_deleted_cache_entry_is_rebuilt(monkeypatch, tmp_path):
     monkeypatch.setenv("MEND_CACHE_DIR", str(tmp_path))
-    so = runtime_cpp.build(SRC + "// rebuilt\n")
+    so = cpp_build.build(SRC + "// rebuilt\n")
     so.unlink()
-    c0 = runtime_cpp.STATS["compiles"]
-    assert runtime_cpp.build(SRC + "// rebuilt\n").exists()
-    assert runtime_cpp.STATS["compiles"] == c0 + 1
+    c0 = cpp_build.STATS["compiles"]
+    assert cpp_build.build(SRC + "// rebuilt\n").exists()
+    assert cpp_build.STATS["compiles"] == c0 + 1
 
 
 def test_disable_cache_leaves_cache_dir_empty(monkeypatch, tmp_path):
     monkeypatch.setenv("MEND_CACHE_DIR", str(tmp_path / "c"))
     monkeypatch.setenv("MEND_DISABLE_CACHE", "1")
-    so = runtime_cpp.build(SRC + "// nocache\n")
+    so = cpp_build.build(SRC + "// nocache\n")
     assert so.exists() and not (tmp_path / "c").exists()
 
 
@@ -68,12 +69,12 @@ def test_second_compile_of_a_graph_hits_the_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("MEND_CACHE_DIR", str(tmp_path))
     x = torch.randn(9, 31)
     fn = lambda x: (x * 0.5).softmax(-1) + x.cos()  # noqa: E731
-    c0 = runtime_cpp.STATS["compiles"]
+    c0 = cpp_build.STATS["compiles"]
     check(fn, x)
-    assert runtime_cpp.STATS["compiles"] == c0 + 1
-    h0 = runtime_cpp.STATS["hits"]
+    assert cpp_build.STATS["compiles"] == c0 + 1
+    h0 = cpp_build.STATS["hits"]
     check(fn, x)
-    assert runtime_cpp.STATS["compiles"] == c0 + 1 and runtime_cpp.STATS["hits"] == h0 + 1
+    assert cpp_build.STATS["compiles"] == c0 + 1 and cpp_build.STATS["hits"] == h0 + 1
 
 
 def test_graph_cache_skips_lowering_in_a_warm_compile(monkeypatch, tmp_path):

@@ -6,12 +6,13 @@ from __future__ import annotations
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from mend.compiler import runtime_cpp
-from mend.compiler.codegen import cpp, cpp_generator
+from mend.compiler.codegen.cpp import build as cpp_build
+from mend.compiler.codegen.cpp import generator as cpp_generator
+from mend.compiler.codegen.cpp import kernel as cpp
 from mend.compiler.debug import Dump
-from mend.compiler.decomps import decomposition_table
 from mend.compiler.lowering import Lowering
-from mend.compiler.scheduler import schedule
+from mend.compiler.lowering.decomps import decomposition_table
+from mend.compiler.schedule import schedule
 
 
 def _kernels(fn, *args):
@@ -26,7 +27,7 @@ def test_each_kernel_is_rendered_once_and_the_unit_is_unchanged(monkeypatch, tmp
     kernels = _kernels(lambda x, y: (x.softmax(-1), (y * 3).exp() + 1, x.mean(0)), x, y)
     assert len(kernels) >= 2
     calls, sources = [], []
-    real_render, real_build = cpp_generator.render_kernel, runtime_cpp.build
+    real_render, real_build = cpp_generator.render_kernel, cpp_build.build
 
     def render(k):
         calls.append(k.name)
@@ -38,7 +39,7 @@ def test_each_kernel_is_rendered_once_and_the_unit_is_unchanged(monkeypatch, tmp
 
     monkeypatch.setattr(cpp_generator, "render_kernel", render)
     monkeypatch.setattr(cpp, "render_kernel", render)  # what cpp.render_graph calls
-    monkeypatch.setattr(runtime_cpp, "build", build)
+    monkeypatch.setattr(cpp_build, "build", build)
     fns = cpp_generator.CppGenerator().compile(kernels, Dump("t"))
     assert sorted(calls) == sorted(k.name for k in kernels)
     assert set(fns) == {k.name for k in kernels}

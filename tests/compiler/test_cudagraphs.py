@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from mend.compiler import cudagraphs
-from mend.compiler.decomps import decomposition_table
 from mend.compiler.lowering import Lowering
-from mend.compiler.scheduler import schedule
+from mend.compiler.lowering.decomps import decomposition_table
+from mend.compiler.runtime import cudagraphs
+from mend.compiler.schedule import schedule
 
 
 def test_requested_by_mode_options_and_environment(monkeypatch):

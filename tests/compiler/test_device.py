@@ -13,9 +13,9 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from mend.compiler import backend
-from mend.compiler.decomps import decomposition_table
-from mend.compiler.interpret import run_kernel
 from mend.compiler.lowering import graph_device
+from mend.compiler.lowering.decomps import decomposition_table
+from mend.compiler.runtime.interpret import run_kernel
 
 
 def reformer_like(s, x):

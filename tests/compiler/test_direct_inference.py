@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 from mend.compiler import backend, compat
-from mend.compiler.decomps import decomposition_table
+from mend.compiler.lowering.decomps import decomposition_table
 
 from .models import MLP, Block, ResidualLN
 
@@ -209,7 +209,7 @@ def _dynamo_graph(fn, *args):
 
 
 def test_dynamo_key_names_what_the_trace_depends_on():
-    from mend.compiler import graph_cache
+    from mend.compiler.runtime import graph_cache
 
     x = torch.randn(4, 8)
     key = lambda fn, *a: graph_cache.dynamo_key(*_dynamo_graph(fn, *a))  # noqa: E731

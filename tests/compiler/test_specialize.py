@@ -7,7 +7,8 @@ import logging
 import pytest
 import torch
 
-from mend.compiler import backend, specialize
+from mend.compiler import backend
+from mend.compiler.runtime import specialize
 
 from .helpers import sum_backward_step
 

@@ -12,8 +12,10 @@ import torch.nn as nn
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import mend.compiler
-from mend.compiler import backend, runtime_cpp, tiered
-from mend.compiler.decomps import decomposition_table
+from mend.compiler import backend
+from mend.compiler.codegen.cpp import build as cpp_build
+from mend.compiler.lowering.decomps import decomposition_table
+from mend.compiler.runtime import tiered
 
 
 @pytest.fixture
@@ -21,13 +23,13 @@ def gated_build(monkeypatch):
     """The C++ build waits until the test opens the gate: the switch from ATen to compiled code happens
     exactly where the test wants it."""
     gate = threading.Event()
-    real = runtime_cpp.build
+    real = cpp_build.build
 
     def build(source):
         assert gate.wait(60), "the test never opened the gate"
         return real(source)
 
-    monkeypatch.setattr(runtime_cpp, "build", build)
+    monkeypatch.setattr(cpp_build, "build", build)
     yield gate
     gate.set()
 
@@ -107,7 +109,7 @@ def test_waits_for_the_kernel_compiles_the_graph_submitted():
 
 
 def test_kernel_futures_are_the_worker_compiles_and_deferred_in_process_ones(monkeypatch):
-    from mend.compiler import triton_aot
+    from mend.compiler.codegen.triton import aot as triton_aot
 
     class Launcher:
         def __init__(self, aot):
@@ -192,9 +194,9 @@ def test_a_program_that_ends_does_not_wait_for_a_build():
 
     code = (
         "import time, torch\n"
-        "from mend.compiler import runtime_cpp\n"
+        "from mend.compiler.codegen.cpp import build as cpp_build\n"
         "import mend.compiler\n"
-        "runtime_cpp.build = lambda source: time.sleep(60)\n"
+        "cpp_build.build = lambda source: time.sleep(60)\n"
         "f = mend.compiler.compile(lambda t: torch.tanh(t) * 2, async_compile=True)\n"
         "print(f(torch.ones(3)).tolist())\n"
     )

@@ -25,15 +25,18 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy under
 
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
-from mend.compiler import backend, ir, runtime_triton, wrapper  # noqa: E402
+from mend.compiler import backend, ir  # noqa: E402
 from mend.compiler.codegen import KernelCompileError, generator_for  # noqa: E402
-from mend.compiler.codegen.triton import TritonGenerator  # noqa: E402
-from mend.compiler.codegen.triton_source import KernelSource, next_pow2, render_module  # noqa: E402
+from mend.compiler.codegen.triton import build as triton_build  # noqa: E402
+from mend.compiler.codegen.triton import launch as triton_launch  # noqa: E402
+from mend.compiler.codegen.triton.generator import TritonGenerator  # noqa: E402
+from mend.compiler.codegen.triton.kernel import KernelSource, next_pow2, render_module  # noqa: E402
 from mend.compiler.debug import Dump  # noqa: E402
-from mend.compiler.decomps import decomposition_table  # noqa: E402
+from mend.compiler.ir.symbolic import variables  # noqa: E402
 from mend.compiler.lowering import Lowering  # noqa: E402
-from mend.compiler.scheduler import schedule  # noqa: E402
-from mend.compiler.symbolic import variables  # noqa: E402
+from mend.compiler.lowering.decomps import decomposition_table  # noqa: E402
+from mend.compiler.runtime import wrapper  # noqa: E402
+from mend.compiler.schedule import schedule  # noqa: E402
 
 from .helpers import assert_same  # noqa: E402
 from .models import ResidualLN  # noqa: E402
@@ -62,7 +65,7 @@ def run_triton(fn, *args, rmax=None, split_min=None, **opts):
     gen = TritonGenerator(**opts)
     fns = gen.compile(sg.kernels, Dump("t"))
     for _, (f, style) in fns.items():
-        assert isinstance(f, (runtime_triton.TritonLauncher, runtime_triton.TritonSplitLauncher))
+        assert isinstance(f, (triton_launch.TritonLauncher, triton_launch.TritonSplitLauncher))
         assert style == "tensor"
     assert set(fns) == {k.name for k in sg.kernels}
     consts = {c.name: getattr(gm, c.attr) for c in sg.constants}
@@ -295,7 +298,7 @@ def test_looped_reduction_over_long_rows():
 @pytest.mark.parametrize("rmax", [4096, 4])
 def test_several_rows_per_program_with_a_partial_last_block(rmax):
     # 29 rows in programs of 8 rows: the masked rows of the last program must not be stored
-    from mend.compiler.codegen.triton_source import Config
+    from mend.compiler.codegen.triton.kernel import Config
 
     x = torch.randn(29, 12)
     fn = lambda x: (torch.softmax(x, -1), x.argmax(-1), x.sum(-1))  # noqa: E731
@@ -419,12 +422,12 @@ def test_launch_failure_falls_back_to_the_reference_interpreter(monkeypatch):
             raise RuntimeError("triton failed to compile")
 
     launcher.fn = Broken()
-    before = runtime_triton.STATS["launch_fallbacks"]
+    before = triton_launch.STATS["launch_fallbacks"]
     call, _ = wrapper.build(sg, fns, {}, torch.device("cpu"))
     (out,) = call([x])
     torch.testing.assert_close(out, x * 2)
     assert launcher.fallback is not None
-    assert runtime_triton.STATS["launch_fallbacks"] == before + 1
+    assert triton_launch.STATS["launch_fallbacks"] == before + 1
 
 
 def test_module_is_written_to_the_cache_and_reused(tmp_path):
@@ -432,19 +435,19 @@ def test_module_is_written_to_the_cache_and_reused(tmp_path):
     _, sg = scheduled(lambda x: x.exp(), x)
     gen = TritonGenerator()
     src = gen.module_source(sg.kernels)
-    m1 = runtime_triton.load_module(src)
+    m1 = triton_build.load_module(src)
     files = list((tmp_path / "cache" / "v1" / "triton").rglob("*.py"))
     assert len(files) == 1 and files[0].read_text() == src
-    hits = runtime_triton.STATS["module_hits"]
-    assert runtime_triton.load_module(src) is m1
-    assert runtime_triton.STATS["module_hits"] == hits + 1
+    hits = triton_build.STATS["module_hits"]
+    assert triton_build.load_module(src) is m1
+    assert triton_build.STATS["module_hits"] == hits + 1
 
 
 def test_autotune_results_round_trip_on_disk():
     key = "ab" * 32
-    assert runtime_triton.read_tuned(key) is None
-    runtime_triton.write_tuned(key, {"config": [1024, 1, 4]})
-    assert runtime_triton.read_tuned(key) == {"config": [1024, 1, 4]}
+    assert triton_launch.read_tuned(key) is None
+    triton_launch.write_tuned(key, {"config": [1024, 1, 4]})
+    assert triton_launch.read_tuned(key) == {"config": [1024, 1, 4]}
 
 
 def test_int64_indices_for_huge_kernels():
@@ -525,7 +528,7 @@ def test_every_kernel_compiles_for_sm90(case, monkeypatch):
     gen = TritonGenerator(interpret=False)
     sources, bad = gen.sources(sg.kernels)
     assert not bad
-    module = runtime_triton.load_module(render_module(sources, interpret=False))
+    module = triton_build.load_module(render_module(sources, interpret=False))
     n = _compile_sm90(sources, module)
     assert n >= len(sg.kernels) >= 1
     # and the interpreter gets the same kernels right
@@ -547,7 +550,7 @@ def test_split_template_compiles_for_sm90(monkeypatch):
         sources, bad = gen.sources(graph.kernels)
         assert not bad
         templates |= {s.plan.template for s in sources}
-        module = runtime_triton.load_module(render_module(sources, interpret=False))
+        module = triton_build.load_module(render_module(sources, interpret=False))
         assert _compile_sm90(sources, module) >= 2
     assert "split" in templates
 
@@ -560,7 +563,7 @@ def test_looped_templates_compile_for_sm90(monkeypatch):
     gen = TritonGenerator(persistent_rmax=64, interpret=False)
     sources, bad = gen.sources(sg.kernels)
     assert not bad and {s.plan.template for s in sources} == {"looped"}
-    module = runtime_triton.load_module(render_module(sources, interpret=False))
+    module = triton_build.load_module(render_module(sources, interpret=False))
     assert _compile_sm90(sources, module) >= 1
 
 
@@ -573,7 +576,7 @@ def test_int64_kernel_compiles_for_sm90(monkeypatch):
         ir.Load("a", x0 + sympy.Integer(0), torch.float16),), torch.float16), torch.float16, lay, None, False,
         x0),), ("a",), ("o",), (("a", torch.float16), ("o", torch.float16)))
     s = KernelSource(k)
-    module = runtime_triton.load_module(render_module([s], interpret=False))
+    module = triton_build.load_module(render_module([s], interpret=False))
     assert _compile_sm90([s], module) == len(s.plan.configs)
     assert math.prod(k.size) > 2**31
 
@@ -604,7 +607,7 @@ def test_triton_kernels_are_not_counted_as_interpreted(monkeypatch):
 
 
 def test_triton_kernel_that_fails_generation_is_the_only_interpreted_one(monkeypatch):
-    from mend.compiler.codegen import triton_source
+    from mend.compiler.codegen.triton import kernel as triton_source
 
     real = triton_source.KernelSource.render
 

@@ -1,4 +1,4 @@
-"""Ahead-of-time, parallel compilation of Triton kernels (``mend.compiler.triton_aot``) on a CPU-only machine.
+"""Ahead-of-time, parallel compilation of Triton kernels (``mend.compiler.codegen.triton.aot``) on a CPU-only machine.
 
 The compile workers build real sm_90 cubins without a GPU (explicit target). What needs a GPU (loading the
 cubin, the static launch) is in ``test_triton_gpu.py``; here the launch decision (alignment, fallback) is
@@ -17,12 +17,14 @@ pytest.importorskip("triton")
 
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
-from mend.compiler import runtime_triton, triton_aot  # noqa: E402
-from mend.compiler.codegen.triton import TritonGenerator  # noqa: E402
-from mend.compiler.codegen.triton_source import render_module  # noqa: E402
-from mend.compiler.decomps import decomposition_table  # noqa: E402
+from mend.compiler.codegen.triton import aot as triton_aot  # noqa: E402
+from mend.compiler.codegen.triton import build as triton_build  # noqa: E402
+from mend.compiler.codegen.triton import launch as triton_launch  # noqa: E402
+from mend.compiler.codegen.triton.generator import TritonGenerator  # noqa: E402
+from mend.compiler.codegen.triton.kernel import render_module  # noqa: E402
 from mend.compiler.lowering import Lowering  # noqa: E402
-from mend.compiler.scheduler import schedule  # noqa: E402
+from mend.compiler.lowering.decomps import decomposition_table  # noqa: E402
+from mend.compiler.schedule import schedule  # noqa: E402
 
 SM90 = ("cuda", 90, 32)
 
@@ -43,13 +45,13 @@ def launchers(fn, *args, **opts):
     sg, _ = schedule(Lowering(gm, list(args)).run(), "cuda")
     sources, bad = TritonGenerator(interpret=False, **opts).sources(sg.kernels)
     assert not bad
-    module = runtime_triton.load_module(render_module(sources, interpret=False))
+    module = triton_build.load_module(render_module(sources, interpret=False))
     out = []
     for s in sources:
         if s.plan.template == "split":
-            out.append(runtime_triton.TritonSplitLauncher(s.k, *[getattr(module, n) for n in s.fn_names], s))
+            out.append(triton_launch.TritonSplitLauncher(s.k, *[getattr(module, n) for n in s.fn_names], s))
         else:
-            out.append(runtime_triton.TritonLauncher(s.k, getattr(module, s.fn_name), s))
+            out.append(triton_launch.TritonLauncher(s.k, getattr(module, s.fn_name), s))
     return module, out
 
 
@@ -100,7 +102,7 @@ def test_a_recorded_autotune_winner_is_the_only_candidate(monkeypatch):
     dev = torch.device("cpu")
     assert launcher.candidates(dev) == list(range(len(launcher.plan.configs)))
     win = launcher.plan.configs[1]
-    runtime_triton.write_tuned(runtime_triton._tune_key(launcher.kernel_text, dev),
+    triton_launch.write_tuned(triton_launch._tune_key(launcher.kernel_text, dev),
                                {"config": [win.XBLOCK, win.RBLOCK, win.num_warps]})
     assert launcher.candidates(dev) == [1]
     monkeypatch.setenv("MEND_TRITON_AUTOTUNE", "0")
@@ -110,7 +112,7 @@ def test_a_recorded_autotune_winner_is_the_only_candidate(monkeypatch):
 def test_split_reduction_compiles_both_kernels():
     module, ls = launchers(lambda y: y.sum(), torch.randn(3 * 2**20))
     (launcher,) = ls
-    assert isinstance(launcher, runtime_triton.TritonSplitLauncher)
+    assert isinstance(launcher, triton_launch.TritonSplitLauncher)
     launcher.precompile(module, SM90, torch.device("cpu"))
     names = [f.result().get("name") for f in launcher.aot.values()]
     assert names == launcher.source.fn_names
@@ -179,19 +181,19 @@ class _Recorder:
 def test_static_launch_needs_aligned_pointers_and_gives_way_after_a_failure(monkeypatch, caplog):
     monkeypatch.setattr(triton_aot.compat, "static_cuda_launcher", lambda: None)
     _, (launcher,) = launchers(lambda x: x.exp() + 1, torch.randn(100))
-    monkeypatch.setattr(runtime_triton, "_device_index", lambda tensors: 0)
+    monkeypatch.setattr(triton_launch, "_device_index", lambda tensors: 0)
     rec = _Recorder()
     launcher.static[0] = rec
     base = torch.empty(132)
     aligned = (base[:100], base[4:104])  # 16-byte offsets
-    assert runtime_triton._launch_static(launcher, 0, (1,), aligned) is rec
+    assert triton_launch._launch_static(launcher, 0, (1,), aligned) is rec
     assert rec.calls == [((1,), 2)]
     unaligned = (base[1:101], base[4:104])  # 4 bytes past an aligned address: Triton's JIT specializes
-    assert runtime_triton._launch_static(launcher, 0, (1,), unaligned) is None
+    assert triton_launch._launch_static(launcher, 0, (1,), unaligned) is None
     assert len(rec.calls) == 1
     launcher.static[0] = _Recorder(fail=True)
     with caplog.at_level("WARNING", logger="mend.compiler"):
-        assert runtime_triton._launch_static(launcher, 0, (1,), aligned) is None
+        assert triton_launch._launch_static(launcher, 0, (1,), aligned) is None
     assert launcher.static[0] is None  # later launches go straight to Triton
     assert any("static launch" in r.message for r in caplog.records)
 
@@ -247,14 +249,14 @@ def test_idle_workers_exit_and_come_back(monkeypatch):
 
 
 def test_parse_target():
-    from mend.compiler.triton_worker import parse_target
+    from mend.compiler.codegen.triton.worker import parse_target
 
     assert parse_target("cuda:90:32") == SM90
     assert parse_target("cuda:90") is None and parse_target("cuda:x:32") is None
 
 
 def test_warm_up_compiles_in_a_throwaway_cache_and_restores_the_environment(tmp_path):
-    from mend.compiler import triton_worker
+    from mend.compiler.codegen.triton import worker as triton_worker
 
     assert triton_worker.warm_up(SM90)
     assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "triton")

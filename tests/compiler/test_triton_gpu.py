@@ -18,7 +18,9 @@ pytestmark = [
 
 pytest.importorskip("triton")
 
-from mend.compiler import backend, runtime_triton, triton_aot  # noqa: E402
+from mend.compiler import backend  # noqa: E402
+from mend.compiler.codegen.triton import aot as triton_aot  # noqa: E402
+from mend.compiler.codegen.triton import launch as triton_launch  # noqa: E402
 
 from .helpers import assert_same, sum_backward_step  # noqa: E402
 from .models import MLP, Block, ResidualLN  # noqa: E402
@@ -38,13 +40,13 @@ def _fresh(monkeypatch, tmp_path):
 class _Counts:
     def __init__(self):
         self.b = dict(backend.STATS)
-        self.t = dict(runtime_triton.STATS)
+        self.t = dict(triton_launch.STATS)
 
     def check(self):
         assert backend.STATS["fallback_graphs"] == self.b["fallback_graphs"], "a graph ran eagerly"
         assert backend.STATS["interpreted_kernels"] == self.b["interpreted_kernels"], "kernels not generated"
-        assert runtime_triton.STATS["launch_fallbacks"] == self.t["launch_fallbacks"], "a kernel did not build"
-        assert runtime_triton.STATS["kernels_built"] > self.t["kernels_built"], "no Triton kernel ran"
+        assert triton_launch.STATS["launch_fallbacks"] == self.t["launch_fallbacks"], "a kernel did not build"
+        assert triton_launch.STATS["kernels_built"] > self.t["kernels_built"], "no Triton kernel ran"
 
 
 def check(fn, *args, dtype=None):
@@ -176,12 +178,12 @@ def test_models_forward_and_backward(name):
 def test_large_kernels_are_autotuned_once_and_cached(monkeypatch):
     monkeypatch.setenv("MEND_TRITON_AUTOTUNE", "1")
     x = r(1 << 22)
-    before = dict(runtime_triton.STATS)
+    before = dict(triton_launch.STATS)
     check(lambda x: torch.relu(x * 2 + 1) * torch.sigmoid(x), x)
-    assert runtime_triton.STATS["autotuned"] == before["autotuned"] + 1
+    assert triton_launch.STATS["autotuned"] == before["autotuned"] + 1
     torch._dynamo.reset()
     check(lambda x: torch.relu(x * 2 + 1) * torch.sigmoid(x), x)
-    assert runtime_triton.STATS["autotune_hits"] == before["autotune_hits"] + 1
+    assert triton_launch.STATS["autotune_hits"] == before["autotune_hits"] + 1
 
 
 def test_repeated_calls_new_inputs_and_misaligned_views():
@@ -266,7 +268,7 @@ def test_statically_launched_misaligned_and_repeated_calls(monkeypatch):
 
 
 def test_cudagraphs_replay_matches_eager_and_protects_inputs_and_outputs():
-    from mend.compiler import cudagraphs
+    from mend.compiler.runtime import cudagraphs
 
     torch.manual_seed(0)
     model = Block(64, 4).to(DEV).eval()
@@ -289,7 +291,7 @@ def test_cudagraphs_replay_matches_eager_and_protects_inputs_and_outputs():
 
 
 def test_cudagraphs_forward_and_backward():
-    from mend.compiler import cudagraphs
+    from mend.compiler.runtime import cudagraphs
 
     torch.manual_seed(0)
     model = MLP(64, 256).to(DEV)
@@ -323,7 +325,7 @@ def mend_compile(model):
 
 
 def test_cudagraphs_decline_a_graph_that_mutates_its_input():
-    from mend.compiler import cudagraphs
+    from mend.compiler.runtime import cudagraphs
 
     before = dict(cudagraphs.STATS)
 
@@ -342,7 +344,7 @@ def test_cudagraphs_decline_a_graph_that_mutates_its_input():
 
 
 def test_cudagraphs_outputs_that_alias_inputs_and_each_other():
-    from mend.compiler import cudagraphs
+    from mend.compiler.runtime import cudagraphs
 
     def f(x, w):
         y = x * w + 1
@@ -367,7 +369,7 @@ def test_cudagraphs_outputs_that_alias_inputs_and_each_other():
 
 @pytest.mark.parametrize("cudagraphs", [False, True], ids=["plain", "cudagraphs"])
 def test_changing_shapes_compile_per_shape_on_the_gpu(cudagraphs):
-    from mend.compiler import specialize
+    from mend.compiler.runtime import specialize
 
     torch.manual_seed(0)
     lin = torch.nn.Linear(32, 32).to(DEV)
@@ -388,7 +390,7 @@ def test_async_compile_without_workers_compiles_off_the_first_call(monkeypatch):
     """``MEND_COMPILE_WORKERS=0`` and ``async_compile``: the kernels compile on the background thread, not
     in the first call, which runs the ATen graph."""
     import mend.compiler
-    from mend.compiler import tiered
+    from mend.compiler.runtime import tiered
 
     monkeypatch.setenv("MEND_COMPILE_WORKERS", "0")
     triton_aot.shutdown()
@@ -415,7 +417,7 @@ def test_async_compile_runs_aten_until_the_kernels_are_built(monkeypatch, cudagr
     from concurrent.futures import Future
 
     import mend.compiler
-    from mend.compiler import tiered
+    from mend.compiler.runtime import tiered
 
     gate = threading.Event()
     real = triton_aot.submit

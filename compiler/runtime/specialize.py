@@ -19,7 +19,7 @@ import os
 
 import torch
 
-from .debug import warn_once
+from ..debug import warn_once
 
 STATS = {"dynamic_graphs": 0, "specializations": 0, "eager_calls": 0}
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from . import ir
-from .symbolic import FloorDiv, IMax, IMin, IMod, variables
+from .. import ir
+from ..ir.symbolic import FloorDiv, IMax, IMin, IMod, variables
 
 _HALF = (torch.float16, torch.bfloat16)
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from . import ir
-from .ir import ComputedBuffer, ExternKernel, Kernel, Load, Local, Stage
-from .symbolic import simplify_index, unravel, variables
+from .. import ir
+from ..ir import ComputedBuffer, ExternKernel, Kernel, Load, Local, Stage
+from ..ir.symbolic import simplify_index, unravel, variables
 
 WINDOW = 64
 MAX_STAGES = 64

@@ -4,13 +4,14 @@ the unit and the per-kernel units built to isolate a kernel g++ rejects reuse th
 
 from __future__ import annotations
 
-from .. import ir, runtime_cpp
-from . import KernelCompileError
-from .cpp import PRELUDE, render_kernel
+from ... import ir
+from .. import KernelCompileError
+from . import build
+from .kernel import PRELUDE, render_kernel
 
 
 def _bind(lib, kernels):
-    return {k.name: (runtime_cpp.kernel_function(lib, k.name, len(k.inputs) + len(k.outputs)), "ptr")
+    return {k.name: (build.kernel_function(lib, k.name, len(k.inputs) + len(k.outputs)), "ptr")
             for k in kernels}
 
 
@@ -38,18 +39,18 @@ class CppGenerator:
             src = _unit([bodies[k.name] for k in good])
             dump.write("kernels.cpp", src)
             try:
-                out = _bind(runtime_cpp.load(runtime_cpp.build(src)), good)
-            except runtime_cpp.CompileError as whole:
+                out = _bind(build.load(build.build(src)), good)
+            except build.CompileError as whole:
                 errors.append(str(whole))
                 ok = []
                 for k in good:  # find the kernels that do not build; keep the others
                     try:
-                        runtime_cpp.build(_unit([bodies[k.name]]))
+                        build.build(_unit([bodies[k.name]]))
                         ok.append(k)
-                    except runtime_cpp.CompileError:
+                    except build.CompileError:
                         bad.append(k.name)
                 if ok:
-                    out = _bind(runtime_cpp.load(runtime_cpp.build(_unit([bodies[k.name] for k in ok]))), ok)
+                    out = _bind(build.load(build.build(_unit([bodies[k.name] for k in ok]))), ok)
         if bad:
             err = KernelCompileError(f"kernels {bad} not built: " + "; ".join(errors)[:2000], bad)
             err.partial = out

@@ -1,8 +1,5 @@
-"""Load and launch generated Triton kernels.
+"""Launch generated Triton kernels.
 
-* :func:`load_module` writes one generated Python module per graph into the on-disk cache
-  (``$MEND_CACHE_DIR/v1/triton/<k[:2]>/<k>.py``, published atomically) and imports it: Triton's ``@jit``
-  needs the kernel source in a real file, and Triton keeps its own compiled cubins in ``~/.triton/cache``.
 * :class:`TritonLauncher` is the callable the wrapper gets for each kernel (style ``"tensor"``): it computes
   the grid, picks a launch configuration and launches. On a GPU, kernels with several candidate
   configurations are timed once (2-3 configs, CUDA events) and the winner is recorded on disk, keyed by the
@@ -17,81 +14,26 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import json
 import os
-import sys
-import tempfile
 import threading
 from pathlib import Path
 
 import torch
+import triton
+from triton.runtime.driver import driver
 
-from .debug import warn_once
+from ...debug import warn_once
+from ...runtime import cache
+from ...runtime.interpret import run_kernel
+from . import aot
+from .build import interpret_mode, triton_version
 
-STATS = {"modules": 0, "module_hits": 0, "kernels_built": 0, "launch_fallbacks": 0, "autotuned": 0,
+STATS = {"kernels_built": 0, "launch_fallbacks": 0, "autotuned": 0,
          "autotune_hits": 0}
-_lock = threading.RLock()
-_modules: dict[str, object] = {}
+_lock = threading.RLock()  # one interpreted launch at a time (it patches Triton's library while it runs)
 
 AUTOTUNE_MIN_NUMEL = 1 << 18  # smaller kernels are launch-bound: the heuristic config is as good
-
-
-def interpret_mode() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "yes", "on")
-
-
-
-def cache_root() -> Path:
-    from .runtime_cpp import cache_root as root
-
-    return root()
-
-
-def triton_version() -> str:
-    import triton
-
-    return getattr(triton, "__version__", "unknown")
-
-
-def source_key(source: str) -> str:
-    h = hashlib.sha256()
-    for part in (source, triton_version(), torch.__version__, "mend-triton-v1"):
-        h.update(part.encode())
-        h.update(b"\0")
-    return h.hexdigest()
-
-
-def load_module(source: str):
-    """Write ``source`` into the cache (once) and import it; returns the module."""
-    key = source_key(source)
-    with _lock:
-        mod = _modules.get(key)
-        if mod is not None:
-            STATS["module_hits"] += 1
-            return mod
-        if os.environ.get("MEND_DISABLE_CACHE") == "1":
-            d = Path(tempfile.mkdtemp(prefix="mend_triton_"))
-        else:
-            d = cache_root() / "v1" / "triton" / key[:2]
-        d.mkdir(parents=True, exist_ok=True)
-        path = d / f"mend_k_{key[:40]}.py"
-        if not path.exists():
-            tmp = d / f".{path.name}.{os.getpid()}_{threading.get_ident()}.tmp"
-            tmp.write_text(source)
-            os.replace(tmp, path)
-        name = f"mend_triton_{key[:24]}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod  # triton resolves the kernel's globals through its module
-        try:
-            spec.loader.exec_module(mod)
-        except BaseException:
-            sys.modules.pop(name, None)
-            raise
-        _modules[key] = mod
-        STATS["modules"] += 1
-        return mod
 
 
 @contextlib.contextmanager
@@ -104,7 +46,7 @@ def _interpreter_runs_jit_functions():
     calls are routed through the interpreter instead (what they would have been with the variable set
     first)."""
     import triton.language.standard as std
-    from triton.runtime import interpreter
+    from triton.runtime import interpreter  # 0.1 s (numpy); only interpreted launches need it
     from triton.runtime.jit import JITFunction
 
     orig = JITFunction.__call__
@@ -140,7 +82,7 @@ def gpu_name(device: torch.device) -> str:
 
 
 def _tune_path(key: str) -> Path:
-    return cache_root() / "v1" / "triton" / "tune" / key[:2] / f"{key}.json"
+    return cache.cache_root() / "v1" / "triton" / "tune" / key[:2] / f"{key}.json"
 
 
 def _tune_key(kernel_source: str, device) -> str:
@@ -152,7 +94,7 @@ def _tune_key(kernel_source: str, device) -> str:
 
 
 def read_tuned(key: str):
-    if os.environ.get("MEND_DISABLE_CACHE") == "1":
+    if not cache.enabled():
         return None
     try:
         return json.loads(_tune_path(key).read_text())
@@ -161,7 +103,7 @@ def read_tuned(key: str):
 
 
 def write_tuned(key: str, data: dict) -> None:
-    if os.environ.get("MEND_DISABLE_CACHE") == "1":
+    if not cache.enabled():
         return
     p = _tune_path(key)
     try:
@@ -231,7 +173,7 @@ class TritonLauncher:
         self.kernel_text = source.render()
         self.interpreted = type(fn).__name__ == "InterpretedFunction"
         self.aot: dict[int, object] = {}  # config index -> future of its ahead-of-time compile
-        self.static: dict[int, object] = {}  # config index -> triton_aot.StaticKernel, or None (JIT path)
+        self.static: dict[int, object] = {}  # config index -> aot.StaticKernel, or None (JIT path)
 
     def __repr__(self) -> str:
         return f"<triton kernel {self.kernel.name} {self.template} xnumel={self.xnumel}>"
@@ -254,12 +196,10 @@ class TritonLauncher:
 
     def precompile(self, module, target, dev) -> None:
         """Submit the kernel's candidate configurations to the compile workers (returns at once)."""
-        from . import triton_aot
-
         (name, sig, launches), = self.source.compile_units()
         for i in self.candidates(dev):
             constexprs, num_warps = launches[i]
-            self.aot[i] = triton_aot.submit(triton_aot.job_for(module, name, sig, constexprs, num_warps, target))
+            self.aot[i] = aot.submit(aot.job_for(module, name, sig, constexprs, num_warps, target))
 
     def _static_kernel(self, i: int, index: int):
         if i in self.static:
@@ -267,9 +207,7 @@ class TritonLauncher:
         fut = self.aot.get(i)
         k = None
         if fut is not None:
-            from . import triton_aot
-
-            k = triton_aot.load(fut, index, f"Triton kernel {self.kernel.name}")
+            k = aot.load(fut, index, f"Triton kernel {self.kernel.name}")
         self.static[i] = k
         return k
 
@@ -321,8 +259,6 @@ class TritonLauncher:
             warn_once(f"mend: Triton kernel {self.kernel.name} failed to build ({type(exc).__name__}: "
                       f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}); it runs in the "
                       "reference interpreter")
-            from .interpret import run_kernel
-
             self.fallback = lambda *ts: run_kernel(self.kernel, *ts)
             self.config = None
             return self.fallback(*tensors)
@@ -339,18 +275,13 @@ class TritonLauncher:
         device, and no launch hooks (profilers) are installed; otherwise Triton's own path runs."""
         if self.interpreted or os.environ.get("MEND_TRITON_FAST_LAUNCH", "1") == "0" or ck is None:
             return
-        from . import triton_aot
-
-        if isinstance(ck, triton_aot.StaticKernel):
+        if isinstance(ck, aot.StaticKernel):
             index = _device_index(tensors)
             g0 = (self.xnumel + self.config.XBLOCK - 1) // self.config.XBLOCK
             self._fast_static = (ck, g0, index, ck._impl._launch_kernel, ck.function, ck.num_warps, ck.shared,
                                  ck.arg_tys, (None,) * ck.n_extra, ck._stream, torch.cuda.current_device)
             return
         try:
-            import triton
-            from triton.runtime.driver import driver
-
             knobs = getattr(triton, "knobs", None)
             enter = getattr(knobs.runtime, "launch_enter_hook", None) if knobs is not None else None
             leave = getattr(knobs.runtime, "launch_exit_hook", None) if knobs is not None else None
@@ -439,11 +370,9 @@ class TritonSplitLauncher:
         self.static: dict[int, object] = {}
 
     def precompile(self, module, target, dev) -> None:
-        from . import triton_aot
-
         for i, (name, sig, launches) in enumerate(self.source.compile_units()):
             constexprs, num_warps = launches[0]
-            self.aot[i] = triton_aot.submit(triton_aot.job_for(module, name, sig, constexprs, num_warps, target))
+            self.aot[i] = aot.submit(aot.job_for(module, name, sig, constexprs, num_warps, target))
 
     _static_kernel = TritonLauncher._static_kernel
 
@@ -483,8 +412,6 @@ class TritonSplitLauncher:
             STATS["launch_fallbacks"] += 1
             warn_once(f"mend: Triton kernel {self.kernel.name} failed to build ({type(exc).__name__}); it runs "
                       "in the reference interpreter")
-            from .interpret import run_kernel
-
             self.fallback = lambda *ts: run_kernel(self.kernel, *ts)
             return self.fallback(*tensors)
         return None

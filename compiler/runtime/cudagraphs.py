@@ -22,9 +22,11 @@ What stays exactly as without CUDA graphs:
 
 from __future__ import annotations
 
+import os
+
 import torch
 
-from .debug import warn_once
+from ..debug import warn_once
 
 STATS = {"captured": 0, "replays": 0, "fallback_calls": 0, "declined": 0}
 MAX_CAPTURES = 4
@@ -34,8 +36,6 @@ MAX_CAPTURES = 4
 def requested(kwargs: dict) -> bool:
     """Whether the backend call asks for CUDA graphs: ``mode="reduce-overhead"``,
     ``options={"cudagraphs": True}``, or ``MEND_CUDAGRAPHS=1`` (``0`` turns them off everywhere)."""
-    import os
-
     env = os.environ.get("MEND_CUDAGRAPHS")
     if env is not None and env.strip():
         return env.strip() not in ("0", "false", "no", "off")

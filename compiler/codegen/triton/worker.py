@@ -1,7 +1,9 @@
 """A Triton compile worker: compiles generated kernels ahead of time, for an explicit GPU target.
 
-Run as a separate process by :mod:`mend.compiler.triton_aot` (never imported as part of ``mend.compiler``
-in the worker, so a worker imports Triton only: no torch, no CUDA context). Protocol on stdin/stdout:
+Run as a separate process by :mod:`mend.compiler.codegen.triton.aot`, as a script (never imported as part
+of ``mend.compiler`` in the worker, so a worker imports Triton only: no torch, no CUDA context). The main
+process imports this module too (``aot`` calls :func:`compile_job` in-process without a pool), so Triton is
+imported inside the functions that use it, never when the module loads. Protocol on stdin/stdout:
 frames of a 4-byte little-endian length plus a pickled object; a request is a job dict (see
 :func:`compile_job`), the reply the result dict. EOF on stdin ends the worker. Anything Triton prints
 goes to stderr, never into the protocol stream.
@@ -16,11 +18,16 @@ The parent process can also call :func:`compile_job` in-process (no pool, ``MEND
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import os
 import pickle
+import select
+import shutil
 import struct
 import sys
+import tempfile
 
 _modules: dict = {}
 
@@ -116,9 +123,6 @@ def mend_warm(x, y, n, BLOCK: tl.constexpr):
 def warm_up(target: tuple) -> bool:
     """Compile a tiny kernel for ``target`` (backend, arch, warp_size) into a temporary Triton cache that
     is removed afterwards: the compile always runs (never a cache hit) and leaves nothing behind."""
-    import shutil
-    import tempfile
-
     tmp = tempfile.mkdtemp(prefix="mend_triton_warm_")
     saved = os.environ.get("TRITON_CACHE_DIR")
     try:
@@ -145,8 +149,6 @@ def warm_up(target: tuple) -> bool:
 def _triton_stamp(cache_module) -> str:
     """What Triton's own key is computed from, by name, size and modification time (no contents read):
     the version, ``runtime/cache.py``, the ``compiler``, ``backends`` and ``language`` packages, ``_C``."""
-    import hashlib
-
     import triton
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(cache_module.__file__)))
@@ -169,8 +171,6 @@ def remembered_triton_key(store: "str | None") -> str:
     cache) the key is reused while nothing it hashes has changed name, size or modification time, and
     installed as the process's ``triton_key``; otherwise it is computed and remembered. Any surprise
     (another Triton layout, an unreadable file) leaves Triton's own function in place."""
-    import json
-
     from triton.runtime import cache as rc
 
     real = rc.triton_key
@@ -216,8 +216,6 @@ def parse_target(text: str):
 
 
 def _job_waiting(stream) -> bool:
-    import select
-
     try:
         return bool(select.select([stream], [], [], 0)[0])
     except (OSError, ValueError):

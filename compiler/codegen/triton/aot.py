@@ -6,7 +6,7 @@ of many kernels that is most of mend's cold compile time on a GPU. Here instead:
 
 * As soon as a graph's kernels are generated, every launch configuration a kernel may use (the heuristic
   one, or all candidates when it will be autotuned) is submitted to a pool of compile workers
-  (:mod:`mend.compiler.triton_worker`: separate processes that import Triton only, started when the first
+  (:mod:`mend.compiler.codegen.triton.worker`: separate processes that import Triton only, started when the first
   CUDA graph reaches the backend, so their start-up overlaps tracing). A worker that has no job yet once
   Triton is imported compiles a tiny kernel for the GPU's target into a throwaway cache: Triton's first
   compile in a process costs about 0.3 s more than the next (its compiler pipeline is set up), and that
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import pickle
 import queue
 import struct
 import subprocess
@@ -38,10 +39,14 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from . import compat
-from .debug import warn_once
+import torch
 
-WORKER = Path(__file__).with_name("triton_worker.py")
+from ... import compat
+from ...debug import warn_once
+from ...runtime import cache
+from .worker import compile_job
+
+WORKER = Path(__file__).with_name("worker.py")
 STATS = {"submitted": 0, "compiled": 0, "failed": 0, "static_loaded": 0, "workers_started": 0}
 _lock = threading.RLock()
 _pool: "CompilePool | None" = None
@@ -88,13 +93,9 @@ class _Worker:
         if len(head) < 4:
             raise RuntimeError("compile worker exited")
         (n,) = struct.unpack("<I", head)
-        import pickle
-
         return pickle.loads(self.proc.stdout.read(n))
 
     def call(self, job: dict) -> dict:
-        import pickle
-
         data = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
         # the job goes into the pipe before the worker says it is ready: a worker that finds a job
         # waiting once Triton is imported compiles it instead of warming up
@@ -118,12 +119,10 @@ class _Worker:
 
 def _worker_env() -> dict:
     """The workers' environment: ours, plus where they remember Triton's own cache key
-    (``triton_worker.remembered_triton_key``) unless mend's cache is disabled."""
+    (``worker.remembered_triton_key``) unless mend's cache is disabled."""
     env = dict(os.environ)
-    if os.environ.get("MEND_DISABLE_CACHE") != "1" and "MEND_TRITON_KEY_FILE" not in env:
-        from .runtime_triton import cache_root
-
-        env["MEND_TRITON_KEY_FILE"] = str(cache_root() / "triton_key.json")
+    if cache.enabled() and "MEND_TRITON_KEY_FILE" not in env:
+        env["MEND_TRITON_KEY_FILE"] = str(cache.cache_root() / "triton_key.json")
     return env
 
 
@@ -139,7 +138,7 @@ class CompilePool:
 
     def __init__(self, n: int, target: "tuple | None" = None) -> None:
         self.n = n
-        self.target = target  # workers warm up for it (``triton_worker.warm_up``)
+        self.target = target  # workers warm up for it (``worker.warm_up``)
         self.idle: "queue.Queue[_Worker]" = queue.Queue()
         for _ in range(n):
             self.idle.put(_Worker(target))
@@ -234,8 +233,6 @@ def shutdown() -> None:
 
 
 def _run_inline(job: dict) -> dict:
-    from .triton_worker import compile_job
-
     try:
         return compile_job(job)
     except Exception as exc:  # noqa: BLE001
@@ -243,7 +240,7 @@ def _run_inline(job: dict) -> dict:
 
 
 def submit(job: dict) -> Future:
-    """Compile ``job`` (see :func:`mend.compiler.triton_worker.compile_job`) in the pool, or lazily in the
+    """Compile ``job`` (see :func:`mend.compiler.codegen.triton.worker.compile_job`) in the pool, or lazily in the
     calling thread when there is no pool; the future's result is the worker's result dict."""
     STATS["submitted"] += 1
     try:
@@ -321,8 +318,6 @@ _SCALAR = {"i1": "i", "i8": "b", "i16": "h", "i32": "i", "i64": "l", "u1": "I", 
 def target_for(device) -> tuple:
     """(backend, arch, warp_size) of ``device`` for ``triton.compile``, from PyTorch (so the main process
     never has to build Triton's own CUDA driver utilities)."""
-    import torch
-
     major, minor = torch.cuda.get_device_capability(device)
     return ("cuda", major * 10 + minor, 32)
 

@@ -66,6 +66,7 @@ from typing import Any
 import sympy
 import torch
 
+from .ops import OPS
 from .symbolic import contiguous_strides
 
 # ----------------------------------------------------------------------------------------- layouts
@@ -261,8 +262,6 @@ def substitute(expr: Expr, mapping: dict, simplify=None) -> Expr:
 
 
 def op_count(expr: Expr) -> int:
-    from .ops import OPS
-
     return sum(OPS[e.op].cost for e in walk(expr) if isinstance(e, Op) and e.op in OPS)
 
 

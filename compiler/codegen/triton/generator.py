@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import os
 
-from .. import ir
-from . import KernelCompileError
-from .triton_source import PERSISTENT_RMAX, SPLIT_MIN_RNUMEL, KernelSource, render_module
+from ... import ir
+from .. import KernelCompileError
+from . import aot
+from .build import interpret_mode, load_module
+from .kernel import PERSISTENT_RMAX, SPLIT_MIN_RNUMEL, KernelSource, render_module
+from .launch import TritonLauncher, TritonSplitLauncher
 
 
 class TritonGenerator:
@@ -33,8 +36,6 @@ class TritonGenerator:
         self.split_min_rnumel = split_min_rnumel if os.environ.get("MEND_TRITON_SPLIT", "1") != "0" else 2**62
 
     def _interp(self) -> bool:
-        from ..runtime_triton import interpret_mode
-
         return interpret_mode() if self.interpret is None else self.interpret
 
     def sources(self, kernels: list[ir.Kernel]):
@@ -51,32 +52,25 @@ class TritonGenerator:
         return good, bad
 
     def module_source(self, kernels: list[ir.Kernel]) -> str:
-        from ..runtime_triton import interpret_mode
-
         good, _ = self.sources(kernels)
-        interp = interpret_mode() if self.interpret is None else self.interpret
-        return render_module(good, interp)
+        return render_module(good, self._interp())
 
     device = None  # the graph's device (set by the backend): ahead-of-time compiles target it
 
     def _precompile(self, launchers: dict, mods: dict) -> None:
-        """Start compiling every kernel ahead of its first launch, in parallel (``triton_aot``)."""
-        from .. import triton_aot
-
+        """Start compiling every kernel ahead of its first launch, in parallel (``aot``)."""
         dev = self.device
-        if not triton_aot.enabled() or dev is None or getattr(dev, "type", None) != "cuda":
+        if not aot.enabled() or dev is None or getattr(dev, "type", None) != "cuda":
             return
         try:
-            target = triton_aot.target_for(dev)
+            target = aot.target_for(dev)
         except Exception:  # noqa: BLE001 - no usable CUDA device: Triton's JIT path
             return
         for name, (launcher, _) in launchers.items():
             launcher.precompile(mods[name], target, dev)
 
     def compile(self, kernels: list[ir.Kernel], dump) -> dict:
-        from .. import runtime_triton as rt
-
-        interp = rt.interpret_mode() if self.interpret is None else self.interpret
+        interp = self._interp()
         good, bad = self.sources(kernels)
         out: dict = {}
         if good:
@@ -84,13 +78,13 @@ class TritonGenerator:
             if dump:
                 dump.write("kernels_triton.py", src)
             try:
-                mod = rt.load_module(src)
+                mod = load_module(src)
                 mods = {s.k.name: mod for s in good}
             except Exception as whole:  # noqa: BLE001 - isolate the kernels that do not import
                 mods = {}
                 for s in good:
                     try:
-                        mods[s.k.name] = rt.load_module(render_module([s], interp))
+                        mods[s.k.name] = load_module(render_module([s], interp))
                     except Exception as exc:  # noqa: BLE001
                         bad[s.k.name] = f"{type(exc).__name__}: {exc}"
                 if not mods:
@@ -101,9 +95,9 @@ class TritonGenerator:
                     continue
                 if s.plan.template == "split":
                     fns = [getattr(m, n) for n in s.fn_names]
-                    out[s.k.name] = (rt.TritonSplitLauncher(s.k, fns[0], fns[1], s), "tensor")
+                    out[s.k.name] = (TritonSplitLauncher(s.k, fns[0], fns[1], s), "tensor")
                 else:
-                    out[s.k.name] = (rt.TritonLauncher(s.k, getattr(m, s.fn_name), s), "tensor")
+                    out[s.k.name] = (TritonLauncher(s.k, getattr(m, s.fn_name), s), "tensor")
             if not interp:
                 self._precompile(out, mods)
         failed = [n for n in bad if n != "*"]

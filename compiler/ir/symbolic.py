@@ -100,7 +100,7 @@ def contiguous_strides(size) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def _bounds(e, ranges) -> tuple[int, int] | None:
+def bounds(e, ranges) -> tuple[int, int] | None:
     """Inclusive (min, max) of an integer expression, or None when unknown."""
     if e.is_Integer:
         return int(e), int(e)
@@ -110,13 +110,13 @@ def _bounds(e, ranges) -> tuple[int, int] | None:
             return None
         return 0, max(int(n) - 1, 0)
     if isinstance(e, FloorDiv):
-        b = _bounds(e.args[0], ranges)
+        b = bounds(e.args[0], ranges)
         d = int(e.args[1])
         if b is None or b[0] < 0:
             return None
         return b[0] // d, b[1] // d
     if isinstance(e, IMod):
-        b = _bounds(e.args[0], ranges)
+        b = bounds(e.args[0], ranges)
         m = int(e.args[1])
         if b is not None and b[0] >= 0 and b[1] < m:
             return b
@@ -124,7 +124,7 @@ def _bounds(e, ranges) -> tuple[int, int] | None:
     if e.is_Add:
         lo = hi = 0
         for t in e.args:
-            b = _bounds(t, ranges)
+            b = bounds(t, ranges)
             if b is None:
                 return None
             lo += b[0]
@@ -133,14 +133,14 @@ def _bounds(e, ranges) -> tuple[int, int] | None:
     if e.is_Mul:
         c, rest = e.as_coeff_Mul()
         if c.is_Integer and rest is not e:
-            b = _bounds(rest, ranges)
+            b = bounds(rest, ranges)
             if b is None:
                 return None
             c = int(c)
             return (c * b[0], c * b[1]) if c >= 0 else (c * b[1], c * b[0])
         return None
     if isinstance(e, (IMin, IMax)):
-        bs = [_bounds(a, ranges) for a in e.args]
+        bs = [bounds(a, ranges) for a in e.args]
         if any(b is None for b in bs):
             return None
         f = min if isinstance(e, IMin) else max
@@ -166,7 +166,7 @@ def _floordiv(a, d: int, ranges):
         return a
     a = sympy.expand(a)
     mult, rest = _split_terms(a, d)
-    b = _bounds(rest, ranges)
+    b = bounds(rest, ranges)
     if b is not None and b[0] >= 0 and b[1] < d:
         return sympy.expand(mult / d)
     if rest == 0:
@@ -181,7 +181,7 @@ def _floordiv(a, d: int, ranges):
                 cands.add(g)
     for g in sorted(cands, reverse=True):
         m2, r2 = _split_terms(rest, g)
-        b2 = _bounds(r2, ranges)
+        b2 = bounds(r2, ranges)
         if b2 is not None and b2[0] >= 0 and b2[1] < g:
             inner = sympy.expand(m2 / g)
             return sympy.expand(mult / d) + _floordiv(inner, d // g, ranges)
@@ -221,7 +221,7 @@ def _mod(a, m: int, ranges):
     if m == 1:
         return sympy.Integer(0)
     _, rest = _split_terms(sympy.expand(a), m)
-    b = _bounds(rest, ranges)
+    b = bounds(rest, ranges)
     if b is not None and b[0] >= 0 and b[1] < m:
         return rest
     if rest == 0:
@@ -261,7 +261,7 @@ def _simplify(expr, ranges: dict) -> sympy.Expr:
         if isinstance(e, IMod):
             return _mod(args[0], int(args[1]), ranges)
         if isinstance(e, (IMin, IMax)):
-            b0, b1 = _bounds(args[0], ranges), _bounds(args[1], ranges)
+            b0, b1 = bounds(args[0], ranges), bounds(args[1], ranges)
             if b0 is not None and b1 is not None:
                 if isinstance(e, IMin):
                     if b0[1] <= b1[0]:

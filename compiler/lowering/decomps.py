@@ -13,7 +13,7 @@ import functools
 
 import torch
 
-from . import compat
+from .. import compat
 
 aten = torch.ops.aten
 

@@ -12,13 +12,17 @@ import ctypes
 import functools
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
 import threading
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import torch
+
+from ...runtime import cache
 
 CXX = os.environ.get("CXX", "g++")
 # -O2 rather than -O3 (benchmarks/compiler_flags.py, g++ 12, shared 2-core box): g++ time 0.89-0.93x of
@@ -47,14 +51,6 @@ class CompileError(RuntimeError):
     pass
 
 
-def cache_root() -> Path:
-    d = os.environ.get("MEND_CACHE_DIR")
-    if d:
-        return Path(d)
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "mend"
-
-
 @functools.lru_cache(maxsize=1)
 def toolchain_fingerprint() -> str:
     if shutil.which(CXX) is None:
@@ -67,11 +63,7 @@ def toolchain_fingerprint() -> str:
                 isa = line
                 break
     except OSError:
-        import platform
-
         isa = platform.processor()
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         mend_v = version("mend")
     except PackageNotFoundError:
@@ -90,10 +82,10 @@ def cache_key(source: str) -> str:
 def build(source: str) -> Path:
     """Compile ``source`` to a shared library (cached); returns its path."""
     key = cache_key(source)
-    if os.environ.get("MEND_DISABLE_CACHE") == "1":
+    if not cache.enabled():
         d = Path(tempfile.mkdtemp(prefix="mend_cpp_"))
     else:
-        d = cache_root() / "v1" / "cpp" / key[:2]
+        d = cache.cache_root() / "v1" / "cpp" / key[:2]
     so = d / f"{key}.so"
     if so.exists():
         STATS["hits"] += 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from . import ir
+from .. import ir
 
 
 def _as(t, size, stride, off):

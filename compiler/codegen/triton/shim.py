@@ -31,7 +31,7 @@ _LOG10_E = 0.4342944819032518
 def import_line(interpret: bool) -> str:
     """The import a generated module uses to bind ``tm``."""
     if interpret:
-        return "from mend.compiler.codegen import triton_math as tm"
+        return "from mend.compiler.codegen.triton import shim as tm"
     return "from triton.language.extra import libdevice as tm"
 
 

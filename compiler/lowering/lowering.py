@@ -27,10 +27,10 @@ import torch
 import torch.fx
 import torch.utils._pytree
 
-from . import ir
-from .ir import Const, IndexValue, Layout, Load, Op, TensorRef
-from .ops import MAX_INLINE_COST, REALIZE_COST
-from .symbolic import FloorDiv, IMod, clamp, contiguous_strides, simplify_index, unravel, variables
+from .. import ir
+from ..ir import Const, IndexValue, Layout, Load, Op, TensorRef
+from ..ir.ops import MAX_INLINE_COST, REALIZE_COST
+from ..ir.symbolic import FloorDiv, IMod, clamp, contiguous_strides, simplify_index, unravel, variables
 from .views import Strided, ViewError
 
 log = logging.getLogger("mend.compiler")

@@ -31,17 +31,11 @@ from dataclasses import dataclass
 import sympy
 import torch
 
-from .. import ir
-from ..symbolic import FloorDiv, IMax, IMin, IMod, simplify_index, variables
-
-try:  # value ranges of index expressions (decides int32 vs int64 indexing)
-    from ..symbolic import _bounds
-except ImportError:  # pragma: no cover - without it every kernel indexes in int64 (correct, slower)
-
-    def _bounds(e, ranges):
-        return None
-from .common import coalesce
-from .triton_math import NAMES as SHIM_NAMES
+from ... import ir
+from ...ir.symbolic import FloorDiv, IMax, IMin, IMod, bounds, simplify_index, variables
+from ..common import coalesce
+from .shim import NAMES as SHIM_NAMES
+from .shim import import_line
 
 PERSISTENT_RMAX = 4096  # longest row kept in registers
 TILE_MAX = 8192  # XBLOCK * RBLOCK of a persistent reduction
@@ -325,7 +319,7 @@ def plan(k: ir.Kernel, persistent_rmax: int = PERSISTENT_RMAX, split_min_rnumel:
     if not wide:
         for e in _index_exprs(k):
             e = simplify_index(e.xreplace(mapping), ranges)
-            b = _bounds(e, ranges)
+            b = bounds(e, ranges)
             if b is None or b[1] > INT32_LIMIT or b[0] < -INT32_LIMIT:
                 wide = True
                 break
@@ -1158,8 +1152,6 @@ def _min_nan(a, b):
 
 
 def render_module(sources: list[KernelSource], interpret: bool) -> str:
-    from .triton_math import import_line
-
     parts = [MODULE_HEADER.format(math_import=import_line(interpret))]
     for s in sources:
         parts.append("\n" + s.render())

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
-from .. import ir
-from ..symbolic import print_c, simplify_index, variables
-from .common import coalesce
+from ... import ir
+from ...ir.symbolic import print_c, simplify_index, variables
+from ..common import coalesce
 
 PARALLEL_THRESHOLD = 32768
 PRELUDE = (Path(__file__).with_name("prelude.h")).read_text()

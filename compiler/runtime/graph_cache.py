@@ -18,15 +18,15 @@ from pathlib import Path
 
 import torch
 
-from . import runtime_cpp
+from .cache import cache_root, enabled
 
 
 @functools.lru_cache(maxsize=1)
 def _compiler_fingerprint() -> str:
     h = hashlib.sha256()
-    root = Path(__file__).parent
+    root = Path(__file__).parents[1]  # the compiler package: every stage's sources
     for p in sorted(root.rglob("*")):
-        if p.suffix in (".py", ".h") and "bench" not in p.parts:
+        if p.suffix in (".py", ".h"):
             h.update(p.name.encode())
             h.update(p.read_bytes())
     h.update(torch.__version__.encode())
@@ -118,11 +118,7 @@ class _Pickler(pickle.Pickler):
 
 
 def _path(key: str) -> Path:
-    return runtime_cpp.cache_root() / "v1" / "graphs" / key[:2] / f"{key}.pkl"
-
-
-def enabled() -> bool:
-    return os.environ.get("MEND_DISABLE_CACHE") != "1"
+    return cache_root() / "v1" / "graphs" / key[:2] / f"{key}.pkl"
 
 
 def load(key: str):
