@@ -11,8 +11,9 @@ outputs in ``Kernel.inputs + Kernel.outputs`` order), style ``"tensor"`` means `
 order. A generator raises :class:`KernelCompileError` naming the kernels it could not build; the backend
 then runs those kernels through the reference interpreter (kernel-level fallback).
 
-``cpu`` -> ``codegen/cpp.py`` (C++/OpenMP); ``cuda`` -> ``codegen/triton.py`` (module ``triton``, class
-``TritonGenerator``) when present.
+``cpu`` -> ``codegen/cpp/`` (C++/OpenMP); ``cuda`` -> ``codegen/triton/`` when Triton is installed (the
+generator module is imported on first use; without Triton a CUDA graph falls back to eager). Both render
+expressions through one emitter (``emitter.py``) and their own table; ``common.py`` coalesces loops.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """mend's loop IR: explicit, frozen, hashable and printable.
 
-This module docstring is the contract for code generators (C++ in ``codegen/cpp.py``, Triton in
-``codegen/triton.py``). A generator never sees FX or ATen; it receives a :class:`ScheduledGraph` and turns
-each :class:`Kernel` into device code. Everything else (buffers, externs, output aliasing) is done by the
-shared Python wrapper in ``mend.compiler.wrapper``.
+This module docstring is the contract between the stages: lowering (``lowering/``) produces a
+:class:`GraphIR`, scheduling (``schedule/``) a :class:`ScheduledGraph`, and the code generators (C++ in
+``codegen/cpp/``, Triton in ``codegen/triton/``) turn each of its :class:`Kernel` s into device code. A
+generator never sees FX or ATen. Everything else (buffers, externs, output aliasing) is done by the shared
+Python wrapper in ``mend.compiler.runtime.wrapper``. ``verify.py`` checks these invariants between the
+stages (``MEND_COMPILER_VERIFY=1``); ``ops.py`` is the op table, ``symbolic.py`` the index expressions.
 
 Values and expressions
 ----------------------
@@ -17,14 +19,14 @@ objects for CSE):
   scheduler proved the producer wrote exactly this element); a generator keeps it in a register (same
   iteration) or in row-local scratch (a row stage read by a later stage of the same row).
 * ``Const(value, dtype)``, ``IndexValue(index, dtype)`` (the integer value of an index expression, e.g.
-  ``arange``), ``Op(op, args, dtype)``: a pointwise operation from ``mend.compiler.ops.OPS`` (name, arity,
+  ``arange``), ``Op(op, args, dtype)``: a pointwise operation from ``mend.compiler.ir.ops.OPS`` (name, arity,
   semantics); ``Op("cast", (a,), dtype)`` converts, ``Op("where", (c, a, b), dtype)`` selects.
 
 ``dtype`` is always the *storage* dtype of the value (``torch.float16`` for a half value). Generators
 compute float16/bfloat16 in float32 and round only on ``cast`` to a half type and on stores; integers
 compute in their own width; bool is a byte holding 0/1.
 
-Index expressions use the canonical symbols ``x0 .. x{n-1}`` (``mend.compiler.symbolic.var``), one per
+Index expressions use the canonical symbols ``x0 .. x{n-1}`` (``mend.compiler.ir.symbolic.var``), one per
 dimension of the kernel's iteration space, each ranging over ``[0, size[i])``. They may contain
 ``FloorDiv``, ``IMod`` (print as ``//`` and ``%``: operands are never negative), ``Min`` and ``Max``.
 

@@ -4,7 +4,7 @@
 async_compile=True)`` or ``MEND_ASYNC_COMPILE=1`` (``0`` turns it off everywhere). Lowering, fusion and
 code generation still run when the graph is compiled (they are quick, and a graph that cannot be lowered is
 known at once), but nothing waits for a kernel build: Triton kernels compile in the workers of
-``triton_aot`` as always, and the C++ translation unit is built by ``g++`` on a background thread. Until
+``codegen/triton/aot.py`` as always, and the C++ translation unit is built by ``g++`` on a background thread. Until
 every build of a graph is done, each call of the graph runs the ATen graph that aot_autograd traced, op by
 op, as eager PyTorch would; the first call that finds them done switches to the compiled graph, for good.
 The first call then waits only for Dynamo, aot_autograd and the front end.

@@ -150,7 +150,7 @@ def test_debug_dump_writes_every_stage(monkeypatch, tmp_path):
 
 
 def test_self_check_mode_reports_a_miscompile(monkeypatch, tmp_path):
-    from mend.compiler.codegen.cpp import kernel as cpp
+    from mend.compiler.codegen.cpp import emit as cpp_emit
 
     monkeypatch.setenv("MEND_COMPILER_CHECK", "1")
     monkeypatch.setenv("MEND_COMPILER_DEBUG", str(tmp_path / "good"))
@@ -158,7 +158,7 @@ def test_self_check_mode_reports_a_miscompile(monkeypatch, tmp_path):
     check(lambda x: x.log_softmax(-1), x)
     assert not list((tmp_path / "good").rglob("selfcheck.txt"))
     # a deliberately wrong code generator: exp emitted as log
-    monkeypatch.setitem(cpp._FLOAT_FN, "exp", "mend_log({0})")
+    monkeypatch.setitem(cpp_emit.FLOAT_FN, "exp", "mend_log({0})")
     monkeypatch.setenv("MEND_COMPILER_DEBUG", str(tmp_path / "bad"))
     call = mend_compile_fx(lambda x: (x.exp(),), x)
     call([x])

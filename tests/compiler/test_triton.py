@@ -30,7 +30,9 @@ from mend.compiler.codegen import KernelCompileError, generator_for  # noqa: E40
 from mend.compiler.codegen.triton import build as triton_build  # noqa: E402
 from mend.compiler.codegen.triton import launch as triton_launch  # noqa: E402
 from mend.compiler.codegen.triton.generator import TritonGenerator  # noqa: E402
-from mend.compiler.codegen.triton.kernel import KernelSource, next_pow2, render_module  # noqa: E402
+from mend.compiler.codegen.triton.kernel import KernelSource  # noqa: E402
+from mend.compiler.codegen.triton.module import render_module  # noqa: E402
+from mend.compiler.codegen.triton.plan import next_pow2  # noqa: E402
 from mend.compiler.debug import Dump  # noqa: E402
 from mend.compiler.ir.symbolic import variables  # noqa: E402
 from mend.compiler.lowering import Lowering  # noqa: E402
@@ -298,7 +300,7 @@ def test_looped_reduction_over_long_rows():
 @pytest.mark.parametrize("rmax", [4096, 4])
 def test_several_rows_per_program_with_a_partial_last_block(rmax):
     # 29 rows in programs of 8 rows: the masked rows of the last program must not be stored
-    from mend.compiler.codegen.triton.kernel import Config
+    from mend.compiler.codegen.triton.plan import Config
 
     x = torch.randn(29, 12)
     fn = lambda x: (torch.softmax(x, -1), x.argmax(-1), x.sum(-1))  # noqa: E731

@@ -21,7 +21,7 @@ from mend.compiler.codegen.triton import aot as triton_aot  # noqa: E402
 from mend.compiler.codegen.triton import build as triton_build  # noqa: E402
 from mend.compiler.codegen.triton import launch as triton_launch  # noqa: E402
 from mend.compiler.codegen.triton.generator import TritonGenerator  # noqa: E402
-from mend.compiler.codegen.triton.kernel import render_module  # noqa: E402
+from mend.compiler.codegen.triton.module import render_module  # noqa: E402
 from mend.compiler.lowering import Lowering  # noqa: E402
 from mend.compiler.lowering.decomps import decomposition_table  # noqa: E402
 from mend.compiler.schedule import schedule  # noqa: E402

@@ -1,15 +1,15 @@
 """The CUDA generator: every kernel of a graph becomes a ``@triton.jit`` function in one generated module.
 
-``TritonGenerator().compile(kernels, dump)`` renders the kernels (templates in ``triton_source``), writes
-the module into the on-disk cache and imports it (``mend.compiler.runtime_triton``), and returns, per kernel,
+``TritonGenerator().compile(kernels, dump)`` renders the kernels (``kernel.py``, ``templates/``), writes
+the module into the on-disk cache and imports it (``build.py``), and returns, per kernel,
 ``(launcher, "tensor")``: the wrapper calls ``launcher(*tensors)`` with the kernel's inputs then outputs.
 Kernels that the templates cannot express raise :class:`KernelCompileError` (their names in ``failed``,
 the others in ``partial``); the backend runs those in the reference interpreter. On a GPU every kernel is
-compiled ahead of its first launch by a pool of compile workers, in parallel (``triton_aot``); a kernel
+compiled ahead of its first launch by a pool of compile workers, in parallel (``aot.py``); a kernel
 that fails to build also falls back to the interpreter (logged once).
 
 Under ``TRITON_INTERPRET=1`` the same kernels run on CPU tensors in Triton's interpreter, with the
-``triton_math`` shim standing in for libdevice; this is how the generator is tested without a GPU.
+``shim.py`` standing in for libdevice; this is how the generator is tested without a GPU.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from ... import ir
 from .. import KernelCompileError
 from . import aot
 from .build import interpret_mode, load_module
-from .kernel import PERSISTENT_RMAX, SPLIT_MIN_RNUMEL, KernelSource, render_module
+from .kernel import KernelSource
 from .launch import TritonLauncher, TritonSplitLauncher
+from .module import render_module
+from .plan import PERSISTENT_RMAX, SPLIT_MIN_RNUMEL
 
 
 class TritonGenerator:

@@ -164,7 +164,7 @@ class TritonLauncher:
     def __init__(self, kernel, fn, source):
         self.kernel = kernel  # ir.Kernel
         self.fn = fn  # the @triton.jit function
-        self.source = source  # codegen.triton_source.KernelSource
+        self.source = source  # kernel.KernelSource
         self.plan = source.plan
         self.template = self.plan.template
         self.xnumel = self.plan.xnumel
