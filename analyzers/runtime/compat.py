@@ -16,9 +16,9 @@ takes each from the narrowest private hook that carries it (measured in
 
 The recorder never changes Dynamo's configuration, its logging state or its caches; ``torch._dynamo.reset``
 and ``explain`` are never called by it. (``mend bench``'s workers own their process: the last section,
-used by them only, counts from Dynamo's logs and counters and resets Dynamo between compiles.) The hooks are installed once, shared by every active listener, and
-removed when the last listener leaves. A hook never lets its own failure reach the user's program:
-errors are kept in :data:`hook_errors`.
+used by them only, counts from Dynamo's logs and counters and resets Dynamo between compiles.) The hooks
+are installed once, shared by every active listener, and removed when the last listener leaves. A hook
+never lets its own failure reach the user's program: errors are kept in :data:`hook_errors`.
 """
 
 from __future__ import annotations
