@@ -25,6 +25,7 @@ import torch.utils._pytree
 from . import compat, debug
 from .codegen import KernelCompileError, NoGenerator, generator_for
 from .codegen.triton import aot as triton_aot
+from .ir.verify import verify_graph, verify_scheduled
 from .lowering import Lowering, graph_device, log_once
 from .lowering.decomps import decomposition_table
 from .runtime import cache, graph_cache, specialize, tiered, wrapper
@@ -157,15 +158,10 @@ def _compile_tensors(gm, example_inputs, dump, defer: bool = False, preloaded=No
     if cached is not None:
         STATS["graph_cache_hits"] += 1
         sg, extern_ops = cached
+        if debug.verify_enabled():
+            verify_scheduled(sg)
     else:
-        lowering = Lowering(gm, example_inputs, device)
-        g = lowering.run()
-        extern_ops = list(lowering.extern_ops)
-        if dump:
-            dump.write("ir.txt", str(g))
-        sg, decisions = schedule(g, device.type)
-        if dump:
-            dump.write("fusion.txt", "\n".join(decisions))
+        sg, extern_ops = _front_end(gm, example_inputs, device, dump)
         graph_cache.store(key, (sg, extern_ops))
     STATS["extern_calls"] += len(extern_ops)
     if dump:
@@ -180,6 +176,23 @@ def _compile_tensors(gm, example_inputs, dump, defer: bool = False, preloaded=No
         return tiered.Deferred(lambda: _build_kernels(gm, dump, device, gen, sg, extern_ops),
                                sg, extern_ops, lambda exc: _fallback(gm, dump, exc))
     return _build_kernels(gm, dump, device, gen, sg, extern_ops, defer)
+
+
+def _front_end(gm, example_inputs, device, dump):
+    """Lowering, then scheduling and fusion, each stage's output checked by the IR verifier when it is on
+    (``MEND_COMPILER_VERIFY``); returns (scheduled graph, ops that became ATen calls)."""
+    lowering = Lowering(gm, example_inputs, device)
+    g = lowering.run()
+    if dump:
+        dump.write("ir.txt", str(g))
+    if debug.verify_enabled():
+        verify_graph(g)
+    sg, decisions = schedule(g, device.type)
+    if dump:
+        dump.write("fusion.txt", "\n".join(decisions))
+    if debug.verify_enabled():
+        verify_scheduled(sg)
+    return sg, list(lowering.extern_ops)
 
 
 def _build_kernels(gm, dump, device, gen, sg, extern_ops, defer: bool = False):

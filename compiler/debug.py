@@ -6,6 +6,8 @@
 * ``MEND_DISABLE_KERNELS=k0,k3`` (names as printed in the dumps, or ``all``): run those kernels through the
   reference interpreter instead of generated code, for bisecting a miscompile.
 * ``MEND_COMPILER_FALLBACK=eager``: run every graph eagerly (whole-graph fallback), for comparison.
+* ``MEND_COMPILER_VERIFY=1``: check the IR between the stages (``ir/verify.py``; on by default under
+  ``MEND_COMPILER_DEBUG``, ``0`` turns it off); a violation is a compiler bug and fails the graph.
 """
 
 from __future__ import annotations
@@ -29,6 +31,13 @@ def warn_once(msg: str) -> None:
 def debug_dir() -> Path | None:
     d = os.environ.get("MEND_COMPILER_DEBUG")
     return Path(d) if d else None
+
+
+def verify_enabled() -> bool:
+    v = os.environ.get("MEND_COMPILER_VERIFY", "").strip()
+    if v:
+        return v != "0"
+    return debug_dir() is not None
 
 
 def disabled_kernels() -> set[str]:

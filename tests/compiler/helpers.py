@@ -7,12 +7,25 @@ import torch.utils._pytree
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from mend.compiler.backend import compile_graph
+from mend.compiler.ir.verify import verify_graph, verify_scheduled
+from mend.compiler.lowering import Lowering
 from mend.compiler.lowering.decomps import decomposition_table
+from mend.compiler.schedule import schedule
 
 
 def mend_compile_fx(fn, *args):
     gm = make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*args)
     return compile_graph(gm, list(args))
+
+
+def lower_and_schedule(gm, args, device: str = "cpu"):
+    """The scheduled graph of the ATen graph ``gm`` (lowering, then scheduling), the IR verified after each
+    stage."""
+    g = Lowering(gm, list(args)).run()
+    verify_graph(g)
+    sg, _ = schedule(g, device)
+    verify_scheduled(sg)
+    return sg
 
 
 def run_mend(fn, *args):

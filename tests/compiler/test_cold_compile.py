@@ -10,14 +10,14 @@ from mend.compiler.codegen.cpp import build as cpp_build
 from mend.compiler.codegen.cpp import generator as cpp_generator
 from mend.compiler.codegen.cpp import kernel as cpp
 from mend.compiler.debug import Dump
-from mend.compiler.lowering import Lowering
 from mend.compiler.lowering.decomps import decomposition_table
-from mend.compiler.schedule import schedule
+
+from .helpers import lower_and_schedule
 
 
 def _kernels(fn, *args):
     gm = make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*args)
-    sg, _ = schedule(Lowering(gm, list(args)).run(), "cpu")
+    sg = lower_and_schedule(gm, args)
     return sg.kernels
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from mend.compiler.lowering import Lowering
 from mend.compiler.lowering.decomps import decomposition_table
 from mend.compiler.runtime import cudagraphs
-from mend.compiler.schedule import schedule
+
+from .helpers import lower_and_schedule
 
 
 def test_requested_by_mode_options_and_environment(monkeypatch):
@@ -27,7 +27,7 @@ def test_requested_by_mode_options_and_environment(monkeypatch):
 
 def _graphs(fn, *args):
     gm = make_fx(fn, decomposition_table=decomposition_table())(*args)
-    sg, _ = schedule(Lowering(gm, list(args)).run(), "cpu")
+    sg = lower_and_schedule(gm, args)
     return gm, sg
 
 

@@ -35,12 +35,10 @@ from mend.compiler.codegen.triton.module import render_module  # noqa: E402
 from mend.compiler.codegen.triton.plan import next_pow2  # noqa: E402
 from mend.compiler.debug import Dump  # noqa: E402
 from mend.compiler.ir.symbolic import variables  # noqa: E402
-from mend.compiler.lowering import Lowering  # noqa: E402
 from mend.compiler.lowering.decomps import decomposition_table  # noqa: E402
 from mend.compiler.runtime import wrapper  # noqa: E402
-from mend.compiler.schedule import schedule  # noqa: E402
 
-from .helpers import assert_same  # noqa: E402
+from .helpers import assert_same, lower_and_schedule  # noqa: E402
 from .models import ResidualLN  # noqa: E402
 
 
@@ -52,9 +50,7 @@ def _interpret(monkeypatch, tmp_path):
 
 def scheduled(fn, *args):
     gm = make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*args)
-    g = Lowering(gm, list(args)).run()
-    sg, _ = schedule(g, "cuda")
-    return gm, sg
+    return gm, lower_and_schedule(gm, args, "cuda")
 
 
 def run_triton(fn, *args, rmax=None, split_min=None, **opts):

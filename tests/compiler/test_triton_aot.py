@@ -22,9 +22,9 @@ from mend.compiler.codegen.triton import build as triton_build  # noqa: E402
 from mend.compiler.codegen.triton import launch as triton_launch  # noqa: E402
 from mend.compiler.codegen.triton.generator import TritonGenerator  # noqa: E402
 from mend.compiler.codegen.triton.module import render_module  # noqa: E402
-from mend.compiler.lowering import Lowering  # noqa: E402
 from mend.compiler.lowering.decomps import decomposition_table  # noqa: E402
-from mend.compiler.schedule import schedule  # noqa: E402
+
+from .helpers import lower_and_schedule  # noqa: E402
 
 SM90 = ("cuda", 90, 32)
 
@@ -42,7 +42,7 @@ def _env(monkeypatch, tmp_path):
 
 def launchers(fn, *args, **opts):
     gm = make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*args)
-    sg, _ = schedule(Lowering(gm, list(args)).run(), "cuda")
+    sg = lower_and_schedule(gm, args, "cuda")
     sources, bad = TritonGenerator(interpret=False, **opts).sources(sg.kernels)
     assert not bad
     module = triton_build.load_module(render_module(sources, interpret=False))
@@ -214,7 +214,7 @@ def test_generator_precompiles_only_for_cuda_graphs(monkeypatch):
     monkeypatch.setattr(triton_aot, "target_for", lambda dev: SM90)
     x = torch.randn(10)
     gm = make_fx(lambda x: x.exp() + 1, decomposition_table=decomposition_table(), tracing_mode="fake")(x)
-    sg, _ = schedule(Lowering(gm, [x]).run(), "cuda")
+    sg = lower_and_schedule(gm, [x], "cuda")
     for device, jobs in ((torch.device("cpu"), 0), (torch.device("cuda"), 1)):
         submitted.clear()
         gen = TritonGenerator(interpret=False)
