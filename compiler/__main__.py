@@ -9,12 +9,16 @@ mismatch, 2 bad usage or a harness that cannot be loaded.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
+import mend.compiler
+from mend.analyzers.runtime.harness import HarnessError, load
+
 
 def _leaves(x):
-    import torch.utils._pytree as pytree
+    import torch.utils._pytree as pytree  # torch only once a harness runs (usage errors stay fast)
 
     return [t for t in pytree.tree_leaves(x) if hasattr(t, "dtype")]
 
@@ -26,14 +30,10 @@ def main(argv=None) -> int:
                     help="allow graph breaks (each captured graph is compiled separately)")
     ap.add_argument("--debug-dir", default=None, help="dump FX/IR/fusion/kernels here (MEND_COMPILER_DEBUG)")
     a = ap.parse_args(argv)
-    import os
-
     if a.debug_dir:
         os.environ["MEND_COMPILER_DEBUG"] = a.debug_dir
     import torch
 
-    import mend.compiler
-    from mend.analyzers.runtime.harness import HarnessError, load
     from mend.compiler import backend
 
     try:

@@ -2,10 +2,14 @@
 
 Everything from ``torch._dynamo``, ``torch._functorch`` and ``torch._decomp`` that the compiler needs is
 imported here, so a torch upgrade is a change to this file only. Supported: torch >= 2.8 (tested on 2.11
-and 2.13).
+and 2.13). Each private name is imported inside the function that uses it: a torch without one loses
+that feature only, never ``import mend.compiler.backend``.
 """
 
 from __future__ import annotations
+
+import contextlib
+import importlib.util
 
 import torch
 
@@ -18,8 +22,6 @@ def aot_module_simplified(gm, example_inputs, *, fw_compiler, bw_compiler, infer
                           eager_backward: bool = False):
     """aot_autograd with the min-cut partition. ``eager_backward``: compile the backward graph right after
     the forward one (where this torch can), not at the first backward call."""
-    import contextlib
-
     import torch._functorch.config as functorch_config
     from torch._functorch.aot_autograd import aot_module_simplified as _aot
     from torch._functorch.partitioners import min_cut_rematerialization_partition
@@ -186,8 +188,6 @@ def is_fake(t) -> bool:
 
 
 def triton_available() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("triton") is not None
 
 

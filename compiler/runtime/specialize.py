@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 
 import torch
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..debug import warn_once
 
@@ -74,8 +75,6 @@ class ShapeSpecialized:
         STATS["dynamic_graphs"] += 1
 
     def _build(self, args):
-        from torch.fx.experimental.proxy_tensor import make_fx
-
         with torch.no_grad():  # an ATen graph already: retracing records the same ops, no autograd
             static = make_fx(self.gm, tracing_mode="fake")(*args)
         STATS["specializations"] += 1

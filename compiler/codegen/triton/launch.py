@@ -21,7 +21,9 @@ from pathlib import Path
 
 import torch
 import triton
+import triton.language.standard as std
 from triton.runtime.driver import driver
+from triton.runtime.jit import JITFunction
 
 from ...debug import warn_once
 from ...runtime import cache
@@ -45,9 +47,7 @@ def _interpreter_runs_jit_functions():
     be called from Python, so interpreted kernels calling them fail. While an interpreted kernel runs, such
     calls are routed through the interpreter instead (what they would have been with the variable set
     first)."""
-    import triton.language.standard as std
-    from triton.runtime import interpreter  # 0.1 s (numpy); only interpreted launches need it
-    from triton.runtime.jit import JITFunction
+    from triton.runtime import interpreter  # 0.1 s (numpy): only interpreted launches import it
 
     orig = JITFunction.__call__
     wrapped: dict[int, object] = {}
