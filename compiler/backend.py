@@ -3,9 +3,10 @@
 ``torch.compile(model, backend="mend")`` (registered here and through the ``torch_dynamo_backends`` entry
 point) runs Dynamo's graph through aot_autograd with mend's decomposition table (an inference graph that
 needs none of aot_autograd's handling is traced once, directly: :func:`_direct_inference`); the forward,
-backward and inference ATen graphs each go through :func:`compile_graph`: lowering -> IR -> scheduling/fusion ->
-code generation (C++ for CPU tensors; the generator is chosen by device in ``codegen.generator_for``) ->
-a Python wrapper. Fallbacks, each logged once: an op without lowering becomes an ATen call (op level); a
+backward and inference ATen graphs each go through :func:`compile_graph`: lowering (``lowering/``) -> IR
+(``ir/``, verified under ``MEND_COMPILER_VERIFY``) -> scheduling/fusion (``schedule/``) -> code generation
+(``codegen/cpp/`` for CPU tensors, ``codegen/triton/`` for CUDA; chosen in ``codegen.generator_for``) -> a
+Python wrapper (``runtime/wrapper.py``). Fallbacks, each logged once: an op without lowering becomes an ATen call (op level); a
 kernel that cannot be generated or built runs in the reference interpreter (kernel level); a graph that
 cannot be lowered runs eagerly (graph level).
 """
@@ -53,7 +54,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "infe
     """Compile one ATen graph; returns a boxed callable ``fn(list_of_args) -> tuple``. ``cudagraphs``: replay
     a CUDA graph of the compiled graph after its first call (``mend.compiler.runtime.cudagraphs``).
     ``async_compile``: return at once and build in the background, running the ATen graph meanwhile
-    (``mend.compiler.tiered``). ``preloaded``: the graph cache's (scheduled graph, extern ops) of ``gm``,
+    (``mend.compiler.runtime.tiered``). ``preloaded``: the graph cache's (scheduled graph, extern ops) of ``gm``,
     found by the caller under another key (``gm`` is then only run as the reference)."""
     if specialize.is_dynamic(example_inputs):  # symbolic shapes: one static compile per concrete shape
         return specialize.ShapeSpecialized(
