@@ -9,8 +9,14 @@ Two panels, bars grouped by backend with one bar per variant (original, repaired
 from __future__ import annotations
 
 import html
+import io
+import math
 from pathlib import Path
 from typing import Any
+
+from rich.console import Console
+
+from mend.bench.report import results_table
 
 COLORS = {"original": "#d1495b", "repaired": "#2e86ab"}
 DARK = {"original": "#8c2f3c", "repaired": "#1d5670"}
@@ -30,8 +36,6 @@ def _panels(doc: dict[str, Any]) -> tuple[list[str], list[str], dict[tuple[str, 
 def _nice_max(v: float) -> float:
     if v <= 0:
         return 1.0
-    import math
-
     exp = 10 ** math.floor(math.log10(v))
     for m in (1, 2, 2.5, 5, 10):
         if v <= m * exp:
@@ -121,12 +125,6 @@ def svg_cold(doc: dict[str, Any]) -> str:
 
 def html_page(doc: dict[str, Any]) -> str:
     """One self-contained page: no script, no external file, charts as inline SVG."""
-    import io
-
-    from rich.console import Console
-
-    from mend.bench.report import results_table
-
     console = Console(record=True, width=170, file=io.StringIO(), color_system=None)
     console.print(results_table(doc))
     table_text = console.export_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rich.console import Console, Group
@@ -147,8 +148,6 @@ def break_sites_table(doc: dict[str, Any]) -> Table | None:
 
 
 def _rel(path: str) -> str:
-    import os
-
     try:
         rel = os.path.relpath(path)
     except ValueError:

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import resource
 import sys
 import time
 import traceback
 from typing import Any
+
+from mend.analyzers.runtime import harness as harness_mod
+from mend.analyzers.runtime.harness import HarnessError
 
 # name -> (torch.compile backend or None for plain eager PyTorch, mode)
 BACKENDS: dict[str, tuple[str | None, str | None]] = {
@@ -145,8 +149,6 @@ class Worker:
     # -- phases -------------------------------------------------------------------------------------
     def load(self) -> None:
         import torch
-
-        from mend.analyzers.runtime import harness as harness_mod
 
         cfg = self.cfg
         if cfg.get("threads"):
@@ -411,8 +413,6 @@ def _cpu_name() -> str:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    import platform
-
     return platform.processor() or platform.machine()
 
 
@@ -438,8 +438,6 @@ def main() -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # report every failure to the driver, including the user's
-        from mend.analyzers.runtime.harness import HarnessError
-
         kind = "unavailable" if isinstance(exc, BackendUnavailable) else "error"
         harness_error = isinstance(exc, HarnessError)
         text = str(exc) if kind == "unavailable" or harness_error else f"{type(exc).__name__}: {exc}"
