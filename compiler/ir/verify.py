@@ -102,32 +102,40 @@ class _Check:
         for e in walk(root):
             if not isinstance(getattr(e, "dtype", None), torch.dtype):
                 self.fail(f"{type(e).__name__} {e} has no torch dtype")
-                continue
-            if isinstance(e, Load):
-                if e.buf not in dtypes:
-                    self.fail(f"loads {e.buf}, which is not defined before it (or not a kernel input)")
-                elif dtypes[e.buf] != e.dtype:
-                    self.fail(f"loads {e.buf} as {e.dtype}, the buffer holds {dtypes[e.buf]}")
-                self.index(e.index, size, f"load of {e.buf}")
+            elif isinstance(e, Load):
+                self.load(e, size, dtypes)
             elif isinstance(e, IndexValue):
                 self.index(e.index, size, "index value")
             elif isinstance(e, Local):
-                if stages is None:
-                    self.fail(f"Local {e} outside a kernel")
-                elif e.name not in stages:
-                    self.fail(f"reads %{e.name}, not an earlier stage of the kernel")
-                elif stages[e.name] != e.dtype:
-                    self.fail(f"reads %{e.name} as {e.dtype}, the stage is {stages[e.name]}")
+                self.local(e, stages)
             elif isinstance(e, Op):
-                info = OPS.get(e.op)
-                if info is None:
-                    self.fail(f"op {e.op!r} is not in the op table")
-                elif len(e.args) != info.arity:
-                    self.fail(f"op {e.op} takes {info.arity} argument(s), has {len(e.args)}")
-                elif e.op == "where" and e.args[0].dtype != torch.bool:
-                    self.fail(f"where selects on a {e.args[0].dtype}, not a bool")
+                self.op(e)
             elif not isinstance(e, Const):
                 self.fail(f"{type(e).__name__} is not an IR expression node")
+
+    def load(self, e: Load, size: tuple, dtypes: dict) -> None:
+        if e.buf not in dtypes:
+            self.fail(f"loads {e.buf}, which is not defined before it (or not a kernel input)")
+        elif dtypes[e.buf] != e.dtype:
+            self.fail(f"loads {e.buf} as {e.dtype}, the buffer holds {dtypes[e.buf]}")
+        self.index(e.index, size, f"load of {e.buf}")
+
+    def local(self, e: Local, stages: dict | None) -> None:
+        if stages is None:
+            self.fail(f"Local {e} outside a kernel")
+        elif e.name not in stages:
+            self.fail(f"reads %{e.name}, not an earlier stage of the kernel")
+        elif stages[e.name] != e.dtype:
+            self.fail(f"reads %{e.name} as {e.dtype}, the stage is {stages[e.name]}")
+
+    def op(self, e: Op) -> None:
+        info = OPS.get(e.op)
+        if info is None:
+            self.fail(f"op {e.op!r} is not in the op table")
+        elif len(e.args) != info.arity:
+            self.fail(f"op {e.op} takes {info.arity} argument(s), has {len(e.args)}")
+        elif e.op == "where" and e.args[0].dtype != torch.bool:
+            self.fail(f"where selects on a {e.args[0].dtype}, not a bool")
 
 
 def verify_graph(g: GraphIR) -> None:
@@ -238,17 +246,9 @@ def verify_scheduled(sg: ScheduledGraph) -> None:
 
 
 def _kernel(c: _Check, k: Kernel, defined: dict, decl: dict) -> None:
+    _kernel_buffers(c, k, defined)
     size = tuple(k.size)
-    _rdims(c, k.rdims, len(size))
-    dtypes = dict(k.dtypes)
-    if set(dtypes) != set(k.inputs) | set(k.outputs):
-        c.fail(f"dtypes name {sorted(dtypes)}, the kernel reads {list(k.inputs)} and writes {list(k.outputs)}")
-    for name in k.inputs:
-        if name not in defined:
-            c.fail(f"reads {name}, which is not defined before the kernel")
-        elif name in dtypes and dtypes[name] != defined[name]:
-            c.fail(f"reads {name} as {dtypes[name]}, the buffer holds {defined[name]}")
-    inputs = {n: dtypes.get(n) for n in k.inputs}
+    inputs = {n: dict(k.dtypes).get(n) for n in k.inputs}
     rvars = {variables(len(size))[d] for d in k.rdims}
     stages: dict = {}
     read_locally: set = set()
@@ -257,13 +257,7 @@ def _kernel(c: _Check, k: Kernel, defined: dict, decl: dict) -> None:
         c.where = f"{k.name}.{st.name}"
         if st.name in stages:
             c.fail("stage name used twice")
-        if st.kind not in STAGE_KINDS:
-            c.fail(f"stage kind {st.kind!r}")
-        if (st.kind == "reduction") != (st.reduction is not None) or (
-                st.reduction is not None and st.reduction not in REDUCTIONS):
-            c.fail(f"{st.kind} stage with reduction {st.reduction!r}")
-        if not k.rdims and st.kind != "pointwise":
-            c.fail(f"{st.kind} stage in a kernel without reduced dims")
+        _stage_kind(c, k, st)
         c.expr(st.expr, size, inputs, stages)
         for e in walk(st.expr):
             if isinstance(e, Local):
@@ -283,6 +277,29 @@ def _kernel(c: _Check, k: Kernel, defined: dict, decl: dict) -> None:
                    f"{'' if st.name in read_locally else 'not '}read by a later stage")
     if set(k.inputs) != loaded:
         c.fail(f"inputs {list(k.inputs)}, the stages load {sorted(loaded)}")
+
+
+def _kernel_buffers(c: _Check, k: Kernel, defined: dict) -> None:
+    """The iteration space, and the buffers the kernel reads (defined before it) and writes."""
+    _rdims(c, k.rdims, len(k.size))
+    dtypes = dict(k.dtypes)
+    if set(dtypes) != set(k.inputs) | set(k.outputs):
+        c.fail(f"dtypes name {sorted(dtypes)}, the kernel reads {list(k.inputs)} and writes {list(k.outputs)}")
+    for name in k.inputs:
+        if name not in defined:
+            c.fail(f"reads {name}, which is not defined before the kernel")
+        elif name in dtypes and dtypes[name] != defined[name]:
+            c.fail(f"reads {name} as {dtypes[name]}, the buffer holds {defined[name]}")
+
+
+def _stage_kind(c: _Check, k: Kernel, st) -> None:
+    if st.kind not in STAGE_KINDS:
+        c.fail(f"stage kind {st.kind!r}")
+    if (st.kind == "reduction") != (st.reduction is not None) or (
+            st.reduction is not None and st.reduction not in REDUCTIONS):
+        c.fail(f"{st.kind} stage with reduction {st.reduction!r}")
+    if not k.rdims and st.kind != "pointwise":
+        c.fail(f"{st.kind} stage in a kernel without reduced dims")
 
 
 def _kind(k: Kernel, name: str) -> str:
