@@ -36,6 +36,8 @@ def fix(
     verify_harness: str = typer.Option(None, "--verify", metavar="HARNESS",
                                        help="path.py:function returning (model_or_fn, args, kwargs): run the "
                                             "original and the repaired code and compare; writes nothing."),
+    verify_timeout: float = typer.Option(600.0, "--verify-timeout", metavar="SECONDS", min=1,
+                                         help="Give up on a --verify worker after this long."),
     config: Path = typer.Option(None, "--config", help="Read [tool.mend] from this pyproject.toml."),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore configuration files."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only print the summary line."),
@@ -79,6 +81,8 @@ def fix(
             for r in res.remaining:
                 d = r.diagnostic
                 typer.echo(f"{res.path}:{d.line}:{d.col}: {d.code} not fixed: {r.reason}")
+        for path, msg in run.notes:
+            typer.echo(f"note: {path}: {msg}")
     for path, msg in run.errors:
         typer.echo(f"error: {path}: {msg}", err=True)
     verb = "Fixed" if write else "Would fix"
@@ -90,14 +94,19 @@ def fix(
 
     if verify_harness is not None:
         from mend.analyzers.runtime.harness import HarnessError
-        from mend.rewriter.verify import verify
+        from mend.rewriter.verify import VerifyError, verify
 
         fixed = {Path(r.path): r.fixed for r in run.changed}
         root = _common_root([*targets, Path(verify_harness.rpartition(":")[0])])
         try:
-            verdict = verify(verify_harness, root, fixed)
-        except (HarnessError, RuntimeError) as exc:
-            typer.echo(f"error: {exc}", err=True)
+            verdict = verify(verify_harness, root, fixed, timeout=verify_timeout)
+        except HarnessError as exc:
+            typer.echo(f"error: --verify: {exc}", err=True)
+            raise typer.Exit(EXIT_ERROR) from None
+        except VerifyError as exc:
+            typer.echo(f"error: --verify: {exc}", err=True)
+            if exc.traceback:
+                typer.echo(exc.traceback.rstrip("\n"), err=True)
             raise typer.Exit(EXIT_ERROR) from None
         for r in run.changed:
             typer.echo(f"repaired: {r.path} ({len(r.applied)} fix(es))")

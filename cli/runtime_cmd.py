@@ -131,15 +131,25 @@ def gate(
     max_graph_breaks: Optional[int] = typer.Option(None, "--max-graph-breaks", min=0, help="Override the global budget."),
     max_recompiles: Optional[int] = typer.Option(None, "--max-recompiles", min=0, help="Override the global budget."),
     config: Optional[Path] = typer.Option(None, "--config", help="Read [tool.mend.gate] from this pyproject.toml."),
+    ignore_run_status: bool = typer.Option(False, "--ignore-run-status",
+                                           help="Judge the sites even when the recorded program exited "
+                                                "non-zero or compiled nothing."),
 ) -> None:
     """Fail (exit 1) when recorded breaks or recompiles exceed the gate budgets (pyproject tool.mend.gate) or a baseline.
 
-    Exit codes: 0 within budget, 1 over budget (the offending sites are listed), 2 missing or invalid
-    data file, baseline or configuration.
+    A run whose program exited non-zero, or that compiled nothing, fails too (--ignore-run-status
+    opts out). Exit codes: 0 within budget, 1 over budget or a failed run (the reasons and offending
+    sites are listed), 2 missing or invalid data file, baseline or configuration.
     """
     from mend.analyzers.runtime import gate as g
 
     data = _load(data_file)
+    problems = [] if ignore_run_status else g.run_problems(data)
+    if problems:
+        typer.echo("mend gate: FAILED")
+        for problem in problems:
+            typer.echo(f"  {problem}; a run like this passes no budget (--ignore-run-status to judge it anyway)")
+        raise typer.Exit(1)
     try:
         if update_baseline:
             if baseline is None:

@@ -9,14 +9,15 @@ the data file of ``mend run`` (``mend.analyzers.runtime.data``) mapped to rule c
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.rewriter.engine import FileResult, FixOptions, fix_source, read_source, write_atomic
+from mend.rewriter import files
+from mend.rewriter.engine import FileResult, FixOptions
+from mend.rewriter.window import fix_windowed
 
 
 class FixError(Exception):
@@ -28,6 +29,7 @@ class FixRun:
     files: list[FileResult] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)  # (path, message)
     written: list[str] = field(default_factory=list)
+    notes: list[tuple[str, str]] = field(default_factory=list)  # (path, message): skipped, not an error
 
     @property
     def applied(self) -> int:
@@ -47,7 +49,7 @@ def _static() -> Any:
         from mend.analyzers import static
     except ImportError as exc:  # pragma: no cover - the package is part of mend
         raise FixError(f"the static analyzer cannot be imported: {exc}") from exc
-    missing = [n for n in ("load_config", "discover_files", "check_source") if not hasattr(static, n)]
+    missing = [n for n in ("load_config", "discover_files", "check_paths", "check_source") if not hasattr(static, n)]
     if missing:
         raise FixError(f"the static analyzer does not provide {', '.join(missing)} yet")
     return static
@@ -79,9 +81,9 @@ def runtime_diagnostics(data_file: str | Path) -> list[Diagnostic]:
         path = rdata.resolve(run, site.path)
         col = 1
         try:
-            text = path.read_text(encoding="utf-8").splitlines()[site.line - 1]
+            text = files.read(path).text.splitlines()[site.line - 1]
             col = len(text) - len(text.lstrip()) + 1
-        except (OSError, IndexError, UnicodeDecodeError):
+        except (files.FileProblem, IndexError):
             pass
         out.append(Diagnostic(code=code, message=getattr(site, "message", "") or getattr(site, "reason", ""),
                               path=str(path), line=site.line, col=col, source="runtime"))
@@ -99,89 +101,102 @@ def fix_paths(
     from_run: str | Path | None = None,
     progress: Callable[[FileResult], None] | None = None,
 ) -> FixRun:
-    """Fix every file under ``paths`` the analyzer reports on; write atomically unless ``write`` is off."""
+    """Fix every file under ``paths`` the analyzer reports on; write back unless ``write`` is off.
+
+    A file that cannot be read, repaired or written is reported in ``FixRun.errors`` and left as it is;
+    the others are still fixed. A file reached through several paths (links) is fixed once."""
     static = _static()
     str_paths = [str(p) for p in paths]
     config = static.load_config(str_paths, config_file=config_file, isolated=isolated)
     raw = getattr(config, "raw", {}) or {}
     options = options_from_config(raw, options, side_effects)
-    files = static.discover_files(str_paths, config)
-    project = None
-    by_file: dict[str, list[Diagnostic]] = {}
-    if hasattr(static, "check_paths"):
-        result = static.check_paths(str_paths, config, use_cache=False)
-        project = getattr(result, "project", None)
-        for d in result.diagnostics:
-            by_file.setdefault(str(Path(d.path).resolve()), []).append(d)
-    runtime = runtime_diagnostics(from_run) if from_run is not None else []
-    for d in runtime:
-        by_file.setdefault(str(Path(d.path).resolve()), []).append(d)
-    run = FixRun()
-    targets = [Path(f) for f in files]
+    targets = [Path(f) for f in static.discover_files(str_paths, config)]
+    result = static.check_paths(str_paths, config, use_cache=False)
+    project = getattr(result, "project", None)
+    sites: dict[str, list[Diagnostic]] = {}
+    for d in result.diagnostics:
+        sites.setdefault(_key(d.path), []).append(d)
     if from_run is not None:
-        known = {str(f.resolve()) for f in targets}
-        targets += [Path(p) for p in by_file if p not in known]
-    for file in targets:
-        key = str(file.resolve())
-        diags = by_file.get(key)
-        if diags is None and not hasattr(static, "check_paths"):
-            try:
-                diags = static.check_source(read_source(file), str(file), config, project)
-            except Exception as exc:  # unreadable: reported by mend check as MND902
-                run.errors.append((str(file), f"cannot read: {exc}"))
-                continue
+        for d in runtime_diagnostics(from_run):
+            sites.setdefault(_key(d.path), []).append(d)
+        known = {_key(f) for f in targets}
+        targets += [Path(p) for p in sites if p not in known]
+    run = FixRun()
+
+    def diagnose(text: str, display: str) -> list[Diagnostic]:
+        return list(static.check_source(text, display, config, project))
+
+    for file in _once_each(targets, run):
+        diags = _unique(sites.get(_key(file), []))
         if not diags:
             continue
-        try:
-            source = read_source(file)
-        except (OSError, UnicodeDecodeError) as exc:
-            run.errors.append((str(file), f"cannot read: {exc}"))
-            continue
-        display = str(file)
-
-        def diagnose(text: str, display: str = display) -> list[Diagnostic]:
-            found = list(static.check_source(text, display, config, project))
-            return found + [d for d in runtime_for(text, display)]
-
-        def runtime_for(text: str, display: str) -> list[Diagnostic]:
-            return []  # recorded positions are only valid for the original text
-
-        diags = [d if d.path == display else _with_path(d, display) for d in diags]
-        res = fix_source(source, display, diags, options, diagnose)
-        run.files.append(res)
-        if res.error:
-            run.errors.append((display, res.error))
-        elif write and res.changed:
-            _write_protected(file, res.fixed)
-            run.written.append(display)
-        if progress is not None:
+        res = _fix_file(file, diags, options, diagnose, run, write)
+        if res is not None and progress is not None:
             progress(res)
     return run
+
+
+def _fix_file(file: Path, diags: list[Diagnostic], options: FixOptions,
+              diagnose: Callable[[str, str], list[Diagnostic]], run: FixRun, write: bool) -> FileResult | None:
+    """Read, repair and (with ``write``) write back one file; problems go to ``run.errors``."""
+    display = str(file)
+    try:
+        source = files.read(file)
+    except files.FileProblem as exc:
+        run.errors.append((display, str(exc)))
+        return None
+    diags = [d if d.path == display else _with_path(d, display) for d in diags]
+    try:
+        res = fix_windowed(source.text, display, diags, options, lambda text: diagnose(text, display))
+    except (RecursionError, MemoryError) as exc:  # a pathological file must not stop the run
+        run.errors.append((display, f"cannot repair: {type(exc).__name__}; left unchanged"))
+        return None
+    run.files.append(res)
+    if res.error:
+        run.errors.append((display, res.error))
+    elif write and res.changed:
+        try:
+            files.write(source, res.fixed)
+        except files.FileProblem as exc:
+            res.error = str(exc)
+            res.fixed, res.applied = res.original, []
+            run.errors.append((display, res.error))
+        else:
+            run.written.append(display)
+    return res
+
+
+def _key(path: str | Path) -> str:
+    return str(Path(path).resolve())
+
+
+def _once_each(targets: list[Path], run: FixRun) -> list[Path]:
+    """One path per real file (a regular path before a link to it), in the order given."""
+    groups: dict[Any, list[Path]] = {}
+    for path in targets:
+        groups.setdefault(files.identity(path) or str(path), []).append(path)
+    chosen: set[Path] = set()
+    for paths in groups.values():
+        pick = next((p for p in paths if not p.is_symlink()), paths[0])
+        chosen.add(pick)
+        for other in paths:
+            if other is not pick:
+                run.notes.append((str(other), f"the same file as {pick}, fixed once"))
+    return [p for p in targets if p in chosen]
+
+
+def _unique(diags: list[Diagnostic]) -> list[Diagnostic]:
+    """The diagnostics of one real file, once each (a file reached by two paths is checked twice)."""
+    seen: dict[tuple, Diagnostic] = {}
+    for d in diags:
+        seen.setdefault((d.code, d.line, d.col, d.end_line, d.end_col, d.source), d)
+    return list(seen.values())
 
 
 def _with_path(d: Diagnostic, path: str) -> Diagnostic:
     data = d.to_dict()
     data["path"] = path
     return Diagnostic.from_dict(data)
-
-
-def _write_protected(path: Path, text: str) -> None:
-    """Write atomically; a SIGTERM or SIGINT that arrives meanwhile is acted on once the write is done
-    (the file is then old or new and no temp file is left), as a KeyboardInterrupt."""
-    pending: list[int] = []
-    previous: dict[int, Any] = {}
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            previous[sig] = signal.signal(sig, lambda signum, frame: pending.append(signum))
-        except ValueError:  # not the main thread: signals are not ours to defer
-            break
-    try:
-        write_atomic(path, text)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if pending:
-        raise KeyboardInterrupt(f"signal {pending[0]}")
 
 
 __all__ = ["FixError", "FixRun", "fix_paths", "options_from_config", "runtime_diagnostics"]

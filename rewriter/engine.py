@@ -10,12 +10,8 @@ parse is discarded: the file keeps the last good text and the failure is reporte
 
 from __future__ import annotations
 
-import os
-import stat
-import tempfile
 from collections.abc import Callable, Iterable, Sequence  # noqa: F401
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import libcst as cst
@@ -530,37 +526,7 @@ def fix_source(
     return result
 
 
-# --- files -------------------------------------------------------------------------------------
-
-def read_source(path: Path) -> str:
-    data = path.read_bytes()
-    if b"\x00" in data:
-        raise UnicodeDecodeError("utf-8", data, 0, 1, "binary file")
-    return data.decode("utf-8")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` by ``text`` atomically: a temp file in the same folder, then ``os.replace``.
-
-    Permissions are kept. An interrupt at any point leaves either the old or the new file."""
-    mode = stat.S_IMODE(os.stat(path).st_mode)
-    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".mend-tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 __all__ = [
     "AppliedFix", "Decline", "FileContext", "FileResult", "FixOptions", "Plan", "Remaining",
-    "apply_plans", "dotted", "fix_source", "plan_round", "read_source", "walk", "write_atomic",
+    "apply_plans", "dotted", "fix_source", "plan_round", "walk",
 ]

@@ -68,16 +68,48 @@ def make_repaired_copy(root: Path, fixed: dict[Path, str], dest: Path) -> Path:
     return target
 
 
-def _run_worker(harness: str, search_path: list[str], out: Path, calls: int, timeout: float) -> dict[str, Any]:
+class VerifyError(Exception):
+    """Verification could not run: which worker, what failed. ``traceback`` is the harness's own, when it
+    raised (importing its file or calling its function)."""
+
+    def __init__(self, message: str, traceback: str = "") -> None:
+        super().__init__(message)
+        self.traceback = traceback
+
+
+def _run_worker(role: str, harness: str, search_path: list[str], out: Path, calls: int,
+                timeout: float) -> dict[str, Any]:
+    """Run one worker (``role`` is "original" or "repaired"); raise :class:`VerifyError` if it fails."""
     cmd = [sys.executable, "-m", "mend.rewriter.verify", harness, str(out), str(calls), *search_path]
     env = dict(os.environ)
     env["PYTHONHASHSEED"] = "0"
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise VerifyError(f"the {role} worker timed out after {timeout:g} s running {harness} "
+                          "(--verify-timeout sets the limit)") from None
+    failure = out.with_suffix(".error.json")
+    if failure.exists():
+        problem = json.loads(failure.read_text())
+        raise VerifyError(f"the {role} worker could not load the harness: {problem['message']}",
+                          problem.get("traceback", ""))
     if proc.returncode != 0 or not out.exists():
-        raise RuntimeError(f"verification worker failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        last = next((ln for ln in reversed(proc.stderr.splitlines()) if ln.strip()), "no output")
+        raise VerifyError(f"the {role} worker failed ({_exit_text(proc.returncode)}): {last.strip()}")
     meta = json.loads(out.with_suffix(".json").read_text())
     meta["stdout"] = proc.stdout
     return meta
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        import signal
+
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"
 
 
 def verify(harness: str, root: Path, fixed: dict[Path, str], calls: int = 3, timeout: float = 600) -> Verdict:
@@ -99,8 +131,9 @@ def verify(harness: str, root: Path, fixed: dict[Path, str], calls: int = 3, tim
             fixed_harness = harness
             search = [str(copy)]
         orig_search = [str(spec.path.parent), str(root)]
-        before = _run_worker(f"{spec.path}:{spec.function}", orig_search, tmp_path / "before.pt", calls, timeout)
-        after = _run_worker(fixed_harness, search, tmp_path / "after.pt", calls, timeout)
+        before = _run_worker("original", f"{spec.path}:{spec.function}", orig_search, tmp_path / "before.pt",
+                             calls, timeout)
+        after = _run_worker("repaired", fixed_harness, search, tmp_path / "after.pt", calls, timeout)
         a = torch.load(tmp_path / "before.pt", weights_only=False)
         b = torch.load(tmp_path / "after.pt", weights_only=False)
     eager_same = compare(a["eager"], b["eager"])
@@ -175,7 +208,7 @@ def _worker(harness: str, out: str, calls: int, search_path: list[str]) -> None:
     import numpy as np
     import torch
 
-    from mend.analyzers.runtime.harness import load
+    from mend.analyzers.runtime.harness import HarnessError, load
     from mend.rewriter.runtime import boundary
 
     def seeded_load():
@@ -192,7 +225,12 @@ def _worker(harness: str, out: str, calls: int, search_path: list[str]) -> None:
         except Exception as exc:  # the harness may be meant to fail (same exception expected)
             return {"kind": "error", "type": type(exc).__name__, "message": str(exc)}
 
-    h = seeded_load()
+    try:
+        h = seeded_load()
+    except HarnessError as exc:  # reported by the parent as one line (and the harness's traceback)
+        Path(out).with_suffix(".error.json").write_text(json.dumps(
+            {"message": str(exc), "traceback": _user_traceback(exc.__cause__)}))
+        sys.exit(3)
     eager = [call(h.target, h) for _ in range(calls)]
     graphs: list[Any] = []
 
@@ -214,6 +252,22 @@ def _worker(harness: str, out: str, calls: int, search_path: list[str]) -> None:
         "graphs_first_call": first or 0, "graphs_total": len(graphs),
         "errors": sorted({f"{r['type']}: {r['message'][:200]}" for r in compiled if r["kind"] == "error"}),
     }))
+
+
+def _user_traceback(exc: BaseException | None) -> str:
+    """The traceback of an exception raised by user code, without mend's own frames above it."""
+    import traceback
+
+    from mend.analyzers.runtime import harness
+
+    if exc is None:
+        return ""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and (
+            tb.tb_frame.f_code.co_filename in (harness.__file__, "<string>")
+            or tb.tb_frame.f_code.co_filename.startswith("<frozen importlib")):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
 def _to_cpu(v: Any) -> Any:

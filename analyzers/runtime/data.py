@@ -1,8 +1,9 @@
 """The runtime data file (``.mend/run.json``): what ``mend run`` writes and ``report``/``gate`` read.
 
 This module never imports torch, so reporting and gating are cheap. The format is versioned JSON
-(``"version": 1``); :func:`load` rejects anything else with a :class:`DataFileError` that says what is
-wrong. The schema (documented in ``docs/runtime.md``)::
+(``"version": 1``), published as a JSON Schema next to this module (``run-data.schema.json``, shipped
+with the package); :func:`load` checks a file against it and rejects anything else with a
+:class:`DataFileError` that names the first wrong field. In short (``docs/runtime.md`` has more)::
 
     {
       "version": 1,
@@ -22,6 +23,7 @@ A *break site* is one source line where Dynamo broke the graph (or skipped the w
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -31,6 +33,7 @@ from typing import Any
 
 VERSION = 1
 DEFAULT_DATA_FILE = Path(".mend") / "run.json"
+SCHEMA_FILE = Path(__file__).with_name("run-data.schema.json")
 
 
 class DataFileError(Exception):
@@ -179,6 +182,9 @@ class RunData:
                 f"{origin}: unsupported data file version {version!r} (this mend reads version {VERSION});"
                 " re-run `mend run` to write it again"
             )
+        problem = schema_problem(raw)
+        if problem is not None:
+            raise DataFileError(f"{origin}: malformed data file: {problem} (see the schema {SCHEMA_FILE.name})")
         try:
             return cls(
                 root=str(raw.get("root", "")),
@@ -253,6 +259,87 @@ _REQUIRED = {
     "RecompileSite": ("path", "line", "function", "kind"),
     "Region": ("id", "path", "line", "function"),
 }
+
+
+# --------------------------------------------------------------------------------------------------
+# the schema
+# --------------------------------------------------------------------------------------------------
+SCHEMA_KEYWORDS = frozenset({"$schema", "$id", "$defs", "$ref", "title", "description", "type", "const",
+                             "required", "properties", "additionalProperties", "items", "prefixItems",
+                             "minimum"})
+_TYPES = {"object": "an object", "array": "an array", "string": "a string", "integer": "an integer",
+          "number": "a number", "boolean": "true or false", "null": "null"}
+
+
+@functools.lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    """The published JSON Schema of the data file."""
+    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+
+
+def schema_problem(raw: Any) -> str | None:
+    """The first way ``raw`` breaks the schema (``breaks[0].path must be a string, got 3``), or None.
+
+    A small reader of the keywords in :data:`SCHEMA_KEYWORDS` (the ones the schema uses), so that
+    ``report`` and ``gate`` need no JSON Schema library."""
+    root = schema()
+    return _problem(raw, root, "the file", root)
+
+
+def _problem(value: Any, rule: dict[str, Any], where: str, root: dict[str, Any]) -> str | None:
+    if "$ref" in rule:
+        name = rule["$ref"].rpartition("/")[2]
+        return _problem(value, root["$defs"][name], where, root)
+    if "const" in rule and value != rule["const"]:
+        return f"{where} must be {json.dumps(rule['const'])}, got {_show(value)}"
+    types = rule.get("type")
+    if types is not None:
+        types = [types] if isinstance(types, str) else types
+        if not any(_is(value, t) for t in types):
+            return f"{where} must be {' or '.join(_TYPES[t] for t in types)}, got {_show(value)}"
+    if "minimum" in rule and _is(value, "number") and value < rule["minimum"]:
+        return f"{where} must be at least {rule['minimum']}, got {_show(value)}"
+    if isinstance(value, dict):
+        return _object_problem(value, rule, where, root)
+    if isinstance(value, list):
+        prefix = rule.get("prefixItems", [])
+        for i, item in enumerate(value):
+            sub = prefix[i] if i < len(prefix) else rule.get("items")
+            problem = _problem(item, sub, f"{where}[{i}]", root) if sub is not None else None
+            if problem:
+                return problem
+    return None
+
+
+def _object_problem(value: dict[str, Any], rule: dict[str, Any], where: str, root: dict[str, Any]) -> str | None:
+    prefix = "" if where == "the file" else f"{where}."
+    for key in rule.get("required", []):
+        if key not in value:
+            return f"{where} lacks {key}"
+    properties = rule.get("properties", {})
+    extra = rule.get("additionalProperties", True)
+    for key, item in value.items():
+        sub = properties.get(key, extra)
+        if sub is False:
+            return f"{prefix}{key} is not allowed"
+        if isinstance(sub, dict):
+            problem = _problem(item, sub, f"{prefix}{key}", root)
+            if problem:
+                return problem
+    return None
+
+
+def _is(value: Any, kind: str) -> bool:
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}[kind])
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def load(path: str | os.PathLike[str]) -> RunData:

@@ -13,6 +13,10 @@ Budgets live in ``[tool.mend.gate]``::
 A file or region override replaces the global budget for the sites inside it; the global budget then
 counts only the sites no override covers. Without any budget the gate is strict (0 and 0).
 
+A run that cannot be trusted passes no budget: one whose program exited with a non-zero code, or one
+that compiled nothing (no graph reached a backend), fails the gate with the reason
+(:func:`run_problems`; ``mend gate --ignore-run-status`` opts out).
+
 A baseline (``mend gate --baseline F``) accepts the sites recorded in ``F`` and fails only on new break
 sites or on recompile sites whose count grew. Sites are keyed by path, kind and the text of the source
 line, so edits elsewhere in a file do not invalidate the baseline.
@@ -150,6 +154,25 @@ def parse_gate_config(tool_table: dict[str, Any], source: str = "") -> GateConfi
         for pattern, sub in table.items():
             target[str(pattern)] = _budget(sub, f'{where}.{key}."{pattern}"')
     return cfg
+
+
+# --------------------------------------------------------------------------------------------------
+# the run itself
+# --------------------------------------------------------------------------------------------------
+def run_problems(data: RunData) -> list[str]:
+    """Why the recorded run cannot pass a gate: its program failed, or it compiled nothing."""
+    problems = []
+    for run in data.runs:
+        if run.exit_code not in (0, None):
+            what = " ".join(run.argv) or run.kind
+            problems.append(f"the recorded {run.kind} exited with code {run.exit_code} ({what})")
+    if not data.runs:
+        problems.append("the data file records no run")
+    elif data.graph_count == 0:
+        skipped = sum(r.frame_skips for r in data.regions)
+        problems.append("the run compiled nothing: no graph reached a backend"
+                        + (f" ({skipped} frame(s) skipped)" if skipped else " (was torch.compile called?)"))
+    return problems
 
 
 # --------------------------------------------------------------------------------------------------

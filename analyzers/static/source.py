@@ -19,11 +19,45 @@ ALL = "ALL"
 
 
 class UnreadableSource(Exception):
-    """The bytes are not a Python source file mend can read (binary, not UTF-8)."""
+    """The bytes are not a Python source file mend can read (binary, or not in their declared encoding)."""
 
 
-def decode_source(data: bytes) -> str:
-    """Decode bytes as Python source: BOM and PEP 263 coding cookies honoured, NUL bytes refused."""
+@dataclass(frozen=True, slots=True)
+class SourceText:
+    """A source file's text and the encoding it is stored in, as Python itself reads it.
+
+    ``encoding`` is what :func:`tokenize.detect_encoding` found: ``"utf-8"`` by default, ``"utf-8-sig"``
+    for a file that starts with a byte order mark, or the codec of a PEP 263 coding line
+    (``# -*- coding: latin-1 -*-`` gives ``"iso-8859-1"``). :meth:`encode` writes text back the same way,
+    BOM included, and refuses text that the file's encoding cannot hold or that would no longer decode
+    to itself (a coding line moved or changed)."""
+
+    text: str
+    encoding: str = "utf-8"
+
+    @property
+    def bom(self) -> bool:
+        return self.encoding == "utf-8-sig"
+
+    def encode(self, text: str) -> bytes:
+        try:
+            data = text.encode(self.encoding)
+        except UnicodeEncodeError as exc:
+            bad = exc.object[exc.start:exc.end]
+            raise UnreadableSource(f"the new text has {bad!r}, which {self.encoding} cannot encode") from None
+        try:
+            same = decode(data) == SourceText(text, self.encoding)
+        except UnreadableSource:
+            same = False
+        if not same:
+            raise UnreadableSource(f"the new text would not read back as {self.encoding} (coding line changed?)")
+        return data
+
+
+def decode(data: bytes) -> SourceText:
+    """Decode bytes as Python source: BOM and PEP 263 coding lines honoured, NUL bytes refused.
+
+    The one decoder of ``mend check`` and ``mend fix``: both see the same text."""
     if b"\x00" in data:
         raise UnreadableSource("file contains NUL bytes (binary file?)")
     try:
@@ -34,9 +68,12 @@ def decode_source(data: bytes) -> str:
         text = data.decode(encoding)
     except (UnicodeDecodeError, LookupError) as exc:
         raise UnreadableSource(f"not valid {encoding}: {exc}") from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    return text
+    return SourceText(text, encoding)
+
+
+def decode_source(data: bytes) -> str:
+    """The text of a source file's bytes (see :func:`decode`)."""
+    return decode(data).text
 
 
 class LineIndex:
