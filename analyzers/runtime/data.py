@@ -247,13 +247,16 @@ def _build(cls: type, raw: Any) -> Any:
     missing = [f.name for f in fields(cls) if f.name in _REQUIRED.get(cls.__name__, ()) and f.name not in raw]
     if missing:
         raise ValueError(f"{cls.__name__} entry lacks {', '.join(missing)}")
-    obj = cls(**{k: v for k, v in raw.items() if k in known})
+    obj = cls(**{k: int(v) if isinstance(v, float) and k in _INTEGERS and v.is_integer() else v
+                 for k, v in raw.items() if k in known})
     for name in ("line", "count", "function_line"):
         if hasattr(obj, name) and not isinstance(getattr(obj, name), int):
             raise ValueError(f"{cls.__name__}.{name} must be an integer, got {getattr(obj, name)!r}")
     return obj
 
 
+_INTEGERS = frozenset({"line", "count", "function_line", "graphs", "compiles", "recompiles", "frame_skips", "breaks",
+                       "exit_code"})
 _REQUIRED = {
     "BreakSite": ("path", "line", "function", "gb_type", "registry_id", "message"),
     "RecompileSite": ("path", "line", "function", "kind"),
@@ -290,7 +293,7 @@ def _problem(value: Any, rule: dict[str, Any], where: str, root: dict[str, Any])
     if "$ref" in rule:
         name = rule["$ref"].rpartition("/")[2]
         return _problem(value, root["$defs"][name], where, root)
-    if "const" in rule and value != rule["const"]:
+    if "const" in rule and not _equal(value, rule["const"]):
         return f"{where} must be {json.dumps(rule['const'])}, got {_show(value)}"
     types = rule.get("type")
     if types is not None:
@@ -329,9 +332,17 @@ def _object_problem(value: dict[str, Any], rule: dict[str, Any], where: str, roo
     return None
 
 
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return a == b
+
+
 def _is(value: Any, kind: str) -> bool:
+    """JSON Schema's types: ``true`` is not a number, ``1.0`` is an integer."""
     if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
+        return (isinstance(value, int) and not isinstance(value, bool)) or \
+            (isinstance(value, float) and value.is_integer())
     if kind == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     return isinstance(value, {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}[kind])
