@@ -14,6 +14,7 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_PIN)
+	$(PY) -m pip uninstall -q -y mend 2>/dev/null || true  # the distribution was renamed torch-mend
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 

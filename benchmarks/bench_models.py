@@ -198,7 +198,7 @@ def _transformers_dir() -> Path:
 
     spec = importlib.util.find_spec("transformers")
     if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("transformers is not installed: pip install 'mend[dev]'")
+        raise SystemExit("transformers is not installed: pip install 'torch-mend[dev]'")
     return Path(list(spec.submodule_search_locations)[0])
 
 

@@ -77,7 +77,7 @@ def bench(
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            err.print("[red]error:[/red] --png needs matplotlib: pip install 'mend[bench]' (or use --html)")
+            err.print("[red]error:[/red] --png needs matplotlib: pip install 'torch-mend[bench]' (or use --html)")
             raise typer.Exit(2) from None
     settings = Settings(
         harness=harness, fixed=str(fixed) if fixed else None, repair=repair, unsafe_fixes=unsafe_fixes, backends=backend or None,
