@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
 import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mend.cli.app import app
+from tests.rewriter import users
 
 runner = CliRunner()
 
@@ -95,43 +99,151 @@ MODEL = '''import torch
 @torch.compile
 def step{i}(x: torch.Tensor) -> torch.Tensor:
     y = x.sin()
-    print("step", {i})
+    print("step", {i}, "{word}")
     if y.sum() > 0:
         y = torch.clamp(y, min=0.0)
     return y
 '''
+KINDS = ("plain", "latin1", "bom", "crlf", "mode", "link", "link-out", "hard", "clean", "broken", "binary",
+         "readonly", "ro-folder", "immutable")
+
+
+def _build_tree(root: Path, n: int, seed: int, ordinary: bool) -> None:
+    """A generated tree under ``root/tree`` (and ``root/outside``): valid files in several encodings and
+    newline styles, links to files inside and outside the tree, hard links, files with no finding, bad
+    files, and (when mend runs as an ordinary user) files it may not write."""
+    rng = random.Random(seed)
+    tree, outside = root / "tree", root / "outside"
+    (tree / "ro").mkdir(parents=True)
+    outside.mkdir()
+    kinds = [k for k in KINDS if ordinary or k not in ("readonly", "ro-folder", "immutable")]
+    immutable: list[Path] = []
+    links: list[Path] = []
+    for i in range(n):
+        kind = kinds[i % len(kinds)] if i < len(kinds) else rng.choice(kinds)
+        name = tree / f"m{i:03d}_{kind}.py"
+        text = MODEL.format(i=i, word="caf\u00e9" if kind in ("latin1", "bom") else "cafe")
+        if kind == "latin1":
+            name.write_bytes(("# -*- coding: latin-1 -*-\n" + text).encode("latin-1"))
+        elif kind == "bom":
+            name.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+        elif kind == "crlf":
+            name.write_bytes(text.replace("\n", "\r\n").encode())
+        elif kind == "link":
+            links.append(name)
+        elif kind == "link-out":
+            (outside / f"t{i:03d}.py").write_text(text)
+            name.symlink_to(f"../outside/t{i:03d}.py")  # out of the tree (relative: trees compare equal)
+        elif kind == "hard":
+            name.write_text(text)
+            os.link(name, tree / f"m{i:03d}_hard_twin.py")
+        elif kind == "clean":
+            name.write_text("import torch\n\n\ndef f(x):\n    return x + 1\n")
+        elif kind == "broken":
+            name.write_text(text + "def (:\n")
+        elif kind == "binary":
+            name.write_bytes(b"\x00torch" + bytes(range(256)))
+        elif kind == "ro-folder":
+            (tree / "ro" / f"m{i:03d}.py").write_text(text)
+        else:
+            name.write_text(text)
+            if kind == "mode":
+                name.chmod(rng.choice([0o600, 0o640, 0o664, 0o755]))
+            elif kind == "immutable":
+                immutable.append(name)
+    plain = sorted(tree.glob("*_plain.py"))
+    for link in links:
+        link.symlink_to(rng.choice(plain).name)
+    if ordinary:
+        for path in [root, tree, outside, *tree.rglob("*"), *outside.rglob("*")]:
+            if not path.is_symlink():
+                os.chown(path, users.uid(), users.gid())
+        for path in tree.glob("*_readonly.py"):
+            path.chmod(0o444)
+        (tree / "ro").chmod(0o555)
+        for path in immutable:
+            users.set_immutable(path)
+
+
+def _state(root: Path) -> dict[str, tuple]:
+    """Every path under root: ("link", target) or ("file", bytes, mode, owner)."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            out[rel] = ("link", os.readlink(path))
+        elif path.is_file():
+            st = path.stat()
+            out[rel] = ("file", path.read_bytes(), stat.S_IMODE(st.st_mode), st.st_uid)
+    return out
+
+
+def _mend_fix(root: Path, ordinary: bool) -> subprocess.Popen:
+    return subprocess.Popen([*(users.prefix() if ordinary else []), sys.executable, "-m", "mend.cli", "fix", "-q", "--isolated", "tree"],
+                            cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 @pytest.mark.slow
-def test_interrupt_leaves_every_file_old_or_new(tmp_path: Path) -> None:
-    """Kill `mend fix` mid-run (SIGTERM, then SIGKILL): every file is byte-equal to old or new."""
-    n = 150
-    reference = tmp_path / "reference"
-    reference.mkdir()
-    for i in range(n):
-        (reference / f"m{i:03d}.py").write_text(MODEL.format(i=i))
-    old = {p.name: p.read_bytes() for p in reference.glob("*.py")}
-    subprocess.run([sys.executable, "-m", "mend.cli", "fix", "-q", str(reference)], check=False,
-                   capture_output=True, timeout=600)
-    new = {p.name: p.read_bytes() for p in reference.glob("*.py")}
-    assert all(new[k] != old[k] for k in old)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        work = tmp_path / f"work_{sig.name}"
-        work.mkdir()
-        for name, data in old.items():
-            (work / name).write_bytes(data)
-        proc = subprocess.Popen([sys.executable, "-m", "mend.cli", "fix", "-q", str(work)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            changed = sum((work / k).read_bytes() != old[k] for k in old)
-            if changed >= 3 or proc.poll() is not None:
-                break
-            time.sleep(0.01)
-        proc.send_signal(sig)
-        proc.wait(timeout=60)
-        states = [(work / k).read_bytes() for k in sorted(old)]
-        for k, data in zip(sorted(old), states):
-            assert data in (old[k], new[k]), k
-        assert 0 < sum(d == new[k] for k, d in zip(sorted(old), states)) < n, "kill did not land mid-run"
-        assert not list(work.glob(".*.mend-tmp")) or sig == signal.SIGKILL
+def test_interrupt_leaves_every_file_old_or_new() -> None:
+    """Fuzz/soak: `mend fix` over a generated tree (encodings, links, hard links, bad files, files the user
+    may not write) is killed at random points (SIGTERM, SIGINT, SIGKILL). Every file is then old or new,
+    every link still the same link, every mode and owner kept, no temporary file left (but by SIGKILL);
+    a last full run gives exactly the uninterrupted result, in which each file was fixed once."""
+    ordinary = users.skip_reason() is None
+    seed = int(os.environ.get("MEND_SOAK_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    n = 90
+    with users.shared_folder() if ordinary else tempfile_dir() as base:
+        ref = base / "reference"
+        ref.mkdir()
+        _build_tree(ref, n, seed, ordinary)
+        old = _state(ref)
+        proc = _mend_fix(ref, ordinary)
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 2, err  # the bad and unwritable files are reported
+        new = _state(ref)
+        assert "Traceback" not in err
+        for rel, entry in new.items():  # each real file fixed once, in its own encoding; the rest untouched
+            if entry[0] == "file" and entry != old[rel]:
+                assert entry[1].count(b"if not torch.compiler.is_compiling():") == 1, (seed, rel)
+                assert entry[2:] == old[rel][2:], (seed, rel)
+        changed = [rel for rel in old if old[rel] != new[rel]]
+        unwritable = [rel for rel in old if any(k in rel for k in ("readonly", "ro/", "immutable"))]
+        assert changed and not set(changed) & set(unwritable), (seed, changed)
+        assert all(new[rel][1].startswith(b"\xef\xbb\xbf") for rel in new if rel.endswith("_bom.py"))
+
+        for trial, sig in enumerate([signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGKILL, signal.SIGTERM]):
+            work = base / f"work{trial}"
+            work.mkdir()
+            _build_tree(work, n, seed, ordinary)
+            assert _state(work) == old
+            proc = _mend_fix(work, ordinary)
+            wanted = rng.randrange(1, max(2, len(changed) * 2 // 3))
+            deadline = time.time() + 300
+            while time.time() < deadline and proc.poll() is None:
+                done = sum(1 for rel in changed if not (work / rel).is_symlink()
+                           and (work / rel).read_bytes() != old[rel][1])
+                if done >= wanted:
+                    break
+                time.sleep(rng.uniform(0, 0.02))
+            proc.send_signal(sig)
+            proc.communicate(timeout=60)
+            now = _state(work)
+            temps = [rel for rel in now if rel.endswith(".mend-tmp")]
+            assert not temps or sig == signal.SIGKILL, (seed, temps)
+            now = {rel: entry for rel, entry in now.items() if rel not in temps}
+            assert now.keys() == old.keys(), (seed, sig)
+            for rel, entry in now.items():
+                assert entry in (old[rel], new[rel]), (seed, sig.name, rel)
+            assert 0 < sum(now[rel] == new[rel] for rel in changed) < len(changed), "the kill did not land mid-run"
+            for path in temps:
+                (work / path).unlink()
+            proc = _mend_fix(work, ordinary)
+            proc.communicate(timeout=600)
+            assert _state(work) == new, (seed, sig.name)  # finishing the job fixes nothing twice
+
+
+@contextlib.contextmanager
+def tempfile_dir():
+    with tempfile.TemporaryDirectory(prefix="mend-soak-") as tmp:
+        yield Path(tmp)

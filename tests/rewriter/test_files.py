@@ -62,7 +62,7 @@ def test_unwritable_files_are_reported_and_the_rest_fixed() -> None:
         for name in ("good.py", "readonly.py", "ro/inner.py", "immutable.py"):
             (tree / name).write_text(MODEL)
         for path in [tree, *tree.rglob("*")]:
-            os.chown(path, users.uid(), -1)
+            os.chown(path, users.uid(), users.gid())
         (tree / "readonly.py").chmod(0o444)
         (tree / "ro").chmod(0o555)
         immutable = users.set_immutable(tree / "immutable.py")

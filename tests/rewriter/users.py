@@ -50,6 +50,10 @@ def uid() -> int:
     return pwd.getpwnam(USER).pw_uid if IS_ROOT else os.geteuid()
 
 
+def gid() -> int:
+    return pwd.getpwnam(USER).pw_gid if IS_ROOT else os.getegid()
+
+
 def skip_reason() -> str | None:
     """None when mend can run as an ordinary user here, else why not."""
     if IS_ROOT:
