@@ -57,14 +57,26 @@ class Verdict:
 
 
 def make_repaired_copy(root: Path, fixed: dict[Path, str], dest: Path) -> Path:
-    """Copy ``root`` to ``dest/root.name`` and write the repaired files into the copy."""
+    """Copy ``root`` to ``dest/root.name`` and write the repaired files into the copy (in their own
+    encoding; a link in the copy is replaced by a file, so nothing outside the copy is written)."""
+    from mend.analyzers.static.source import UnreadableSource
+    from mend.rewriter import files
+
     target = dest / root.name
     shutil.copytree(root, target, ignore=IGNORE, symlinks=True)
     for path, text in fixed.items():
-        rel = path.resolve().relative_to(root.resolve())
+        try:
+            rel = path.resolve().relative_to(root.resolve())
+        except ValueError:
+            raise VerifyError(f"{path} is repaired but lies outside {root}, the folder --verify copies") from None
         out = target / rel
+        if out.is_symlink():
+            out.unlink()
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        try:
+            out.write_bytes(files.read(path).source.encode(text))
+        except (files.FileProblem, UnreadableSource) as exc:
+            raise VerifyError(f"cannot write the repaired copy of {path}: {exc}") from None
     return target
 
 

@@ -51,10 +51,6 @@ class Window:
     placeholders: list[str]
     chunks: list[str]  # the original text of each placeholder
 
-    @property
-    def hidden(self) -> int:
-        return sum(len(c) for c in self.chunks)
-
     def expand(self, text: str) -> str:
         """``text`` with every placeholder replaced by its original text (raises :class:`_Miss`)."""
         out: list[str] = []
