@@ -267,6 +267,19 @@ def test_verify_errors_are_one_line_and_write_nothing(tmp_path: Path, examples_d
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
+@pytest.mark.slow
+def test_verify_passes_on_a_latin1_file(tmp_path: Path, examples_dir: Path) -> None:
+    """The repaired copy --verify runs is written in the file's own encoding."""
+    text = (examples_dir / "transformer_block.py").read_text()
+    data = ("# -*- coding: latin-1 -*-\n# caf\u00e9\n" + text).encode("latin-1")
+    (tmp_path / "transformer_block.py").write_bytes(data)
+    res = subprocess.run([sys.executable, "-m", "mend.cli", "fix", "-q", "--verify", "transformer_block.py:harness",
+                          "transformer_block.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "verify transformer_block.py:harness: PASS" in res.stdout and "graphs (first call): 3 -> 1" in res.stdout
+    assert (tmp_path / "transformer_block.py").read_bytes() == data
+
+
 # --- the window ----------------------------------------------------------------------------------
 
 FILLER = '''
