@@ -6,6 +6,7 @@ is written back in the same encoding, BOM kept.
 
 Writing (:func:`write`) follows these rules:
 
+* a file whose lines all end in CRLF keeps CRLF line ends;
 * a symbolic link is written through: its target (the real file) is rewritten and the link stays a link;
 * a file the user may not write in place (read-only, immutable, owned by someone else without write
   permission) is never replaced, and neither is a file in a folder the user may not write: the file is
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import stat
 import tempfile
@@ -86,7 +88,7 @@ def read(path: Path) -> SourceFile:
 def write(file: SourceFile, text: str) -> None:
     """Write ``text`` to ``file`` by the rules in the module docstring. Raises :class:`FileProblem`."""
     try:
-        data = file.source.encode(text)
+        data = file.source.encode(same_newlines(file.text, text))
     except UnreadableSource as exc:
         raise FileProblem(f"cannot write: {exc}") from None
     real = file.real
@@ -99,6 +101,15 @@ def write(file: SourceFile, text: str) -> None:
                 _overwrite(real, data)
         except OSError as exc:
             raise FileProblem(f"cannot write: {exc.strerror or exc}; left unchanged") from None
+
+
+def same_newlines(old: str, new: str) -> str:
+    """``new`` with CRLF line ends where ``old`` has only CRLF (repairs may bring LF lines, such as a
+    helper's docstring). Python reads both alike, so the program does not change."""
+    crlf = old.count("\r\n")
+    if crlf and crlf == old.count("\n"):
+        return re.sub(r"(?<!\r)\n", "\r\n", new)
+    return new
 
 
 def _unwritable(file: SourceFile) -> str | None:
