@@ -97,10 +97,15 @@ def write(file: SourceFile, text: str) -> None:
         raise FileProblem(f"cannot write: {problem}; left unchanged")
     with deferred_signals():
         try:
-            if file.state.st_nlink > 1 or not _replace(real, data, file.state):
-                _overwrite(real, data)
+            replaced = file.state.st_nlink == 1 and _replace(real, data, file.state)
         except OSError as exc:
             raise FileProblem(f"cannot write: {exc.strerror or exc}; left unchanged") from None
+        if not replaced:
+            try:
+                _overwrite(real, data)
+            except OSError as exc:
+                raise FileProblem(f"writing in place failed: {exc.strerror or exc}; the file may be incomplete") \
+                    from None
 
 
 def same_newlines(old: str, new: str) -> str:
