@@ -5,8 +5,12 @@ from __future__ import annotations
 import difflib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from mend.rewriter.api import FixRun
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -67,6 +71,20 @@ def fix(
         typer.echo("interrupted: every file is either unchanged or fully repaired", err=True)
         raise typer.Exit(130) from None
 
+    _report(run, write=write, diff=diff, quiet=quiet, unsafe_fixes=unsafe_fixes)
+    if verify_harness is not None:
+        raise typer.Exit(_verify(verify_harness, targets, run, verify_timeout))
+    if run.errors:
+        raise typer.Exit(EXIT_ERROR)
+    if diff and run.changed:
+        raise typer.Exit(EXIT_FINDINGS)
+    if exit_non_zero_on_fix and run.applied:
+        raise typer.Exit(EXIT_FINDINGS)
+    raise typer.Exit(EXIT_FINDINGS if run.remaining else EXIT_OK)
+
+
+def _report(run: FixRun, *, write: bool, diff: bool, quiet: bool, unsafe_fixes: bool) -> None:
+    """The diff, one line per repair, remaining finding, note and error, and the summary line."""
     if diff:
         for res in run.changed:
             sys.stdout.writelines(difflib.unified_diff(
@@ -92,35 +110,26 @@ def fix(
         summary += f" ({unsafe_hidden} fixable with --unsafe-fixes)"
     typer.echo(summary + ".")
 
-    if verify_harness is not None:
-        from mend.analyzers.runtime.harness import HarnessError
-        from mend.rewriter.verify import VerifyError, verify
 
-        fixed = {Path(r.path): r.fixed for r in run.changed}
-        root = _common_root([*targets, Path(verify_harness.rpartition(":")[0])])
-        try:
-            verdict = verify(verify_harness, root, fixed, timeout=verify_timeout)
-        except HarnessError as exc:
-            typer.echo(f"error: --verify: {exc}", err=True)
-            raise typer.Exit(EXIT_ERROR) from None
-        except VerifyError as exc:
-            typer.echo(f"error: --verify: {exc}", err=True)
-            if exc.traceback:
-                typer.echo(exc.traceback.rstrip("\n"), err=True)
-            raise typer.Exit(EXIT_ERROR) from None
-        for r in run.changed:
-            typer.echo(f"repaired: {r.path} ({len(r.applied)} fix(es))")
-        for line in verdict.lines():
-            typer.echo(line)
-        raise typer.Exit(EXIT_OK if verdict.ok else EXIT_FINDINGS)
+def _verify(harness: str, targets: list[Path], run: FixRun, timeout: float) -> int:
+    """Run ``--verify``; the exit code (0 same, 1 different, 2 could not run: one line says why)."""
+    from mend.analyzers.runtime.harness import HarnessError
+    from mend.rewriter.verify import VerifyError, verify
 
-    if run.errors:
-        raise typer.Exit(EXIT_ERROR)
-    if diff and run.changed:
-        raise typer.Exit(EXIT_FINDINGS)
-    if exit_non_zero_on_fix and run.applied:
-        raise typer.Exit(EXIT_FINDINGS)
-    raise typer.Exit(EXIT_FINDINGS if run.remaining else EXIT_OK)
+    fixed = {Path(r.path): r.fixed for r in run.changed}
+    root = _common_root([*targets, Path(harness.rpartition(":")[0])])
+    try:
+        verdict = verify(harness, root, fixed, timeout=timeout)
+    except (HarnessError, VerifyError) as exc:
+        typer.echo(f"error: --verify: {exc}", err=True)
+        if getattr(exc, "traceback", ""):
+            typer.echo(exc.traceback.rstrip("\n"), err=True)
+        return EXIT_ERROR
+    for r in run.changed:
+        typer.echo(f"repaired: {r.path} ({len(r.applied)} fix(es))")
+    for line in verdict.lines():
+        typer.echo(line)
+    return EXIT_OK if verdict.ok else EXIT_FINDINGS
 
 
 def _common_root(paths: list[Path]) -> Path:
