@@ -223,34 +223,43 @@ def test_interrupt_leaves_every_file_old_or_new() -> None:
         assert all(new[rel][1].startswith(b"\xef\xbb\xbf") for rel in new if rel.endswith("_bom.py"))
 
         for trial, sig in enumerate([signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGKILL, signal.SIGTERM]):
-            work = base / f"work{trial}"
-            work.mkdir()
-            _build_tree(work, n, seed, ordinary)
-            assert _state(work) == old
-            proc = _mend_fix(work, ordinary)
-            wanted = rng.randrange(1, max(2, len(changed) * 2 // 3))
-            deadline = time.time() + 300
-            while time.time() < deadline and proc.poll() is None:
-                done = sum(1 for rel in changed if not (work / rel).is_symlink()
-                           and (work / rel).read_bytes() != old[rel][1])
-                if done >= wanted:
+            landed = False
+            for attempt in range(4):  # a run that finished before the signal is tried again, with a new point
+                work = base / f"work{trial}-{attempt}"
+                work.mkdir()
+                _build_tree(work, n, seed, ordinary)
+                assert _state(work) == old
+                wanted = rng.randrange(1, max(2, len(changed) * 2 // (3 + 2 * attempt)))
+                _interrupt(work, sig, ordinary, wanted, [(work / rel, old[rel][1]) for rel in changed], rng)
+                now = _state(work)
+                temps = [rel for rel in now if rel.endswith(".mend-tmp")]
+                assert not temps or sig == signal.SIGKILL, (seed, temps)
+                now = {rel: entry for rel, entry in now.items() if rel not in temps}
+                assert now.keys() == old.keys(), (seed, sig)
+                for rel, entry in now.items():
+                    assert entry in (old[rel], new[rel]), (seed, sig.name, rel)
+                for path in temps:
+                    (work / path).unlink()
+                proc = _mend_fix(work, ordinary)
+                proc.communicate(timeout=600)
+                assert _state(work) == new, (seed, sig.name)  # finishing the job fixes nothing twice
+                landed = 0 < sum(now[rel] == new[rel] for rel in changed) < len(changed)
+                if landed:
                     break
-                time.sleep(rng.uniform(0, 0.02))
-            proc.send_signal(sig)
-            proc.communicate(timeout=60)
-            now = _state(work)
-            temps = [rel for rel in now if rel.endswith(".mend-tmp")]
-            assert not temps or sig == signal.SIGKILL, (seed, temps)
-            now = {rel: entry for rel, entry in now.items() if rel not in temps}
-            assert now.keys() == old.keys(), (seed, sig)
-            for rel, entry in now.items():
-                assert entry in (old[rel], new[rel]), (seed, sig.name, rel)
-            assert 0 < sum(now[rel] == new[rel] for rel in changed) < len(changed), "the kill did not land mid-run"
-            for path in temps:
-                (work / path).unlink()
-            proc = _mend_fix(work, ordinary)
-            proc.communicate(timeout=600)
-            assert _state(work) == new, (seed, sig.name)  # finishing the job fixes nothing twice
+            assert landed, f"{sig.name} never landed mid-run (seed {seed})"
+
+
+def _interrupt(work: Path, sig: signal.Signals, ordinary: bool, wanted: int, watch: list[tuple[Path, bytes]],
+               rng: random.Random) -> None:
+    """Start `mend fix` on ``work`` and send ``sig`` once ``wanted`` of the watched files have changed."""
+    proc = _mend_fix(work, ordinary)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if sum(1 for path, data in watch if path.read_bytes() != data) >= wanted:
+            break
+        time.sleep(rng.uniform(0, 0.02))
+    proc.send_signal(sig)
+    proc.communicate(timeout=60)
 
 
 @contextlib.contextmanager
