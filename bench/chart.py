@@ -165,7 +165,7 @@ def write_png(doc: dict[str, Any], path: str | Path) -> Path:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise ChartUnavailable(
-            "the PNG chart needs matplotlib, which is not installed: pip install 'mend[bench]' "
+            "the PNG chart needs matplotlib, which is not installed: pip install 'torch-mend[bench]' "
             "(or pip install matplotlib); --html writes the same charts without it"
         ) from exc
     backends, variants, rows = _panels(doc)
