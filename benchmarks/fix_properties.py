@@ -1,0 +1,210 @@
+"""Differential property test of ``mend fix``, long profile: generated programs, original vs rewritten.
+
+Generates ``--examples`` programs (``tests/rewriter/propgen.py``), rewrites each with the safe and the
+unsafe fixes, and runs original and rewritten side by side (``tests/rewriter/differential.py``:
+eager on the full input grid; compiled with ``backend="eager"`` on every ``--compiled-every``-th
+program). Prints, per fix family:
+
+* per rule: sites the analyzer found, repaired by the safe run, repaired only by the unsafe run,
+  left (declined), and programs whose rewrite failed a check;
+* per repair kind: how often applied (safe / unsafe), documented differences used, failing programs;
+* declines by reason;
+* every failure class (stage, fix options, what differs) with a minimal example: the generator
+  searches again for that class restricted to the blocks of the first program that showed it,
+  and Hypothesis shrinks what it finds.
+
+    python benchmarks/fix_properties.py --examples 2000
+    python benchmarks/fix_properties.py --examples 300 --compiled-every 1 --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+from tests.rewriter.differential import Report, check_program, explain, fix_kind
+from tests.rewriter.propgen import Program, programs
+
+
+@dataclass
+class Tally:
+    programs: int = 0
+    seconds: list[float] = field(default_factory=list)
+    sites: Counter = field(default_factory=Counter)  # rule -> findings in the originals
+    fixed: dict[str, Counter] = field(default_factory=lambda: {"safe": Counter(), "unsafe": Counter()})
+    left: Counter = field(default_factory=Counter)  # rule -> findings left by the unsafe run
+    failing_rules: Counter = field(default_factory=Counter)  # rule -> programs with a failing rewrite
+    kinds: dict[str, Counter] = field(default_factory=lambda: {"safe": Counter(), "unsafe": Counter()})
+    failing_kinds: Counter = field(default_factory=Counter)
+    allowed: Counter = field(default_factory=Counter)
+    declines: Counter = field(default_factory=Counter)  # (rule, reason) -> count
+    classes: Counter = field(default_factory=Counter)  # failure class -> programs
+    first: dict = field(default_factory=dict)  # failure class -> the smallest failing program seen
+    torch_differences: int = 0
+    with_failure: int = 0
+
+    def add(self, report: Report, seconds: float) -> None:
+        self.programs += 1
+        self.seconds.append(seconds)
+        self.torch_differences += report.torch_differences
+        self.allowed += report.allowed
+        self.sites += Counter(d.code for d in report.diagnostics)
+        safe, unsafe = report.rewrites["safe"], report.rewrites["unsafe"]
+        safe_fixed = Counter(a.code for a in safe.result.applied)
+        self.fixed["safe"] += safe_fixed
+        self.fixed["unsafe"] += Counter(a.code for a in unsafe.result.applied) - safe_fixed
+        for options, rw in report.rewrites.items():
+            self.kinds[options] += Counter(fix_kind(a.message) for a in rw.result.applied)
+        for r in unsafe.result.remaining:
+            self.left[r.diagnostic.code] += 1
+            self.declines[(r.diagnostic.code, _reason(r.reason))] += 1
+        if report.failures:
+            self.with_failure += 1
+        failing = {f.options for f in report.failures}
+        for options in failing:
+            rw = report.rewrites[options]
+            self.failing_rules.update({a.code for a in rw.result.applied})
+            self.failing_kinds.update(set(rw.kinds))
+        for key in {failure_class(report, f) for f in report.failures}:
+            self.classes[key] += 1
+            best = self.first.get(key)
+            if best is None or len(report.program.source) < len(best.source):
+                self.first[key] = report.program
+
+
+def failure_class(report: Report, f) -> tuple[str, str, str, str]:
+    kinds = ",".join(sorted(report.rewrites[f.options].kinds)) or "-"
+    return (f.stage, f.options, f.kind, kinds)
+
+
+def _reason(text: str) -> str:
+    """A decline reason with the quoted code elided, so equal reasons group."""
+    text = re.sub(r"`[^`]*`", "`…`", text)
+    return text if len(text) <= 110 else text[:107] + "..."
+
+
+def run(examples: int, compiled_every: int, seed_: int) -> Tally:
+    tally = Tally()
+
+    @seed(seed_)
+    @settings(max_examples=examples, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(programs())
+    def each(program: Program) -> None:
+        start = time.perf_counter()
+        compiled = compiled_every > 0 and tally.programs % compiled_every == 0
+        report = check_program(program, compiled=compiled)
+        tally.add(report, time.perf_counter() - start)
+
+    each()
+    return tally
+
+
+class _Found(Exception):
+    pass
+
+
+def minimal_example(key: tuple[str, str, str, str], first: Program, budget: int, seed_: int) -> Report | None:
+    """Search again for a program of this failure class among programs of the same blocks, and let
+    Hypothesis shrink it. None when the budget finds none."""
+    stage, options, kind, kinds = key
+    wanted = set(kinds.split(","))
+    blocks = tuple(sorted({_block_of(b) for b in first.blocks}))
+    found: list[Report] = []
+
+    def matches(report: Report) -> bool:
+        return any(f.stage == stage and f.options == options and f.kind == kind
+                   and set(report.rewrites[options].kinds) & wanted for f in report.failures)
+
+    @seed(seed_)
+    @settings(max_examples=budget, database=None, deadline=None, report_multiple_bugs=False,
+              phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck))
+    @given(programs(blocks=blocks, max_blocks=len(first.blocks)))
+    def search(program: Program) -> None:
+        report = check_program(program, compiled=stage == "compiled")
+        if matches(report):
+            found[:] = [report]
+            raise _Found
+
+    try:
+        search()
+    except _Found:
+        return found[0]
+    return None
+
+
+def _block_of(kind: str) -> str:
+    return {"float": "scalars", "tolist": "scalars", "masked": "scalars", "deepcopy": "scalars"}.get(kind, kind)
+
+
+def table(rows: list[list], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def print_tally(t: Tally) -> None:
+    secs = sorted(t.seconds)
+    print(f"programs: {t.programs}  with a failure: {t.with_failure}  "
+          f"median {secs[len(secs) // 2]:.2f} s/program, total {sum(secs):.0f} s  "
+          f"(compiled differences the original shows too, torch's own: {t.torch_differences})\n")
+    rules = sorted(set(t.sites) | set(t.fixed["safe"]) | set(t.fixed["unsafe"]))
+    print(table([[r, t.sites[r], t.fixed["safe"][r], t.fixed["unsafe"][r], t.left[r], t.failing_rules[r]]
+                 for r in rules], ["rule", "found", "fixed safe", "fixed unsafe", "declined", "failing programs"]))
+    print()
+    kinds = sorted(set(t.kinds["safe"]) | set(t.kinds["unsafe"]))
+    print(table([[k, t.kinds["safe"][k], t.kinds["unsafe"][k],
+                  sum(v for a, v in t.allowed.items() if a.startswith(k + ":")), t.failing_kinds[k]]
+                 for k in kinds], ["repair", "applied (safe run)", "applied (unsafe run)",
+                                   "documented differences", "failing programs"]))
+    print()
+    print(table([[f"{rule} {reason}", n] for (rule, reason), n in t.declines.most_common()],
+                ["declined: rule and reason", "sites"]))
+    print()
+    if t.classes:
+        print(table([[" / ".join(k), n] for k, n in t.classes.most_common()],
+                    ["failure class: stage / fixes / what differs / repairs applied", "programs"]))
+    else:
+        print("no failures")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--examples", type=int, default=500, help="programs to generate (default 500)")
+    ap.add_argument("--compiled-every", type=int, default=10,
+                    help="also run every N-th program compiled (0: never; default 10)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--shrink-budget", type=int, default=150,
+                    help="programs searched per failure class for a minimal example (0: no search)")
+    args = ap.parse_args(argv)
+    tally = run(args.examples, args.compiled_every, args.seed)
+    print_tally(tally)
+    if args.shrink_budget and tally.classes:
+        print("\nminimal examples")
+        shown: set[str] = set()
+        for key, _ in tally.classes.most_common():
+            report = minimal_example(key, tally.first[key], args.shrink_budget, args.seed)
+            if report is None:
+                report = check_program(tally.first[key], compiled=key[0] == "compiled")
+                note = "(no smaller program found; the smallest seen)"
+            else:
+                note = "(shrunk)"
+            if report.program.source in shown:
+                continue
+            shown.add(report.program.source)
+            print(f"\n=== {' / '.join(key)} {note}")
+            print(explain(report))
+    return 1 if tally.classes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,404 @@
+"""Hypothesis strategies that write small Python modules in the shapes ``mend fix`` repairs and declines.
+
+A generated :class:`Program` is the source of one module whose compiled function is either
+``M.forward`` of an ``nn.Module`` (a compiled region by default, see docs/check.md) or a function
+decorated with ``@torch.compile(backend="eager")``. Its body is a few *blocks*, each one shape of
+one fix family:
+
+* data-dependent branches: ``if``/``elif``/``else`` with assignments, branches that return,
+  conditional expressions, nested ifs, augmented assignments, shape-changing sides (``torch.cat``,
+  ``reshape``, slicing, reductions), tuple targets, submodule calls (``torch.cond``);
+* conditions written every way the analyzer sees them: ``.sum() > k``, ``.any()``, ``.item()``,
+  ``bool(...)``, through a local, ``not``, ``and``/``or`` chains with static parts (dtype, shape,
+  ``mask is not None``), and per-element tensors (ambiguous truth value when they hold more than
+  one element);
+* side effects mixed in (``print``, ``logger.info``/``warning``, ``warnings.warn``), alone or as
+  the whole body of an ``if`` on a tensor;
+* validation ``raise ValueError("...")`` under a tensor condition, ``assert t.item() <= n``;
+* Python scalars from tensors: ``.item()`` feeding arithmetic, ``max(n, c)``, ``float(t)``,
+  ``len(t.tolist())``, masked reductions ``t[m].sum()``, ``copy.deepcopy(t)``.
+
+Every function takes ``x`` and ``y`` (tensors; ``y`` may broadcast against ``x``) and, in some
+programs, ``mask=None``. Names a block may read are tracked, so most programs run; some raise on
+some inputs (an index into an empty tensor, a dtype an op rejects, a truth value of a many-element
+tensor), which is part of what the differential runner compares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import strategies as st
+
+LOGGER = "mend_propgen"
+WIDTH = 4  # the last dimension of x (and of nn.Linear(WIDTH, WIDTH))
+
+
+@dataclass(frozen=True)
+class Program:
+    source: str
+    kind: str  # "module": ``make()`` returns the nn.Module; "function": ``f`` is @torch.compile'd
+    has_mask: bool
+    blocks: tuple[str, ...]  # the block kinds, in order (for reports)
+
+    def __str__(self) -> str:  # hypothesis prints the falsifying example with this
+        return f"Program(kind={self.kind!r}, blocks={self.blocks})\n{self.source}"
+
+
+@dataclass
+class _Env:
+    """What the function body may read at this point."""
+
+    names: list[str]  # tensor names that are always bound
+    kind: str
+    has_mask: bool
+    counter: int = 0
+    imports: set[str] = field(default_factory=set)
+
+    def fresh(self, stem: str) -> str:
+        self.counter += 1
+        return f"{stem}{self.counter}"
+
+
+def _indent(lines: list[str], n: int = 1) -> list[str]:
+    return ["    " * n + ln if ln else ln for ln in lines]
+
+
+# --- expressions -----------------------------------------------------------------------------------
+
+# New values for a name ``{n}``, with ``{o}`` another bound tensor name.
+SAME_SHAPE = [
+    "{n} + 1", "{n} - 1", "{n} * 2", "-{n}", "{n}.clamp(min=0)", "torch.clamp({n}, -1, 1)",
+    "torch.nan_to_num({n})", "{n}.masked_fill({n} < 0, 0)", "{n}.abs()", "torch.relu({n})",
+    "{n} / 2", "{n}.exp()", "torch.zeros_like({n})", "{n}.detach()", "{n} + {o}", "{n} - {o}",
+    "{n} * {o}", "torch.maximum({n}, {o})",
+]
+CHANGES_DTYPE = ["{n} + 0.5", "{n}.float()", "{n}.half()", "{n}.to(torch.float64)", "{n}.long()", "{n} > 0"]
+CHANGES_SHAPE = [
+    "torch.cat([{n}, {o}], dim=0)", "torch.cat(({n}, {o}), dim=-1)", "{n}.reshape(-1)", "{n}[:1]",
+    "{n}[1:]", "{n}[0]", "{n}.sum(0)", "{n}.sum(-1, keepdim=True)", "{n}.unsqueeze(0)",
+    "{n}.repeat(2, 1)", "{n} + {o}[0]",
+]
+SUBMODULE = ["self.lin({n})", "torch.relu(self.lin({n}))", "self.lin({n}) + {n}"]
+
+# Tensor conditions over ``{a}`` (and ``{b}``, another bound name). Scalar-valued ones first.
+SCALAR_CONDS = [
+    "{a}.sum() > 0", "{a}.sum() > 5", "{a}.mean() < 0", "({a} > 0).any()", "({a} > 0).all()",
+    "{a}.max() > 1", "torch.isnan({a}).any()", "torch.isinf({a}).any() or torch.isnan({a}).any()",
+    "{a}.sum().item() > 0", "{a}.sum().item() != 0", "{a}.abs().sum() > 10", "({a} > 0).sum() > 2",
+    "not ({a}.sum() > 0)", "{a}.sum() > 0 and {b}.mean() < 1", "{a}.sum() > 0 or {b}.sum() < 0",
+    "({a} == {a}).all()", "{a}[0, 0] > 0",
+]
+ELEMENT_CONDS = ["{a} > 0", "{a}.sum(-1) > 0", "{a}.abs()"]
+STATIC_PREFIX_CONDS = [
+    "{a}.dtype == torch.float16 and torch.isinf({a}).any()",
+    "{a}.shape[0] > 1 and {a}.sum() > 0",
+    "{a}.sum() > 0 and {a}.dim() == 2",
+]
+MASK_CONDS = ["mask is not None and mask.any()", "mask is not None and mask.sum() > 2"]
+
+MESSAGES = ["tick", "large activations", "empty mask", "nan found"]
+
+
+def _names2(env: _Env) -> st.SearchStrategy[tuple[str, str]]:
+    return st.tuples(st.sampled_from(env.names), st.sampled_from(env.names))
+
+
+@st.composite
+def condition(draw, env: _Env, allow_local: bool = True) -> tuple[list[str], str]:
+    """(lines computing it first, condition text)."""
+    a, b = draw(_names2(env))
+    pools = [SCALAR_CONDS, SCALAR_CONDS, ELEMENT_CONDS, STATIC_PREFIX_CONDS]
+    if env.has_mask:
+        pools.append(MASK_CONDS)
+    text = draw(st.sampled_from(draw(st.sampled_from(pools)))).format(a=a, b=b)
+    how = draw(st.sampled_from(["inline", "inline", "inline", "local", "bool", "item"] if allow_local
+                               else ["inline"]))
+    if how == "local":
+        c = env.fresh("c")
+        return [f"{c} = {text}"], c
+    if how == "bool":
+        return [], f"bool({text})"
+    if how == "item":
+        n = env.fresh("n")
+        return [f"{n} = {a}.sum().item()"], f"{n} > 0"
+    return [], text
+
+
+@st.composite
+def new_value(draw, env: _Env, n: str, shape_changes: bool = True, submodules: bool = False) -> str:
+    o = draw(st.sampled_from(env.names))
+    pools = [SAME_SHAPE, SAME_SHAPE, SAME_SHAPE, CHANGES_DTYPE]
+    if shape_changes:
+        pools.append(CHANGES_SHAPE)
+    if submodules and env.kind == "module":
+        pools.append(SUBMODULE)
+    return draw(st.sampled_from(draw(st.sampled_from(pools)))).format(n=n, o=o)
+
+
+@st.composite
+def side_effect(draw, env: _Env) -> str:
+    a = draw(st.sampled_from(env.names))
+    msg = draw(st.sampled_from(MESSAGES))
+    env.imports.add("logging")
+    form = draw(st.sampled_from(["print", "print_value", "info", "warning", "warn"]))
+    if form == "print":
+        return f'print("{msg}", tuple({a}.shape))'
+    if form == "print_value":
+        return f'print("{msg}", {a}.sum())'
+    if form == "info":
+        return f'logger.info("{msg} %s", tuple({a}.shape))'
+    if form == "warning":
+        return f'logger.warning("{msg}")'
+    env.imports.add("warnings")
+    return f'warnings.warn("{msg}")'
+
+
+@st.composite
+def branch_body(draw, env: _Env, targets: list[str], submodules: bool, depth: int) -> list[str]:
+    """One to three statements of a branch that assigns (and sometimes does more)."""
+    out: list[str] = []
+    for _ in range(draw(st.integers(1, 3))):
+        form = draw(st.sampled_from(
+            ["assign"] * 6 + ["tuple", "aug", "pass", "effect", "raise"] + (["nested"] if depth < 1 else [])))
+        t = draw(st.sampled_from(targets))
+        if form == "assign":
+            out.append(f"{t} = {draw(new_value(env, t, submodules=submodules))}")
+        elif form == "tuple":
+            u = draw(st.sampled_from(targets))
+            out.append(f"{t}, {u} = {draw(new_value(env, t))}, {draw(new_value(env, u))}")
+        elif form == "aug":
+            out.append(f"{t} {draw(st.sampled_from(['+=', '-=', '*=']))} {draw(st.sampled_from(['1', '2', env.names[0]]))}")
+        elif form == "pass":
+            out.append("pass")
+        elif form == "effect":
+            out.append(draw(side_effect(env)))
+        elif form == "raise":
+            out.append(f'raise ValueError("{draw(st.sampled_from(MESSAGES))}")')
+        else:
+            pre, cond = draw(condition(env, allow_local=False))
+            out += pre + [f"if {cond}:"] + _indent(draw(branch_body(env, targets, submodules, depth + 1)))
+    return out
+
+
+# --- blocks ----------------------------------------------------------------------------------------
+
+@st.composite
+def if_chain(draw, env: _Env) -> tuple[str, list[str]]:
+    """``if``/``elif``/``else`` whose branches assign (SAM's pattern and its neighbours)."""
+    lines: list[str] = []
+    targets = list(env.names)
+    new = None
+    if draw(st.booleans()):  # a name first assigned in the branches
+        new = env.fresh("t")
+        targets.append(new)
+    submodules = draw(st.booleans()) and env.kind == "module"
+    pre, cond = draw(condition(env))
+    lines += pre + [f"if {cond}:"] + _indent(draw(branch_body(env, targets, submodules, 0)))
+    for _ in range(draw(st.integers(0, 2))):
+        pre, cond = draw(condition(env, allow_local=False))
+        lines += [f"elif {cond}:"] + _indent(draw(branch_body(env, targets, submodules, 0)))
+    has_else = draw(st.booleans())
+    if has_else:
+        lines += ["else:"] + _indent(draw(branch_body(env, targets, submodules, 0)))
+    if new is not None and has_else and draw(st.booleans()):
+        env.names.append(new)  # read later: unbound on the paths that do not assign it
+    return "if-assign", lines
+
+
+@st.composite
+def submodule_if(draw, env: _Env) -> tuple[str, list[str]]:
+    """A plain ``if``/``else`` of assignments that call a submodule (the ``torch.cond`` shape)."""
+    if env.kind != "module":
+        return draw(if_chain(env))
+    pre, cond = draw(condition(env))
+    t = draw(st.sampled_from(env.names))
+
+    def side(values: list[str]) -> list[str]:
+        return [f"    {t} = {draw(st.sampled_from(values)).format(n=t, o=draw(st.sampled_from(env.names)))}"]
+
+    lines = pre + [f"if {cond}:"] + side(SUBMODULE)
+    if draw(st.booleans()):
+        lines += ["else:"] + side(SAME_SHAPE + CHANGES_DTYPE)
+    return "if-submodule", lines
+
+
+@st.composite
+def if_return(draw, env: _Env) -> tuple[str, list[str]]:
+    """Branches that return (the function ends here)."""
+    lines: list[str] = []
+    pre, cond = draw(condition(env))
+    n = draw(st.sampled_from(env.names))
+    lines += pre + [f"if {cond}:", f"    return {draw(new_value(env, n))}"]
+    for _ in range(draw(st.integers(0, 1))):
+        _, cond = draw(condition(env, allow_local=False))
+        lines += [f"elif {cond}:", f"    return {draw(new_value(env, n))}"]
+    if draw(st.booleans()):
+        lines += ["else:", f"    return {draw(new_value(env, n))}"]
+    else:
+        lines += [f"return {draw(new_value(env, n))}"]
+    return "if-return", lines
+
+
+@st.composite
+def ternary(draw, env: _Env) -> tuple[str, list[str]]:
+    pre, cond = draw(condition(env))
+    n = draw(st.sampled_from(env.names))
+    t = draw(st.sampled_from(env.names + [env.fresh("t")]))
+    a, b = draw(new_value(env, n)), draw(st.sampled_from([n, draw(new_value(env, n))]))
+    if t not in env.names:
+        env.names.append(t)
+    return "ternary", pre + [f"{t} = {a} if {cond} else {b}"]
+
+
+@st.composite
+def nested_if(draw, env: _Env) -> tuple[str, list[str]]:
+    """An ``if`` inside a static ``if`` or inside another tensor ``if``."""
+    outer = draw(st.sampled_from(["x.shape[0] > 1", "x.dim() == 2", "self_training", "tensor"]))
+    if outer == "tensor":
+        pre, outer_text = draw(condition(env, allow_local=False))
+    else:
+        pre, outer_text = [], ("self.training" if env.kind == "module" else "x.dim() == 2") \
+            if outer == "self_training" else outer
+    _, inner = draw(if_chain(env))
+    return "nested-if", pre + [f"if {outer_text}:"] + _indent(inner)
+
+
+@st.composite
+def reporting_if(draw, env: _Env) -> tuple[str, list[str]]:
+    pre, cond = draw(condition(env))
+    body = [draw(side_effect(env)) for _ in range(draw(st.integers(1, 2)))]
+    return "reporting-if", pre + [f"if {cond}:"] + _indent(body)
+
+
+@st.composite
+def effect(draw, env: _Env) -> tuple[str, list[str]]:
+    return "side-effect", [draw(side_effect(env))]
+
+
+@st.composite
+def validation(draw, env: _Env) -> tuple[str, list[str]]:
+    pre, cond = draw(condition(env))
+    exc = draw(st.sampled_from(["ValueError", "ValueError", "RuntimeError"]))
+    msg = draw(st.sampled_from(['"every row needs one position"', '"bad input"', 'f"bad {x.shape}"']))
+    return "validation", pre + [f"if {cond}:", f"    raise {exc}({msg})"]
+
+
+@st.composite
+def item_arith(draw, env: _Env) -> tuple[str, list[str]]:
+    """``.item()`` whose number feeds tensor arithmetic."""
+    a = draw(st.sampled_from(env.names))
+    t = draw(st.sampled_from(env.names))
+    red = draw(st.sampled_from(["sum", "mean", "max", "abs().sum"]))
+    n = env.fresh("n")
+    use = draw(st.sampled_from([
+        "{t} * ({n} / 3)", "{t} + {n}", "{t} / max({n}, 1)", "{t} * max({n}, 1.5)", "{t} + {n} * 0.1",
+        "{t} * min({n}, 2)", "{t} - ({n} + 1)",
+    ]))
+    if draw(st.booleans()):
+        return "item-arith", [f"{n} = {a}.{red}().item()", f"{t} = " + use.format(t=t, n=n)]
+    return "item-arith", [f"{t} = " + use.format(t=t, n=f"{a}.{red}().item()")]
+
+
+@st.composite
+def item_assert(draw, env: _Env) -> tuple[str, list[str]]:
+    a = draw(st.sampled_from(env.names))
+    form = draw(st.sampled_from([
+        "assert {a}.abs().max().item() <= 100", 'assert ({a} > -5).all().item(), "out of range"',
+        "assert {a}.numel() >= 0 and {a}.sum().item() < 1e6",
+    ]))
+    return "item-assert", [form.format(a=a)]
+
+
+@st.composite
+def scalars(draw, env: _Env) -> tuple[str, list[str]]:
+    """``float(t)``, ``int(t)``, ``len(t.tolist())``, masked reductions, ``copy.deepcopy``."""
+    a = draw(st.sampled_from(env.names))
+    t = draw(st.sampled_from(env.names))
+    form = draw(st.sampled_from(["float", "int", "tolist", "tolist0", "masked_sum", "masked_mean", "deepcopy"]))
+    k = env.fresh("k")
+    if form == "float":
+        return "float", [f"{t} = {t} * float({a}.sum())"]
+    if form == "int":
+        return "float", [f"{t} = {t} + int({a}.sum())"]
+    if form == "tolist":
+        return "tolist", [f"{k} = len({a}.tolist())", f"{t} = {t} + {k}"]
+    if form == "tolist0":
+        return "tolist", [f"{k} = len({a}.sum().tolist())", f"{t} = {t} + {k}"]
+    if form in ("masked_sum", "masked_mean"):
+        meth = form.split("_")[1]
+        return "masked", [f"{k} = {a}[{a} > 0].{meth}()", f"{t} = {t} + {k}"]
+    env.imports.add("copy")
+    return "deepcopy", [f"{k} = copy.deepcopy({a})", f"{t} = {k} * 2"]
+
+
+BLOCKS = {
+    "if-assign": if_chain,
+    "if-submodule": submodule_if,
+    "if-return": if_return,
+    "ternary": ternary,
+    "nested-if": nested_if,
+    "reporting-if": reporting_if,
+    "side-effect": effect,
+    "validation": validation,
+    "item-arith": item_arith,
+    "item-assert": item_assert,
+    "scalars": scalars,
+}
+
+
+# --- programs --------------------------------------------------------------------------------------
+
+@st.composite
+def programs(draw, blocks: tuple[str, ...] = tuple(BLOCKS), max_blocks: int = 3) -> Program:
+    """A module with one compiled function made of 1..max_blocks blocks drawn from ``blocks``."""
+    kind = draw(st.sampled_from(["module", "function"]))
+    has_mask = draw(st.booleans())
+    annotate = draw(st.sampled_from([True, True, False]))
+    env = _Env(names=["x", "y"], kind=kind, has_mask=has_mask)
+    body: list[str] = []
+    if draw(st.booleans()):
+        body.append("z = x * 1")
+        env.names.append("z")
+    kinds = []
+    ended = False
+    for _ in range(draw(st.integers(1, max_blocks))):
+        name = draw(st.sampled_from(blocks))
+        kind_name, lines = draw(BLOCKS[name](env))
+        kinds.append(kind_name)
+        body += lines
+        if kind_name == "if-return":
+            ended = True
+            break
+    if not ended:
+        ret = draw(st.sampled_from(env.names))
+        other = draw(st.sampled_from(env.names))
+        body.append(draw(st.sampled_from([f"return {ret}", f"return {ret}, {other}"])))
+    ann = ": torch.Tensor" if annotate else ""
+    params = f"x{ann}, y{ann}" + (", mask=None" if has_mask else "")
+    head = ["import copy"] if "copy" in env.imports else []
+    head += ["import logging"]
+    head += ["import warnings"] if "warnings" in env.imports else []
+    head += ["", "import torch", "from torch import nn", "", f'logger = logging.getLogger("{LOGGER}")', "", ""]
+    if kind == "module":
+        lines = head + [
+            "class M(nn.Module):",
+            "    def __init__(self):",
+            "        super().__init__()",
+            f"        self.lin = nn.Linear({WIDTH}, {WIDTH})",
+            "",
+            f"    def forward(self, {params}):",
+        ] + _indent(body, 2) + ["", "", "def make():", "    torch.manual_seed(0)", "    return M()"]
+    else:
+        lines = head + ['@torch.compile(backend="eager")', f"def f({params}):"] + _indent(body)
+    return Program("\n".join(lines) + "\n", kind, has_mask, tuple(kinds))
+
+
+def program_from_source(source: str, has_mask: bool | None = None) -> Program:
+    """A hand-written program (regression tests): ``make()`` for a module, else ``f``."""
+    kind = "module" if "def make(" in source else "function"
+    mask = "mask" in source if has_mask is None else has_mask
+    return Program(source, kind, mask, ("explicit",))
+
+
+__all__ = ["BLOCKS", "LOGGER", "Program", "WIDTH", "program_from_source", "programs"]

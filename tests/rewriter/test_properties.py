@@ -1,0 +1,423 @@
+"""Differential property tests of ``mend fix``: generated and hand-written programs, original vs rewritten.
+
+Each program is rewritten with the safe and with the unsafe fixes and run side by side with the
+original (``tests/rewriter/differential.py``): eagerly on an input grid that takes every branch, and
+compiled (``backend="eager"``). A safe fix must change nothing (results to the bit, exceptions,
+printed, logged and warned output, in-place updates of the inputs); an unsafe fix only what its rule
+page documents (``differential.ALLOWANCES``).
+
+This is the bounded profile: a fixed seed (``derandomize=True``) and a few dozen programs per family.
+Shrinking is off here to keep the suite fast; ``benchmarks/fix_properties.py --examples N`` is the
+long profile and prints a minimal example of every failure class.
+
+Known defects of the current rewriter are marked ``xfail(strict=True)`` with the defect named. A
+hand-written program also names the failures the defect shows (``stage/fixes/what differs``): it
+xfails only on those (:class:`KnownDefect`), fails on anything else, and passes once the defect is
+repaired (then the marker must go).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+
+from mend.rewriter.engine import fix_source
+from tests.rewriter.differential import OPTIONS, PATH, Report, check_program, diagnose, explain, fix_kind, rewrite
+from tests.rewriter.propgen import BLOCKS, Program, program_from_source, programs
+
+BOUNDED = settings(max_examples=30, derandomize=True, deadline=None, database=None,
+                   phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+
+
+class KnownDefect(AssertionError):
+    """The program fails only in the ways its known defect shows."""
+
+
+def assert_same_behaviour(program: Program, eager: bool = True, compiled: bool = False,
+                          known: tuple[str, ...] = ()) -> Report:
+    report = check_program(program, eager=eager, compiled=compiled)
+    if report.failures:
+        seen = {f"{f.stage}/{f.options}/{f.kind}" for f in report.failures}
+        if known and seen <= set(known):
+            raise KnownDefect(explain(report))
+        pytest.fail(explain(report), pytrace=False)
+    return report
+
+
+def defect_params(table: dict) -> list:
+    """``pytest.param(name)`` per entry of a table ``name -> (source, defect or None, failures)``,
+    expected to fail with :class:`KnownDefect` where a defect is named."""
+    return [pytest.param(name, id=name, marks=[pytest.mark.xfail(strict=True, raises=KnownDefect, reason=defect)]
+                         if defect else []) for name, (_, defect, _) in table.items()]
+
+
+# --- known defects of the current rewriter, each with a minimal program below ---------------------
+
+WHERE_DROPS_CONDITION = (
+    "MND201/301 safe torch.where repair of an if/else whose assigned name is first defined in the branches "
+    "writes both assignments unconditionally: the condition is gone (issue 13, SAM)")
+PER_ELEMENT = ("a many-element condition (`if x > 0:`) raises in Python (ambiguous truth value); the safe "
+               "torch.where repair selects per element instead")
+EAGER_CONDITIONS = ("`and`/`or` operands and `elif` conditions are all evaluated up front (torch.logical_and/or, "
+                    "hoisted conditions): one that raises where Python would not evaluate it now raises")
+WHERE_SHAPES = ("a safe torch.where repair broadcasts the unselected side to the new value's shape "
+                "(`x = x + y` with a larger y) or promotes its dtype (`x.to(torch.float64)`, int `x + 0.5`)")
+UNSAFE_SIDE_RAISES = ("an unsafe torch.where repair (returns, ternaries, non-elementwise updates) computes the "
+                      "side not taken, which raises when it cannot broadcast (`torch.cat` of the input)")
+GRAD_GATE = ("the grad gate (`if torch.is_grad_enabled(): <original> else: <where>`) is reported and wrapped "
+             "again by every later run (not idempotent, the fix report disagrees with a re-check), and with "
+             "returns it deletes the `return` after the `if`: grad-enabled calls fall through to None")
+INTERNAL_ERROR = "`if <tensor cond>: pass` makes the MND201 fixer raise IndexError (declined as an internal error)"
+TOLIST_0D = "`len(t.tolist())` -> `t.shape[0]` raises IndexError where the original raises TypeError (0-d t)"
+ITEM_MAX_DTYPE = "`max(n, 1.5)` on an int `.item()` -> `torch.clamp(n, min=1.5)` changes the result dtype"
+ITEM_ROUNDING = ("`.item()` kept as a 0-d tensor: scalar arithmetic on it (`n / 3`) rounds in the tensor's "
+                 "dtype (float16), not in Python's double")
+REPORT_GUARD_EXCEPTION = ("under compile the reporting-if guard skips the condition, so an error the condition "
+                          "raises in eager (an ambiguous many-element truth value) vanishes")
+RESTORE_MISREADS = ("`_mend_restore_exceptions` finds `[mend:E]` in the source line Dynamo quotes in an unrelated "
+                    "error (a dtype error while tracing the condition) and raises E with a garbled message")
+CAPTURE_ASSERT = ("capture_scalar_outputs (unsafe MND301) turns a failing `assert` on the number into Dynamo's "
+                  "RuntimeError('Runtime assertion failed ...'), a difference MND301's page does not name")
+CAPTURE_EMPTY = ("capture_scalar_outputs (unsafe MND301) on a slice by the number fails to compile for an empty "
+                 "input (InternalTorchDynamoError PendingUnbackedSymbolNotFound)")
+
+
+def compiled_function(body: str) -> str:
+    """A module with ``f(x, y)`` decorated ``@torch.compile(backend="eager")``, whose body is ``body``."""
+    return ('import torch\n\n\n@torch.compile(backend="eager")\ndef f(x: torch.Tensor, y: torch.Tensor):\n'
+            + textwrap.indent(textwrap.dedent(body), "    "))
+
+
+# name -> (source, the defect it shows, the failures it shows: stage/fixes/what differs)
+MINIMAL: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "per-element condition": (compiled_function("""\
+        if x > 0:
+            x = x + 1
+        return x
+        """), PER_ELEMENT,
+        ('eager/safe/exception', 'compiled/safe/exception')),
+    "short-circuit and": (compiled_function("""\
+        if (x > 0).any() and x[0, 0] > 0:
+            x = x + 1
+        return x
+        """), EAGER_CONDITIONS,
+        ('eager/safe/exception', 'compiled/safe/exception')),
+    "elif condition evaluated first": (compiled_function("""\
+        if (x == x).all():
+            x = x + 1
+        elif x[0, 0] > 0:
+            x = x - 1
+        return x
+        """), EAGER_CONDITIONS,
+        ('eager/safe/exception', 'compiled/safe/exception')),
+    "where broadcasts the other side": (compiled_function("""\
+        if x.sum() > 0:
+            x = x + y
+        return x
+        """), WHERE_SHAPES,
+        ('eager/safe/shape', 'compiled/safe/shape')),
+    "where promotes the other side": (compiled_function("""\
+        if x.sum() > 0:
+            x = x.to(torch.float64)
+        return x
+        """), WHERE_SHAPES,
+        ('eager/safe/dtype', 'compiled/safe/dtype')),
+    "where of a ternary computes a side that raises": (compiled_function("""\
+        x = torch.cat([x, x], dim=0) if x.sum() > 0 else x
+        return x
+        """), UNSAFE_SIDE_RAISES,
+        ('eager/unsafe/exception', 'compiled/unsafe/exception')),
+    "grad gate is not idempotent": (compiled_function("""\
+        if x.sum() > 0:
+            x = x / 2
+        return x
+        """), GRAD_GATE,
+        ('rewrite/unsafe/idempotence', 'rewrite/unsafe/recheck')),
+    "grad gate deletes the return": (compiled_function("""\
+        if x.sum() > 0:
+            return x / 2
+        return x
+        """), GRAD_GATE,
+        ('eager/unsafe/structure', 'rewrite/unsafe/recheck')),
+    "branch that passes": (compiled_function("""\
+        if x.sum() > 0:
+            pass
+        return x
+        """), INTERNAL_ERROR,
+        ('rewrite/safe/internal-error', 'rewrite/unsafe/internal-error')),
+    "len(tolist()) of a 0-d tensor": (compiled_function("""\
+        return x + len(x.sum().tolist())
+        """), TOLIST_0D,
+        ('eager/safe/exception', 'compiled/safe/exception')),
+    "max() of an int item": (compiled_function("""\
+        n = x.sum().item()
+        return x * max(n, 1.5)
+        """), ITEM_MAX_DTYPE,
+        ('eager/safe/dtype', 'compiled/safe/dtype')),
+    "arithmetic on a float16 item": (compiled_function("""\
+        n = x.sum().item()
+        return x * (n / 3)
+        """), ITEM_ROUNDING,
+        ('eager/safe/value', 'compiled/safe/value')),
+    "reporting if on a many-element condition": (compiled_function("""\
+        if x > 0:
+            print("positive")
+        return x
+        """), REPORT_GUARD_EXCEPTION,
+        ('compiled/safe/exception',)),
+    "validation whose condition fails to trace": (compiled_function("""\
+        if x.mean() < 0:
+            raise ValueError("bad input")
+        return x
+        """), RESTORE_MISREADS,
+        ('compiled/unsafe/exception',)),
+    "assert on a captured scalar": (compiled_function("""\
+        n = x.sum().item()
+        assert n < 1e6
+        return x
+        """), CAPTURE_ASSERT,
+        ('compiled/unsafe/exception',)),
+    "slice by a captured scalar": (compiled_function("""\
+        n = x.abs().sum().item()
+        return x[: int(n)]
+        """), CAPTURE_EMPTY,
+        ('compiled/unsafe/exception',)),
+}
+
+
+@pytest.mark.parametrize("name", defect_params(MINIMAL))
+def test_minimal_program(name: str) -> None:
+    source, _, failures = MINIMAL[name]
+    compiled = all(f.startswith("compiled/") for f in failures)  # a defect of the compiled path only
+    assert_same_behaviour(program_from_source(source), eager=not compiled, compiled=compiled, known=failures)
+
+
+# --- generated programs, by family ----------------------------------------------------------------
+
+BRANCH_DEFECTS = (WHERE_DROPS_CONDITION, PER_ELEMENT, EAGER_CONDITIONS, WHERE_SHAPES, GRAD_GATE, INTERNAL_ERROR)
+RETURN_DEFECTS = (UNSAFE_SIDE_RAISES, GRAD_GATE, EAGER_CONDITIONS, PER_ELEMENT)
+SCALAR_DEFECTS = (TOLIST_0D, ITEM_MAX_DTYPE, ITEM_ROUNDING)
+COMPILED_DEFECTS = (REPORT_GUARD_EXCEPTION, RESTORE_MISREADS, CAPTURE_ASSERT, CAPTURE_EMPTY)
+
+# family -> (the generator's blocks, the known defects its programs can show)
+FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "side effects": (("side-effect", "reporting-if"), ()),
+    "branches that assign": (("if-assign", "nested-if", "if-submodule"), BRANCH_DEFECTS),
+    "returns and ternaries": (("if-return", "ternary"), RETURN_DEFECTS),
+    "validation and asserts": (("validation", "item-assert"), ()),
+    "scalars from tensors": (("item-arith", "scalars"), SCALAR_DEFECTS),
+}
+
+
+def _xfail_if(defects: tuple[str, ...]) -> list:
+    return [pytest.mark.xfail(strict=True, reason="; ".join(dict.fromkeys(defects)))] if defects else []
+
+
+@pytest.mark.parametrize("blocks", [pytest.param(blocks, id=name, marks=_xfail_if(defects))
+                                    for name, (blocks, defects) in FAMILIES.items()])
+def test_generated_programs_keep_eager_behaviour(blocks: tuple[str, ...]) -> None:
+    @BOUNDED
+    @given(programs(blocks=blocks))
+    def check(program: Program) -> None:
+        assert_same_behaviour(program)
+
+    check()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compiled", [
+    pytest.param(False, id="eager", marks=_xfail_if(BRANCH_DEFECTS + RETURN_DEFECTS + SCALAR_DEFECTS)),
+    pytest.param(True, id="compiled",
+                 marks=_xfail_if(BRANCH_DEFECTS + RETURN_DEFECTS + SCALAR_DEFECTS + COMPILED_DEFECTS))])
+def test_generated_programs_mixed_families(compiled: bool) -> None:
+    """Every family in one program, eagerly (40 programs) or compiled against the original run eagerly (12)."""
+    @settings(BOUNDED, max_examples=12 if compiled else 40)
+    @given(programs())
+    def check(program: Program) -> None:
+        assert_same_behaviour(program, eager=not compiled, compiled=compiled)
+
+    check()
+
+
+REPAIRS = {"guard", "report-guard", "where", "where-return", "where-ternary", "cond", "validation", "item-tensor",
+           "item-assert", "capture", "float", "tolist", "masked", "deepcopy"}
+
+
+def test_generator_reaches_every_repair_and_decline() -> None:
+    """The profile is worth something only if its programs reach the fixers: within the first programs of
+    each block, every repair kind is applied (and recognised by FIX_KINDS), and sites are also declined."""
+    applied: set[str] = set()
+    declined: list[str] = []
+
+    def collect(block: str) -> None:
+        @settings(BOUNDED, max_examples=20)
+        @given(programs(blocks=(block,), max_blocks=1))
+        def each(program: Program) -> None:
+            result = fix_source(program.source, PATH, None, OPTIONS["unsafe"], diagnose)
+            applied.update(fix_kind(a.message) for a in result.applied)
+            declined.extend(r.reason for r in result.remaining)
+
+        each()
+
+    for block in BLOCKS:
+        collect(block)
+    assert REPAIRS <= applied, f"never applied: {sorted(REPAIRS - applied)}"
+    assert "other" not in applied, "a repair message that FIX_KINDS does not know: add it there"
+    assert declined
+
+
+# --- issue 13: the SAM pattern and its neighbours, as plain differential tests ---------------------
+
+def sam_like(branch: str, annotate: bool = True) -> str:
+    """SAM's mask-decoder shape: tokens from a learnt embedding, extended by the prompts when any."""
+    ann = ": torch.Tensor" if annotate else ""
+    return textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.iou_token = nn.Embedding(1, 4)
+
+            def forward(self, x{ann}, y{ann}):
+                batch_size = x.shape[0]
+                output_tokens = self.iou_token.weight.repeat(batch_size, 1)
+        {branch}
+                return tokens.to(self.iou_token.weight.dtype)
+
+
+        def make():
+            torch.manual_seed(0)
+            return M()
+        """).format(ann=ann, branch=textwrap.indent(textwrap.dedent(branch), " " * 8).rstrip("\n"))
+
+
+# name -> (source, the defect it shows or None, the failures it shows)
+REGRESSIONS: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
+    "sam": (sam_like("""\
+        if y.sum().item() != 0:
+            tokens = torch.cat((output_tokens, y), dim=1)
+        else:
+            tokens = output_tokens
+        """, annotate=False), WHERE_DROPS_CONDITION,
+        ('eager/safe/shape', 'compiled/safe/shape')),
+    "condition through any()": (sam_like("""\
+        if (y != 0).any():
+            tokens = torch.cat((output_tokens, y), dim=1)
+        else:
+            tokens = output_tokens
+        """), WHERE_DROPS_CONDITION,
+        ('eager/safe/shape', 'compiled/safe/shape')),
+    "condition through bool()": (sam_like("""\
+        if bool(y.sum() != 0):
+            tokens = torch.cat((output_tokens, y), dim=1)
+        else:
+            tokens = output_tokens
+        """), None,
+        ()),
+    "condition through a local": (sam_like("""\
+        has_prompts = y.sum() != 0
+        if has_prompts:
+            tokens = torch.cat((output_tokens, y), dim=1)
+        else:
+            tokens = output_tokens
+        """), WHERE_DROPS_CONDITION,
+        ('eager/safe/shape', 'compiled/safe/shape')),
+    "condition through a local .item()": (sam_like("""\
+        n_prompts = y.abs().sum().item()
+        if n_prompts > 0:
+            tokens = torch.cat((output_tokens, y), dim=1)
+        else:
+            tokens = output_tokens
+        """), None,
+        ()),
+    "elif chain": (sam_like("""\
+        if y.sum().item() > 0:
+            tokens = torch.cat((output_tokens, y), dim=1)
+        elif y.sum().item() < 0:
+            tokens = torch.cat((y, output_tokens), dim=1)
+        else:
+            tokens = output_tokens
+        """), WHERE_DROPS_CONDITION,
+        ('eager/safe/exception', 'eager/safe/shape', 'compiled/safe/exception', 'compiled/safe/shape')),
+    "tuple target": (sam_like("""\
+        if y.sum().item() != 0:
+            tokens, extra = torch.cat((output_tokens, y), dim=1), y
+        else:
+            tokens, extra = output_tokens, output_tokens
+        tokens = tokens + extra.sum()
+        """), None,
+        ()),
+    "nested in a static if": (sam_like("""\
+        if x.dim() == 2:
+            if y.sum().item() != 0:
+                tokens = torch.cat((output_tokens, y), dim=1)
+            else:
+                tokens = output_tokens
+        else:
+            tokens = output_tokens
+        """), WHERE_DROPS_CONDITION,
+        ('eager/safe/shape', 'compiled/safe/shape')),
+    "nested in a tensor if": (sam_like("""\
+        tokens = output_tokens
+        if x.sum() > 0:
+            if y.sum().item() != 0:
+                tokens = torch.cat((output_tokens, y), dim=1)
+            else:
+                tokens = output_tokens * 2
+        """), None,
+        ()),
+    "side grows, name defined before": (sam_like("""\
+        tokens = x * 1
+        if y.sum().item() != 0:
+            tokens = torch.cat((tokens, y), dim=1)
+        """), UNSAFE_SIDE_RAISES + "; " + GRAD_GATE,
+        ('eager/unsafe/exception', 'compiled/unsafe/exception', 'rewrite/unsafe/idempotence', 'rewrite/unsafe/recheck')),
+    "side broadcasts": (sam_like("""\
+        tokens = x * 1
+        if y.sum() > 0:
+            tokens = tokens + y
+        """), WHERE_SHAPES,
+        ('eager/safe/shape', 'compiled/safe/shape')),
+    "side changes dtype": (sam_like("""\
+        tokens = x * 1
+        if y.sum() > 0:
+            tokens = tokens.to(torch.float64)
+        """), None,
+        ()),
+    "side returns a grown tensor": (sam_like("""\
+        tokens = x * 1
+        if y.sum().item() != 0:
+            return torch.cat((tokens, y), dim=1)
+        """), UNSAFE_SIDE_RAISES + "; " + GRAD_GATE,
+        ('eager/unsafe/exception', 'eager/unsafe/structure', 'compiled/unsafe/exception', 'rewrite/unsafe/recheck')),
+    "ternary with a grown side": (sam_like("""\
+        tokens = x * 1
+        tokens = torch.cat((tokens, y), dim=1) if y.sum().item() != 0 else tokens
+        """), UNSAFE_SIDE_RAISES,
+        ('eager/unsafe/exception', 'compiled/unsafe/exception')),
+}
+
+
+@pytest.mark.parametrize("name", defect_params(REGRESSIONS))
+def test_sam_pattern_and_neighbours_eager(name: str) -> None:
+    source, _, failures = REGRESSIONS[name]
+    assert_same_behaviour(program_from_source(source), known=failures)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", defect_params(REGRESSIONS))
+def test_sam_pattern_and_neighbours_compiled(name: str) -> None:
+    source, _, failures = REGRESSIONS[name]
+    assert_same_behaviour(program_from_source(source), eager=False, compiled=True, known=failures)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=WHERE_DROPS_CONDITION)
+def test_sam_safe_fix_keeps_the_condition() -> None:
+    """Whatever the repair, the condition must survive in the safe result (issue 13: it was deleted)."""
+    rw = rewrite(REGRESSIONS["sam"][0], "safe")
+    assert "y.sum()" in rw.result.fixed, rw.result.fixed
