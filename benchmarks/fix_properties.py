@@ -15,6 +15,7 @@ program). Prints, per fix family:
 
     python benchmarks/fix_properties.py --examples 2000
     python benchmarks/fix_properties.py --examples 300 --compiled-every 1 --seed 1
+    python benchmarks/fix_properties.py --examples 300 --policies   # also --side-effects defer / drop
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import argparse
 import re
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,16 +38,18 @@ from tests.rewriter.propgen import Program, programs
 
 @dataclass
 class Tally:
+    runs: tuple[str, ...]  # the fix runs compared (keys of differential.OPTIONS), "safe" and "unsafe" first
     programs: int = 0
     seconds: list[float] = field(default_factory=list)
+    blocks: Counter = field(default_factory=Counter)  # generated block kinds
     sites: Counter = field(default_factory=Counter)  # rule -> findings in the originals
-    fixed: dict[str, Counter] = field(default_factory=lambda: {"safe": Counter(), "unsafe": Counter()})
-    left: Counter = field(default_factory=Counter)  # rule -> findings left by the unsafe run
-    failing_rules: Counter = field(default_factory=Counter)  # rule -> programs with a failing rewrite
-    kinds: dict[str, Counter] = field(default_factory=lambda: {"safe": Counter(), "unsafe": Counter()})
+    fixed: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))  # run -> rule -> repaired
+    left: Counter = field(default_factory=Counter)  # rule -> findings the unsafe run leaves
+    failing_rules: Counter = field(default_factory=Counter)  # rule -> programs with a failing run
+    kinds: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))  # run -> repair kind -> n
     failing_kinds: Counter = field(default_factory=Counter)
     allowed: Counter = field(default_factory=Counter)
-    declines: Counter = field(default_factory=Counter)  # (rule, reason) -> count
+    declines: Counter = field(default_factory=Counter)  # (rule, reason) -> sites
     classes: Counter = field(default_factory=Counter)  # failure class -> programs
     first: dict = field(default_factory=dict)  # failure class -> the smallest failing program seen
     torch_differences: int = 0
@@ -55,23 +58,19 @@ class Tally:
     def add(self, report: Report, seconds: float) -> None:
         self.programs += 1
         self.seconds.append(seconds)
+        self.blocks.update(report.program.blocks)
         self.torch_differences += report.torch_differences
         self.allowed += report.allowed
         self.sites += Counter(d.code for d in report.diagnostics)
-        safe, unsafe = report.rewrites["safe"], report.rewrites["unsafe"]
-        safe_fixed = Counter(a.code for a in safe.result.applied)
-        self.fixed["safe"] += safe_fixed
-        self.fixed["unsafe"] += Counter(a.code for a in unsafe.result.applied) - safe_fixed
-        for options, rw in report.rewrites.items():
-            self.kinds[options] += Counter(fix_kind(a.message) for a in rw.result.applied)
-        for r in unsafe.result.remaining:
+        for run_, rw in report.rewrites.items():
+            self.fixed[run_] += Counter(a.code for a in rw.result.applied)
+            self.kinds[run_] += Counter(fix_kind(a.message) for a in rw.result.applied)
+        for r in report.rewrites["unsafe"].result.remaining:
             self.left[r.diagnostic.code] += 1
             self.declines[(r.diagnostic.code, _reason(r.reason))] += 1
-        if report.failures:
-            self.with_failure += 1
-        failing = {f.options for f in report.failures}
-        for options in failing:
-            rw = report.rewrites[options]
+        self.with_failure += bool(report.failures)
+        for run_ in {f.options for f in report.failures}:
+            rw = report.rewrites[run_]
             self.failing_rules.update({a.code for a in rw.result.applied})
             self.failing_kinds.update(set(rw.kinds))
         for key in {failure_class(report, f) for f in report.failures}:
@@ -92,8 +91,8 @@ def _reason(text: str) -> str:
     return text if len(text) <= 110 else text[:107] + "..."
 
 
-def run(examples: int, compiled_every: int, seed_: int) -> Tally:
-    tally = Tally()
+def run(examples: int, compiled_every: int, seed_: int, runs: tuple[str, ...]) -> Tally:
+    tally = Tally(runs)
 
     @seed(seed_)
     @settings(max_examples=examples, database=None, deadline=None, phases=[Phase.generate],
@@ -102,7 +101,7 @@ def run(examples: int, compiled_every: int, seed_: int) -> Tally:
     def each(program: Program) -> None:
         start = time.perf_counter()
         compiled = compiled_every > 0 and tally.programs % compiled_every == 0
-        report = check_program(program, compiled=compiled)
+        report = check_program(program, compiled=compiled, options=runs)
         tally.add(report, time.perf_counter() - start)
 
     each()
@@ -113,7 +112,8 @@ class _Found(Exception):
     pass
 
 
-def minimal_example(key: tuple[str, str, str, str], first: Program, budget: int, seed_: int) -> Report | None:
+def minimal_example(key: tuple[str, str, str, str], first: Program, budget: int, seed_: int,
+                    runs: tuple[str, ...]) -> Report | None:
     """Search again for a program of this failure class among programs of the same blocks, and let
     Hypothesis shrink it. None when the budget finds none."""
     stage, options, kind, kinds = key
@@ -130,7 +130,7 @@ def minimal_example(key: tuple[str, str, str, str], first: Program, budget: int,
               phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck))
     @given(programs(blocks=blocks, max_blocks=len(first.blocks)))
     def search(program: Program) -> None:
-        report = check_program(program, compiled=stage == "compiled")
+        report = check_program(program, compiled=stage == "compiled", options=runs)
         if matches(report):
             found[:] = [report]
             raise _Found
@@ -156,23 +156,24 @@ def print_tally(t: Tally) -> None:
     secs = sorted(t.seconds)
     print(f"programs: {t.programs}  with a failure: {t.with_failure}  "
           f"median {secs[len(secs) // 2]:.2f} s/program, total {sum(secs):.0f} s  "
-          f"(compiled differences the original shows too, torch's own: {t.torch_differences})\n")
-    rules = sorted(set(t.sites) | set(t.fixed["safe"]) | set(t.fixed["unsafe"]))
-    print(table([[r, t.sites[r], t.fixed["safe"][r], t.fixed["unsafe"][r], t.left[r], t.failing_rules[r]]
-                 for r in rules], ["rule", "found", "fixed safe", "fixed unsafe", "declined", "failing programs"]))
+          f"(compiled differences the original shows too, torch's own: {t.torch_differences})")
+    print("blocks generated: " + ", ".join(f"{k} {n}" for k, n in t.blocks.most_common()) + "\n")
+    rules = sorted(set(t.sites) | {r for c in t.fixed.values() for r in c})
+    print(table([[r, t.sites[r], t.fixed["safe"][r], max(t.fixed["unsafe"][r] - t.fixed["safe"][r], 0), t.left[r],
+                  t.failing_rules[r]] for r in rules],
+                ["rule", "found", "fixed safe", "fixed unsafe (more)", "declined", "failing programs"]))
     print()
-    kinds = sorted(set(t.kinds["safe"]) | set(t.kinds["unsafe"]))
-    print(table([[k, t.kinds["safe"][k], t.kinds["unsafe"][k],
-                  sum(v for a, v in t.allowed.items() if a.startswith(k + ":")), t.failing_kinds[k]]
-                 for k in kinds], ["repair", "applied (safe run)", "applied (unsafe run)",
-                                   "documented differences", "failing programs"]))
+    kinds = sorted({k for c in t.kinds.values() for k in c})
+    print(table([[k] + [t.kinds[r][k] for r in t.runs]
+                 + [sum(v for a, v in t.allowed.items() if a.startswith(k + ":")), t.failing_kinds[k]] for k in kinds],
+                ["repair"] + [f"applied ({r})" for r in t.runs] + ["documented differences", "failing programs"]))
     print()
     print(table([[f"{rule} {reason}", n] for (rule, reason), n in t.declines.most_common()],
-                ["declined: rule and reason", "sites"]))
+                ["declined by the unsafe run: rule and reason", "sites"]))
     print()
     if t.classes:
         print(table([[" / ".join(k), n] for k, n in t.classes.most_common()],
-                    ["failure class: stage / fixes / what differs / repairs applied", "programs"]))
+                    ["failure class: stage / run / what differs / repairs applied", "programs"]))
     else:
         print("no failures")
 
@@ -183,18 +184,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compiled-every", type=int, default=10,
                     help="also run every N-th program compiled (0: never; default 10)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--policies", action="store_true",
+                    help="also compare the unsafe side-effect policies (--side-effects defer, drop)")
     ap.add_argument("--shrink-budget", type=int, default=150,
                     help="programs searched per failure class for a minimal example (0: no search)")
     args = ap.parse_args(argv)
-    tally = run(args.examples, args.compiled_every, args.seed)
+    runs = ("safe", "unsafe", "defer", "drop") if args.policies else ("safe", "unsafe")
+    tally = run(args.examples, args.compiled_every, args.seed, runs)
     print_tally(tally)
     if args.shrink_budget and tally.classes:
         print("\nminimal examples")
         shown: set[str] = set()
         for key, _ in tally.classes.most_common():
-            report = minimal_example(key, tally.first[key], args.shrink_budget, args.seed)
+            report = minimal_example(key, tally.first[key], args.shrink_budget, args.seed, runs)
             if report is None:
-                report = check_program(tally.first[key], compiled=key[0] == "compiled")
+                report = check_program(tally.first[key], compiled=key[0] == "compiled", options=runs)
                 note = "(no smaller program found; the smallest seen)"
             else:
                 note = "(shrunk)"

@@ -25,12 +25,14 @@ documents. :data:`ALLOWANCES` is that table, one row per documented difference, 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import importlib.util
 import io
 import logging
 import re
+import shutil
 import sys
 import tempfile
 import warnings
@@ -48,7 +50,9 @@ from mend.rewriter.engine import FileResult, FixOptions, fix_source
 from tests.rewriter.propgen import LOGGER, WIDTH, Program
 
 PATH = "generated.py"
-OPTIONS = {"safe": FixOptions(), "unsafe": FixOptions(unsafe=True)}
+# The fix runs compared: ``mend fix``, ``mend fix --unsafe-fixes``, and the unsafe side-effect policies.
+OPTIONS = {"safe": FixOptions(), "unsafe": FixOptions(unsafe=True),
+           "defer": FixOptions(unsafe=True, side_effects="defer"), "drop": FixOptions(unsafe=True, side_effects="drop")}
 
 
 # --- stage 1: rewrite --------------------------------------------------------------------------------
@@ -273,6 +277,7 @@ class Observed:
 
 
 _TMP = Path(tempfile.mkdtemp(prefix="mend_propgen_"))
+atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
 
 
 def load(source: str, tag: str) -> Any:
@@ -470,6 +475,19 @@ def _mend_marked_runtime_error(d: Difference) -> bool:
     return f"[mend:{d.original[0]}] {d.original[1]}" in d.rewritten[1]
 
 
+def _output_moved(d: Difference) -> bool:
+    """The same messages, in another order (deferred ones come after the graph)."""
+    return Counter(d.original) == Counter(d.rewritten)
+
+
+def _cond_rejects_sides(d: Difference) -> bool:
+    """torch.cond refuses, while tracing, sides of different dtypes (or an output aliasing an input)."""
+    if d.rewritten is None:
+        return False
+    text = d.rewritten[1]
+    return "torch.cond" in text and ("expected same dtype" in text or "alias" in text)
+
+
 def _output_dropped(d: Difference) -> bool:
     return _is_subsequence(d.rewritten, d.original)
 
@@ -491,6 +509,10 @@ ALLOWANCES: list[Allowance] = [
               "docs/fix.md, guard policy: under torch.compile the statement does not run"),
     Allowance("report-guard", "safe", "compiled", "output", _output_dropped,
               "docs/rules/MND201.md: neither the check nor the report runs under compile"),
+    Allowance("defer", "unsafe", "compiled", "output", _output_moved,
+              "docs/fix.md, defer policy: output keeps its content but moves to after the graph"),
+    Allowance("drop", "unsafe", "both", "output", _output_dropped,
+              "docs/fix.md, drop policy: removes the statement (its output is lost in eager too)"),
     Allowance("masked", "safe", "both", "value", _reduction_order,
               "docs/rules/MND305.md: equal up to floating-point reduction order"),
     *[Allowance(fix, "unsafe", "both", kind, _broadcast_promoted,
@@ -498,6 +520,9 @@ ALLOWANCES: list[Allowance] = [
       for fix in ("where", "where-return", "where-ternary") for kind in ("shape", "dtype")],
     Allowance("float", "unsafe", "both", "dtype", _promoted,
               "docs/rules/MND302.md: a 0-d tensor promotes differently from a Python float"),
+    Allowance("cond", "unsafe", "compiled", "exception", _cond_rejects_sides,
+              "docs/fix.md, torch.cond: the two sides must have the same dtypes (a mismatch is an error at "
+              "compile time); an output that is a view of an input fails to trace"),
     Allowance("item-assert", "unsafe", "compiled", "exception", _assert_became_runtime_error,
               "docs/rules/MND301.md: a failing check under compile raises RuntimeError"),
     Allowance("validation", "unsafe", "compiled", "exception", _mend_marked_runtime_error,
@@ -526,15 +551,17 @@ class Report:
 
 
 def check_program(program: Program, eager: bool = True, compiled: bool = False,
-                  cases: list[Case] | None = None) -> Report:
+                  cases: list[Case] | None = None, options: tuple[str, ...] = ("safe", "unsafe")) -> Report:
+    """Rewrite ``program`` with each of ``options`` (keys of :data:`OPTIONS`) and compare the runs."""
     report = Report(program, diagnose(program.source))
-    for options in OPTIONS:
-        rw = rewrite(program.source, options)
-        report.rewrites[options] = rw
+    for name in options:
+        rw = rewrite(program.source, name)
+        report.rewrites[name] = rw
         report.failures += rw.failures
-    changed = {o: rw for o, rw in report.rewrites.items() if rw.runnable}
-    if "safe" in changed and "unsafe" in changed and changed["safe"].result.fixed == changed["unsafe"].result.fixed:
-        del changed["unsafe"]  # the same text: run once
+    changed: dict[str, Rewrite] = {}
+    for name, rw in report.rewrites.items():
+        if rw.runnable and all(rw.result.fixed != other.result.fixed for other in changed.values()):
+            changed[name] = rw  # a text an earlier run produced is run once, under that run's name
     if not changed or not (eager or compiled):
         return report
     torch._dynamo.reset()
