@@ -9,9 +9,10 @@ program). Prints, per fix family:
   left (declined), and programs whose rewrite failed a check;
 * per repair kind: how often applied (safe / unsafe), documented differences used, failing programs;
 * declines by reason;
-* every failure class (stage, fix options, what differs) with a minimal example: the generator
-  searches again for that class restricted to the blocks of the first program that showed it,
-  and Hypothesis shrinks what it finds.
+* every failure class (stage, fix run, what differs, repairs applied), and per repair with failing
+  programs a minimal example that fails with that repair applied alone: the generator searches
+  again among programs of the blocks of the smallest failing program seen, and Hypothesis shrinks
+  the first failure it finds.
 
     python benchmarks/fix_properties.py --examples 2000
     python benchmarks/fix_properties.py --examples 300 --compiled-every 1 --seed 1
@@ -47,7 +48,9 @@ class Tally:
     left: Counter = field(default_factory=Counter)  # rule -> findings the unsafe run leaves
     failing_rules: Counter = field(default_factory=Counter)  # rule -> programs with a failing run
     kinds: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))  # run -> repair kind -> n
-    failing_kinds: Counter = field(default_factory=Counter)
+    failing_kinds: Counter = field(default_factory=Counter)  # repair kind -> failing programs applying it
+    failing_alone: Counter = field(default_factory=Counter)  # ... where the failing run applied it alone
+    example: dict = field(default_factory=dict)  # repair kind -> (alone?, compiled-only?, smallest program)
     allowed: Counter = field(default_factory=Counter)
     declines: Counter = field(default_factory=Counter)  # (rule, reason) -> sites
     classes: Counter = field(default_factory=Counter)  # failure class -> programs
@@ -73,6 +76,13 @@ class Tally:
             rw = report.rewrites[run_]
             self.failing_rules.update({a.code for a in rw.result.applied})
             self.failing_kinds.update(set(rw.kinds))
+            alone = len(rw.kinds) == 1
+            self.failing_alone.update(set(rw.kinds) if alone else ())
+            compiled_only = all(f.stage == "compiled" for f in report.failures if f.options == run_)
+            for kind in rw.kinds:
+                best = self.example.get(kind)
+                if best is None or (alone, -len(report.program.source)) > (best[0], -len(best[2].source)):
+                    self.example[kind] = (alone, compiled_only, report.program)
         for key in {failure_class(report, f) for f in report.failures}:
             self.classes[key] += 1
             best = self.first.get(key)
@@ -112,26 +122,21 @@ class _Found(Exception):
     pass
 
 
-def minimal_example(key: tuple[str, str, str, str], first: Program, budget: int, seed_: int,
+def minimal_example(kind: str, first: Program, compiled: bool, budget: int, seed_: int,
                     runs: tuple[str, ...]) -> Report | None:
-    """Search again for a program of this failure class among programs of the same blocks, and let
-    Hypothesis shrink it. None when the budget finds none."""
-    stage, options, kind, kinds = key
-    wanted = set(kinds.split(","))
+    """A small program that fails with repair ``kind`` applied alone: the generator searches programs
+    of the blocks of ``first`` (the smallest failing program seen with that repair) and Hypothesis
+    shrinks the first that fails. None when the budget finds none."""
     blocks = tuple(sorted({_block_of(b) for b in first.blocks}))
     found: list[Report] = []
-
-    def matches(report: Report) -> bool:
-        return any(f.stage == stage and f.options == options and f.kind == kind
-                   and set(report.rewrites[options].kinds) & wanted for f in report.failures)
 
     @seed(seed_)
     @settings(max_examples=budget, database=None, deadline=None, report_multiple_bugs=False,
               phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck))
     @given(programs(blocks=blocks, max_blocks=len(first.blocks)))
     def search(program: Program) -> None:
-        report = check_program(program, compiled=stage == "compiled", options=runs)
-        if matches(report):
+        report = check_program(program, eager=not compiled, compiled=compiled, options=runs)
+        if any(set(report.rewrites[f.options].kinds) == {kind} for f in report.failures):
             found[:] = [report]
             raise _Found
 
@@ -165,8 +170,10 @@ def print_tally(t: Tally) -> None:
     print()
     kinds = sorted({k for c in t.kinds.values() for k in c})
     print(table([[k] + [t.kinds[r][k] for r in t.runs]
-                 + [sum(v for a, v in t.allowed.items() if a.startswith(k + ":")), t.failing_kinds[k]] for k in kinds],
-                ["repair"] + [f"applied ({r})" for r in t.runs] + ["documented differences", "failing programs"]))
+                 + [sum(v for a, v in t.allowed.items() if a.startswith(k + ":")), t.failing_kinds[k],
+                    t.failing_alone[k]] for k in kinds],
+                ["repair"] + [f"applied ({r})" for r in t.runs]
+                + ["documented differences", "failing programs", "... applying it alone"]))
     print()
     print(table([[f"{rule} {reason}", n] for (rule, reason), n in t.declines.most_common()],
                 ["declined by the unsafe run: rule and reason", "sites"]))
@@ -192,20 +199,18 @@ def main(argv: list[str] | None = None) -> int:
     runs = ("safe", "unsafe", "defer", "drop") if args.policies else ("safe", "unsafe")
     tally = run(args.examples, args.compiled_every, args.seed, runs)
     print_tally(tally)
-    if args.shrink_budget and tally.classes:
-        print("\nminimal examples")
-        shown: set[str] = set()
-        for key, _ in tally.classes.most_common():
-            report = minimal_example(key, tally.first[key], args.shrink_budget, args.seed, runs)
+    if tally.example:
+        print("\nminimal examples, per repair with failing programs")
+        for kind, _ in tally.failing_kinds.most_common():
+            alone, compiled, first = tally.example[kind]
+            report = None
+            if args.shrink_budget:
+                report = minimal_example(kind, first, compiled, args.shrink_budget, args.seed, runs)
+            note = "shrunk"
             if report is None:
-                report = check_program(tally.first[key], compiled=key[0] == "compiled", options=runs)
-                note = "(no smaller program found; the smallest seen)"
-            else:
-                note = "(shrunk)"
-            if report.program.source in shown:
-                continue
-            shown.add(report.program.source)
-            print(f"\n=== {' / '.join(key)} {note}")
+                report = check_program(first, eager=not compiled, compiled=compiled, options=runs)
+                note = "the smallest seen" if alone else "no failing program applies it alone; the smallest seen"
+            print(f"\n=== {kind} ({note})")
             print(explain(report))
     return 1 if tally.classes else 0
 
