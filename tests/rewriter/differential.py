@@ -31,6 +31,7 @@ import hashlib
 import importlib.util
 import io
 import logging
+import os
 import re
 import shutil
 import sys
@@ -312,8 +313,11 @@ class _Capture(logging.Handler):
         self.events.append(("log", record.levelname, record.getMessage()))
 
     def showwarning(self, message, category, filename, lineno, file=None, line=None) -> None:
-        if str(filename).startswith(str(_TMP)):
-            self.events.append(("warn", category.__name__, str(message)))
+        """A warning and the file it is attributed to (the program, or another module by name); torch's
+        own warnings are not the program's output."""
+        where = "program" if str(filename).startswith(str(_TMP)) else Path(filename).name
+        if f"{os.sep}torch{os.sep}" not in str(filename):
+            self.events.append(("warn", category.__name__, str(message), where))
 
     @contextlib.contextmanager
     def active(self):

@@ -63,6 +63,9 @@ REPORT_GUARD_EXCEPTION = ("under compile the reporting-if guard skips the condit
                           "raises in eager (an ambiguous many-element truth value) vanishes")
 OUTPUT_LOST_ON_ERROR = ("side-effect policies `keep` (the default, safe) and `defer`: a message emitted before an "
                         "error in the same compiled call is never emitted (eager logs it, then raises)")
+DEFER_WARNING_LOCATION = ("`--side-effects defer`: a deferred `warnings.warn` is attributed to "
+                          "mend/rewriter/runtime.py, not the program's line (eager too), so location filters and "
+                          "the once-per-location rule see another warning")
 RESTORE_MISREADS = ("`_mend_restore_exceptions` finds `[mend:E]` in the source line Dynamo quotes in an unrelated "
                     "error (a dtype error while tracing the condition) and raises E with a garbled message")
 CAPTURE_ASSERT = ("capture_scalar_outputs (unsafe MND301) turns a failing `assert` on the number into Dynamo's "
@@ -159,6 +162,17 @@ MINIMAL: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
         """), REPORT_GUARD_EXCEPTION, ("compiled/safe/exception",)),
     "message logged before an error": (LOGGED_BEFORE_AN_INDEX_ERROR, OUTPUT_LOST_ON_ERROR,
                                        ("compiled/safe/output", "compiled/defer/output")),
+    "deferred warning": ("""\
+import warnings
+
+import torch
+
+
+@torch.compile(backend="eager")
+def f(x: torch.Tensor, y: torch.Tensor):
+    warnings.warn("large activations")
+    return x
+""", DEFER_WARNING_LOCATION, ("eager/defer/output",)),
     "validation whose condition fails to trace": (compiled_function("""\
         if x.mean() < 0:
             raise ValueError("bad input")
@@ -215,19 +229,35 @@ def test_generated_programs_keep_eager_behaviour(blocks: tuple[str, ...]) -> Non
     check()
 
 
-@pytest.mark.parametrize("policy", [
-    pytest.param("keep", marks=_xfail_if((REPORT_GUARD_EXCEPTION, OUTPUT_LOST_ON_ERROR))),
-    pytest.param("guard", marks=_xfail_if((REPORT_GUARD_EXCEPTION,))),
-    pytest.param("defer", marks=_xfail_if((OUTPUT_LOST_ON_ERROR,))), pytest.param("drop")])
-def test_side_effect_policies_change_only_output(policy: str) -> None:
-    """Every side-effect policy, eager and compiled: ``keep`` (the default) and ``guard`` (safe), ``defer`` and
-    ``drop`` (unsafe): results unchanged; output kept, moved or dropped as documented."""
-    @settings(BOUNDED, max_examples=15)
+POLICY_RUNS = {"keep": "safe", "guard": "guard", "defer": "defer", "drop": "drop"}  # keep is the default
+
+
+def _check_policy(policy: str, compiled: bool, examples: int) -> None:
+    @settings(BOUNDED, max_examples=examples)
     @given(programs(blocks=("side-effect", "reporting-if")))
     def check(program: Program) -> None:
-        assert_same_behaviour(program, compiled=policy != "drop", options=("safe",) if policy == "keep" else (policy,))
+        assert_same_behaviour(program, eager=not compiled, compiled=compiled, options=(POLICY_RUNS[policy],))
 
     check()
+
+
+@pytest.mark.parametrize("policy", [
+    pytest.param(policy, marks=_xfail_if((DEFER_WARNING_LOCATION,) if policy == "defer" else ()))
+    for policy in POLICY_RUNS])
+def test_side_effect_policies_eager(policy: str) -> None:
+    """Every side-effect policy: ``keep`` (the default) and ``guard`` (safe) and ``defer`` (unsafe) change
+    nothing in eager; ``drop`` (unsafe) only drops the output."""
+    _check_policy(policy, compiled=False, examples=15)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", [
+    pytest.param(policy, marks=_xfail_if((OUTPUT_LOST_ON_ERROR, DEFER_WARNING_LOCATION) if policy == "defer" else ()))
+    for policy in POLICY_RUNS])
+def test_side_effect_policies_compiled(policy: str) -> None:
+    """Compiled, results stay the original's; output is kept (``keep``), dropped (``guard``, ``drop``) or moved
+    after the graph (``defer``), as documented."""
+    _check_policy(policy, compiled=True, examples=15)
 
 
 @pytest.mark.slow
