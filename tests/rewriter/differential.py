@@ -378,6 +378,7 @@ class Difference:
     detail: str
     original: Any = None
     rewritten: Any = None
+    case: Case | None = None  # the input it showed on
 
 
 def _bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -420,7 +421,11 @@ def _short(v: Any) -> str:
     return f"tensor{tuple(v.shape)} {v.dtype}" if isinstance(v, torch.Tensor) else repr(v)[:80]
 
 
-def differences(orig: Observed, new: Observed) -> list[Difference]:
+def differences(orig: Observed, new: Observed, case: Case | None = None) -> list[Difference]:
+    return [replace(d, case=case) for d in _differences(orig, new)]
+
+
+def _differences(orig: Observed, new: Observed) -> list[Difference]:
     out: list[Difference] = []
     if orig.exc != new.exc:
         out.append(Difference("exception", f"{orig.exc} -> {new.exc}", orig.exc, new.exc))
@@ -447,10 +452,10 @@ def _raised_computing_more(d: Difference) -> bool:
     return d.rewritten is not None
 
 
-def _promoted(d: Difference) -> bool:
-    a, b = d.original, d.rewritten
-    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and \
-        _bits_equal(a.to(torch.promote_types(a.dtype, b.dtype)), b.to(torch.promote_types(a.dtype, b.dtype)))
+def _integer_input(d: Difference) -> bool:
+    """The input tensors hold integers: where `float(t)` met an integer tensor, the 0-d tensor promotes
+    differently (an integer result), and what follows computes on that."""
+    return d.case is not None and not DTYPES[d.case.dtype].is_floating_point
 
 
 def _reduction_order(d: Difference) -> bool:
@@ -517,8 +522,9 @@ ALLOWANCES: list[Allowance] = [
     *[Allowance(fix, "unsafe", "compiled", "exception", _raised_computing_more,
                 "docs/rules/MND201.md: under compile the side not taken is computed too, and can fail (while "
                 "tracing) where the original never computed it") for fix in ("where", "where-return", "where-ternary")],
-    Allowance("float", "unsafe", "both", "dtype", _promoted,
-              "docs/rules/MND302.md: a 0-d tensor promotes differently from a Python float"),
+    *[Allowance("float", "unsafe", "both", kind, _integer_input,
+                "docs/rules/MND302.md: a 0-d tensor promotes differently from a Python float when an integer "
+                "tensor meets a float") for kind in ("dtype", "value", "exception", "output", "mutation")],
     Allowance("cond", "unsafe", "compiled", "exception", _cond_rejects_sides,
               "docs/fix.md, torch.cond: the two sides must have the same dtypes (a mismatch is an error at "
               "compile time); an output that is a view of an input fails to trace"),
@@ -584,7 +590,7 @@ def _eager(report: Report, program: Program, original: Any, versions: dict, chan
                 for o, fn in fns.items():
                     got = observe(fn, case, program.has_mask, grad)
                     _judge(report, changed[o], "eager", f"{case}{'' if grad else ' no_grad'}",
-                           differences(ref, got))
+                           differences(ref, got, case))
 
 
 def _compiled(report: Report, program: Program, original: Any, versions: dict, changed: dict,
@@ -605,7 +611,7 @@ def _compiled(report: Report, program: Program, original: Any, versions: dict, c
                 ref = observe(ref_fn, case, program.has_mask, grad=False)
             for o, fn in fns.items():
                 got = observe(fn, case, program.has_mask, grad=False)
-                diffs = [d for d in differences(ref, got) if not _surfaced_by_dynamo(d)]
+                diffs = [d for d in differences(ref, got, case) if not _surfaced_by_dynamo(d)]
                 if not diffs:
                     continue
                 if orig_compiled is None:

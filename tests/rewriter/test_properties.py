@@ -60,7 +60,11 @@ ITEM_MAX_DTYPE = "`max(n, 1.5)` on an int `.item()` -> `torch.clamp(n, min=1.5)`
 ITEM_ROUNDING = ("`.item()` kept as a 0-d tensor: scalar arithmetic on it (`n / 3`) rounds in the tensor's "
                  "dtype (float16), not in Python's double")
 REPORT_GUARD_EXCEPTION = ("under compile the reporting-if guard skips the condition, so an error the condition "
-                          "raises in eager (an ambiguous many-element truth value) vanishes")
+                          "raises in eager (an ambiguous many-element truth value, `mean()` of integers) vanishes")
+MASKED_MEAN_INT = ("`t[m].mean()` -> `_mend_masked_mean(t, m)` computes a mean of an integer tensor, where the "
+                   "original raises (`mean()` needs a floating dtype)")
+COND_RAISE = ("a branch with submodule calls whose other branch raises makes the MND201 fixer fail with "
+              "AttributeError ('Raise' object has no attribute 'value'; declined as an internal error)")
 OUTPUT_LOST_ON_ERROR = ("side-effect policies `keep` (the default, safe) and `defer`: a message emitted before an "
                         "error in the same compiled call is never emitted (eager logs it, then raises)")
 DEFER_WARNING_LOCATION = ("`--side-effects defer`: a deferred `warnings.warn` is attributed to "
@@ -92,6 +96,29 @@ logger = logging.getLogger("mend_propgen")
 def f(x: torch.Tensor, y: torch.Tensor):
     logger.warning("start")
     return x[y.long().abs() + 2]
+"""
+
+SUBMODULE_OR_RAISE = """\
+import torch
+from torch import nn
+
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor):
+        if x.sum() > 0:
+            x = self.lin(x)
+        else:
+            raise ValueError("bad input")
+        return x
+
+
+def make():
+    torch.manual_seed(0)
+    return M()
 """
 
 # name -> (source, the defect it shows or None, the failures it shows: stage/run/what differs). The
@@ -155,6 +182,12 @@ MINIMAL: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
         n = x.sum().item()
         return x * (n / 3)
         """), ITEM_ROUNDING, ("eager/safe/value", "compiled/safe/value")),
+    "masked mean of integers": (compiled_function("""\
+        k = x[x > 0].mean()
+        return x + k
+        """), MASKED_MEAN_INT, ("eager/safe/exception", "compiled/safe/exception")),
+    "submodule branch whose else raises": (SUBMODULE_OR_RAISE, COND_RAISE,
+                                           ("rewrite/safe/internal-error", "rewrite/unsafe/internal-error")),
     "reporting if on a many-element condition": (compiled_function("""\
         if x > 0:
             print("positive")
