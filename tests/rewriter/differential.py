@@ -1,26 +1,29 @@
 """Differential runner for ``mend fix``: rewrite a program, then run original and rewritten side by side.
 
-Stages, for the safe run (``FixOptions()``) and the unsafe run (``FixOptions(unsafe=True)``):
+Stages, for each fix run of :data:`OPTIONS` asked for (by default ``safe``, i.e. ``mend fix``, and
+``unsafe``, i.e. ``mend fix --unsafe-fixes``; also the side-effect policies ``guard``, ``defer``, ``drop``):
 
 1. **rewrite** (in-process, as ``mend fix`` does: the static analyzer's findings, then re-checks
-   between rounds): the result parses; a re-check reports exactly what the fixer says remains, and
-   no more findings of a rule than before minus those it claims to have fixed; fixing again changes
-   nothing.
+   between rounds): the result parses; a re-check reports exactly what the fixer says remains and
+   none of the sites it says it repaired; no fixer fails with an internal error; fixing again
+   changes nothing.
 2. **eager**: the original and the rewritten program run on a grid of inputs that hits every branch
    (all-positive, all-negative, mixed per element, zeros, NaN, inf, large values, empty and
    one-row tensors, a ``y`` that broadcasts, five dtypes, ``mask`` given or ``None``), with grad
    enabled and under ``torch.no_grad()``. Compared: results (dtype, shape, strides, bits, NaN
    where NaN), the exception (type and message), the inputs afterwards (in-place updates), and the
-   printed, logged and warned output in order.
+   printed, logged and warned output in order (a warning with the file it is attributed to).
 3. **compiled**: the rewritten program under ``torch.compile(backend="eager")`` (a module is
    wrapped with ``mend.rewriter.runtime.boundary``, as docs/fix.md asks of a boundary outside the
    repaired file), compared with the original run eagerly. Where they differ, the original is
    compiled too: a difference it shows as well is torch's, not mend's.
 
-A safe fix must show no difference at all; an unsafe fix only a difference that its rule page
-documents. :data:`ALLOWANCES` is that table, one row per documented difference, keyed by fix kind
-(recognised from the fix's message by :data:`FIX_KINDS`) and applicability. Anything else is a
-:class:`Failure`.
+A fix must show no difference but one its rule page (or docs/fix.md) documents for its class:
+:data:`ALLOWANCES` is that table, one row per documented difference, keyed by repair kind (recognised
+from the fix's message by :data:`FIX_KINDS`), applicability, and eager or compiled. Anything else is
+a :class:`Failure`.
+
+    python -m tests.rewriter.differential FILE.py    # one hand-written program (``make()`` or ``f``)
 """
 
 from __future__ import annotations

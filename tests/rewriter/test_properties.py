@@ -27,7 +27,7 @@ from mend.rewriter.engine import fix_source
 from tests.rewriter.differential import OPTIONS, PATH, Report, check_program, diagnose, explain, fix_kind, rewrite
 from tests.rewriter.propgen import BLOCKS, Program, program_from_source, programs
 
-BOUNDED = settings(max_examples=30, derandomize=True, deadline=None, database=None,
+BOUNDED = settings(max_examples=20, derandomize=True, deadline=None, database=None,
                    phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
 
 
