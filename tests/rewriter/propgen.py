@@ -81,7 +81,8 @@ CHANGES_SHAPE = [
 ]
 SUBMODULE = ["self.lin({n})", "torch.relu(self.lin({n}))", "self.lin({n}) + {n}"]
 
-# Tensor conditions over ``{a}`` (and ``{b}``, another bound name). Scalar-valued ones first.
+# Tensor conditions over ``{a}`` (and ``{b}``, another bound name): one element (SCALAR_CONDS), many
+# elements (ELEMENT_CONDS: Python's truth value is ambiguous), a static test first (an `and` chain).
 SCALAR_CONDS = [
     "{a}.sum() > 0", "{a}.sum() > 5", "{a}.mean() < 0", "({a} > 0).any()", "({a} > 0).all()",
     "{a}.max() > 1", "torch.isnan({a}).any()", "torch.isinf({a}).any() or torch.isnan({a}).any()",
@@ -126,11 +127,10 @@ def condition(draw, env: _Env, allow_local: bool = True) -> tuple[list[str], str
 
 
 @st.composite
-def new_value(draw, env: _Env, n: str, shape_changes: bool = True, submodules: bool = False) -> str:
+def new_value(draw, env: _Env, n: str, submodules: bool = False) -> str:
+    """A new value for ``n``: mostly of its shape and dtype, sometimes of another dtype or shape."""
     o = draw(st.sampled_from(env.names))
-    pools = [SAME_SHAPE, SAME_SHAPE, SAME_SHAPE, CHANGES_DTYPE]
-    if shape_changes:
-        pools.append(CHANGES_SHAPE)
+    pools = [SAME_SHAPE, SAME_SHAPE, SAME_SHAPE, CHANGES_DTYPE, CHANGES_SHAPE]
     if submodules and env.kind == "module":
         pools.append(SUBMODULE)
     return draw(st.sampled_from(draw(st.sampled_from(pools)))).format(n=n, o=o)
