@@ -308,7 +308,8 @@ class Project:
                     break
         return out
 
-    def _findings_of(self, s: FileSummary, fid: str) -> list[Finding]:
+    def findings_of(self, s: FileSummary, fid: str) -> list[Finding]:
+        """The findings recorded in function ``fid`` of ``s`` (indexed once per file)."""
         table = self._by_func.get(s.path)
         if table is None:
             table = self._by_func[s.path] = {}
@@ -325,7 +326,7 @@ class Project:
             return self._break_memo[key]
         self._break_memo[key] = None  # cycle guard
         result = None
-        for f in self._findings_of(s, fn.id):
+        for f in self.findings_of(s, fn.id):
             if RULES[f.code].kind in ("break", "frame-skip") and "mode" not in f.data and all(
                     self.ref_is(ref, what, s, fn) for what, ref in f.requires):
                 result = (s.path.removeprefix("<dependency>"), f.line, f.code)
@@ -344,41 +345,6 @@ class Project:
                     break
         self._break_memo[key] = result
         return result
-
-    def call_region_findings(self, s: FileSummary, fn: FuncInfo) -> list[Finding]:
-        """Frame skips caused by *calls* inside try/loop/contextmanager blocks to functions that break."""
-        out = []
-        direct = {(f.code, f.line) for f in self._findings_of(s, fn.id)}
-        for kind, line, col, start, end, requires in fn.regions:
-            code = {"try": "MND505", "loop": "MND506", "ctx": "MND508"}[kind]
-            if (code, line) in direct:
-                continue
-            if any(not self.ref_is(ref, what, s, fn) for what, ref in requires):
-                continue
-            for site in fn.calls:
-                if not (start <= site.line <= end):
-                    continue
-                hit = None
-                for ts, tf in self.resolve_ref(site.ref, s, fn, construct=True):
-                    if tf.reorderable:
-                        continue
-                    r = (s.path, site.line, "MND504") if tf.disabled else self.first_break(ts, tf)
-                    if r is not None:
-                        hit = (tf, r)
-                        break
-                if hit is None:
-                    continue
-                tf, (bpath, bline, bcode) = hit
-                what = {"try": "inside `try`", "loop": "inside a loop",
-                        "ctx": "inside a user @contextmanager block"}[kind]
-                where = f"line {bline}" if bpath == s.path else f"{bpath}:{bline}"
-                msg = (f"call to `{tf.name}()` at line {site.line} breaks the graph ({RULES[bcode].name} at {where}) "
-                       f"{what}: Dynamo cannot resume here and skips the whole frame "
-                       f"({', '.join(RULES[code].registry_ids)})")
-                out.append(Finding(code, msg, line, col, line, col + 1, fn.id, (),
-                                   {"inner_line": site.line, "inner_code": bcode}))
-                break
-        return out
 
     def ref_is(self, refstr: str, what: str, s: FileSummary, fn: FuncInfo | None) -> bool:
         ref = tuple(refstr.split("|"))

@@ -25,6 +25,7 @@ import libcst as cst
 from mend.analyzers.diagnostic import Diagnostic
 from mend.rewriter.analysis import code, is_number, names_in, parse_expr, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
+from mend.rewriter.fixes.base import fixer
 
 
 def _self_attr(node: cst.CSTNode) -> str | None:
@@ -33,6 +34,7 @@ def _self_attr(node: cst.CSTNode) -> str | None:
     return None
 
 
+@fixer("MND401")
 def fix_module_attr(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     stmt = ctx.find((cst.AugAssign, cst.Assign), diag)
     if stmt is None:
@@ -147,6 +149,7 @@ def _check_read(ctx: FileContext, node: cst.CSTNode, torch: str, edits: list, se
         return f"the value is used in a `{type(parent).__name__}` mend does not follow"
 
 
+@fixer("MND403")
 def fix_compile_in_loop(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     call = ctx.find(cst.Call, diag, pred=lambda n: ctx.imports.qualify(n.func) == "torch.compile")
     if call is None:
@@ -219,6 +222,7 @@ def _add_dynamic(node: cst.CSTNode) -> cst.CSTNode:
     return node.with_changes(args=[*node.args, _DYNAMIC])
 
 
+@fixer("MND402")
 def fix_varying_scalar(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     call = ctx.find(cst.Call, diag, pred=lambda n: isinstance(n.func, cst.Name))
     if call is None:
