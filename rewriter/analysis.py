@@ -236,6 +236,11 @@ class FunctionFacts:
                     self.tensor_names.add(name)
 
     def _collect(self, body: cst.CSTNode) -> None:
+        self._collect_stores(body)
+        self._collect_loads(body)
+
+    def _collect_stores(self, body: cst.CSTNode) -> None:
+        """Every binding of a name in ``body``, with the value bound when it is known."""
         self._store_values: dict[str, list[cst.BaseExpression | None]] = {}
         for node in _walk(body):
             if isinstance(node, cst.Assign):
@@ -260,6 +265,9 @@ class FunctionFacts:
             elif isinstance(node, cst.WithItem) and node.asname is not None:
                 for name in _target_names(node.asname.name):
                     self._store_values.setdefault(name, []).append(None)
+
+    def _collect_loads(self, body: cst.CSTNode) -> None:
+        """Every read of a name in ``body`` (names in binding targets, attributes and keywords are not)."""
         stored: set[int] = set()
         for node in _walk(body):
             target = None
@@ -281,19 +289,7 @@ class FunctionFacts:
         if isinstance(expr, cst.Name):
             return expr.value in self.tensor_names
         if isinstance(expr, cst.Call):
-            qual = self.imports.qualify(expr.func)
-            if qual is not None and qual.startswith("torch."):
-                return returns_tensor(qual)
-            if isinstance(expr.func, cst.Attribute) and isinstance(expr.func.value, cst.Name) and \
-                    expr.func.value.value == "self" and expr.func.attr.value in self.module_attrs:
-                return True
-            if isinstance(expr.func, cst.Attribute):
-                meth = expr.func.attr.value
-                if meth in NON_TENSOR_METHODS or meth in CONTAINER_READS:
-                    return False
-                if self.is_tensor(expr.func.value):
-                    return True
-            return False
+            return self._call_is_tensor(expr)
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in TENSOR_ATTRS:
                 return self.is_tensor(expr.value)
@@ -311,6 +307,19 @@ class FunctionFacts:
                 return False
             return self.is_tensor(expr.left) or any(self.is_tensor(c.comparator) for c in expr.comparisons)
         return False
+
+    def _call_is_tensor(self, call: cst.Call) -> bool:
+        """A torch op that returns a tensor, a submodule call, or a tensor method on a tensor."""
+        qual = self.imports.qualify(call.func)
+        if qual is not None and qual.startswith("torch."):
+            return returns_tensor(qual)
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return False
+        if isinstance(func.value, cst.Name) and func.value.value == "self" and func.attr.value in self.module_attrs:
+            return True
+        meth = func.attr.value
+        return meth not in NON_TENSOR_METHODS and meth not in CONTAINER_READS and self.is_tensor(func.value)
 
     def reads_data(self, expr: cst.BaseExpression) -> bool:
         """True when ``expr`` (a condition operand) depends on tensor data, as far as the tree shows."""

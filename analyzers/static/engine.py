@@ -152,65 +152,68 @@ def diagnostics_for(summary: FileSummary, project: Project, config: Config, disp
     return out
 
 
-def make_loader(config: Config, cache: ResultCache | None = None):
-    """Load modules of the tree that were not given on the command line, when a reference needs them."""
-    memo: dict[str, FileSummary | None] = {}
-    loaded: list[tuple[str, str]] = []  # (path, key) of every dependency read from disk
+class DependencyLoader:
+    """Load modules of the tree that were not given on the command line, when a reference needs them.
 
-    def loader(module: str, near: str) -> FileSummary | None:
-        if module in memo:
-            return memo[module]
-        memo[module] = result = _load(module, near)
-        return result
+    Called as ``loader(module, near)`` (``near``: the path of the file that refers to ``module``);
+    ``loaded`` lists ``(path, key)`` of every dependency read from disk (the run cache checks them)."""
 
-    bases_memo: dict[str, list[str]] = {}
+    def __init__(self, config: Config, cache: ResultCache | None = None) -> None:
+        self.config = config
+        self.cache = cache
+        self.loaded: list[tuple[str, str]] = []
+        self._memo: dict[str, FileSummary | None] = {}
+        self._bases: dict[str, list[str]] = {}
 
-    def bases_for(near: str) -> list[str]:
+    def __call__(self, module: str, near: str) -> FileSummary | None:
+        if module not in self._memo:
+            self._memo[module] = self._load(module, near)
+        return self._memo[module]
+
+    def _bases_for(self, near: str) -> list[str]:
+        """Folders a module may be found under: the package root of ``near``, its folder, the config root."""
         folder = os.path.dirname(os.path.abspath(near)) if near else ""
-        out = bases_memo.get(folder)
+        out = self._bases.get(folder)
         if out is None:
             out = []
             if folder:
-                depth = len(_package_prefix(folder))
                 base = folder
-                for _ in range(depth):
+                for _ in range(len(_package_prefix(folder))):
                     base = os.path.dirname(base)
                 out += [base, folder]
-            if config.root:
-                out.append(str(config.root))
-            bases_memo[folder] = out
+            if self.config.root:
+                out.append(str(self.config.root))
+            self._bases[folder] = out
         return out
 
-    def _load(module: str, near: str) -> FileSummary | None:
+    def _load(self, module: str, near: str) -> FileSummary | None:
         top = module.split(".")[0]
         if not module or top in sys.stdlib_module_names or top == "torch":
             return None
         parts = module.split(".")
-        for base in bases_for(near):
+        for base in self._bases_for(near):
             stem = os.path.join(base, *parts)
             for f in (stem + ".py", os.path.join(stem, "__init__.py")):
                 if not os.path.isfile(f):
                     continue
-                fp = Path(f)
-                mod, is_pkg = module_name_for(fp)
-                if mod != module:
-                    continue
-                try:
-                    data = fp.read_bytes()
-                except OSError:
-                    return None
-                key = file_key(data, mod, config.fingerprint())
-                loaded.append((f, key))
-                s = cache.get(f, key) if cache else None
-                if s is None or s.skipped:
-                    s = analyze_bytes(data, f, mod, is_pkg, prefilter=False)
-                    if cache is not None:
-                        cache.put(f, key, s)
-                return _as_dependency(s)
+                mod, is_pkg = module_name_for(Path(f))
+                if mod == module:
+                    return self._read(f, module, is_pkg)
         return None
 
-    loader.loaded = loaded  # type: ignore[attr-defined]
-    return loader
+    def _read(self, f: str, module: str, is_pkg: bool) -> FileSummary | None:
+        try:
+            data = Path(f).read_bytes()
+        except OSError:
+            return None
+        key = file_key(data, module, self.config.fingerprint())
+        self.loaded.append((f, key))
+        s = self.cache.get(f, key) if self.cache else None
+        if s is None or s.skipped:
+            s = analyze_bytes(data, f, module, is_pkg, prefilter=False)
+            if self.cache is not None:
+                self.cache.put(f, key, s)
+        return _as_dependency(s)
 
 
 def _as_dependency(s: FileSummary) -> FileSummary:
@@ -229,7 +232,7 @@ def check_source(source: str, path: str | Path = "<stdin>", config: Config | Non
     module, is_package = module_name_for(p) if str(path) != "<stdin>" else ("__main__", False)
     summary = analyze_text(source, str(path), module, is_package)
     others = [s for s in (project.summaries.values() if project else ()) if s.path != str(path)]
-    proj = Project([summary, *others], config.regions, config.entry_points, make_loader(config))
+    proj = Project([summary, *others], config.regions, config.entry_points, DependencyLoader(config))
     return diagnostics_for(summary, proj, config, str(path), ignore_noqa)
 
 
@@ -340,7 +343,7 @@ def cache_dir_for(config: Config) -> Path:
 
 
 def build_project(summaries: list[FileSummary], config: Config, cache: ResultCache | None = None) -> Project:
-    return Project(summaries, config.regions, config.entry_points, make_loader(config, cache))
+    return Project(summaries, config.regions, config.entry_points, DependencyLoader(config, cache))
 
 
 def display_path(path: Path) -> str:

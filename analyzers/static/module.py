@@ -413,26 +413,26 @@ def scope_nodes(body: list[ast.stmt], loops: tuple[ast.stmt, ...] = ()) -> Itera
         if isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
             header = [s.iter, s.target] if isinstance(s, (ast.For, ast.AsyncFor)) else [s.test]
             for h in header:
-                for n in walk_nodes(h):
-                    yield n, loops
+                yield from ((n, loops) for n in walk_nodes(h))
             yield from scope_nodes(s.body, loops + (s,))
             yield from scope_nodes(s.orelse, loops)
             continue
-        sub_bodies = [part for part in (getattr(s, f, None) for f in ("body", "orelse", "finalbody", "handlers", "cases"))
-                      if isinstance(part, list) and part
-                      and isinstance(part[0], (ast.stmt, ast.excepthandler, ast.match_case))]
-        if not sub_bodies:
-            for n in walk_nodes(s):
-                if not isinstance(n, ast.Lambda):
-                    yield n, loops
-            continue
-        for child in ast.iter_child_nodes(s):
-            if isinstance(child, (ast.expr, ast.withitem)):
-                for n in walk_nodes(child):
-                    yield n, loops
-        for part in sub_bodies:
-            for item in part:
-                if isinstance(item, (ast.excepthandler, ast.match_case)):
-                    yield from scope_nodes(item.body, loops)
-                else:
-                    yield from scope_nodes([item], loops)
+        blocks = [part for part in (getattr(s, f, None) for f in ("body", "orelse", "finalbody", "handlers", "cases"))
+                  if isinstance(part, list) and part and isinstance(part[0], (ast.stmt, ast.excepthandler, ast.match_case))]
+        if blocks:
+            yield from _compound_nodes(s, blocks, loops)
+        else:
+            yield from ((n, loops) for n in walk_nodes(s) if not isinstance(n, ast.Lambda))
+
+
+def _compound_nodes(s: ast.stmt, blocks: list[list], loops: tuple[ast.stmt, ...]) -> Iterator[tuple[ast.AST, tuple]]:
+    """``if``/``try``/``with``/``match``: the header expressions, then the statements of every block."""
+    for child in ast.iter_child_nodes(s):
+        if isinstance(child, (ast.expr, ast.withitem)):
+            yield from ((n, loops) for n in walk_nodes(child))
+    for block in blocks:
+        for item in block:
+            if isinstance(item, (ast.excepthandler, ast.match_case)):
+                yield from scope_nodes(item.body, loops)
+            else:
+                yield from scope_nodes([item], loops)

@@ -360,36 +360,20 @@ DATETIME_NOW = frozenset(
 DEBUGGERS = frozenset({"pdb.set_trace", "ipdb.set_trace", "builtins.breakpoint", "pdb.Pdb", "pudb.set_trace"})
 
 
+# Calls reported with the rule's summary as they are.
+PLAIN_CALLS = {
+    "builtins.print": "MND101", "warnings.warn": "MND103", "torch.save": "MND107", "copy.deepcopy": "MND108",
+    **{name: "MND106" for name in DEBUGGERS},
+}
+CLOCK_MESSAGE = "in compiled code: Dynamo cannot trace the clock and breaks the graph"
+
+
 @checker("call")
 def side_effect_calls(ctx: Context, call: ast.Call) -> None:
     f = call.func
     q = ctx.qualify(f)
     if q is not None:
-        if q == "builtins.print":
-            ctx.report("MND101", call)
-        elif q in torch_facts.LOGGING_FUNCS:
-            ctx.report("MND102", call, f"`{q}()` in compiled code: it calls a logging.Logger method, which Dynamo "
-                                       "does not trace, and breaks the graph")
-        elif q == "warnings.warn":
-            ctx.report("MND103", call)
-        elif q.startswith("time.") and q.count(".") == 1:
-            ctx.report("MND104", call, f"`{q}()` in compiled code: Dynamo cannot trace the clock and breaks the graph")
-        elif q in DATETIME_NOW:
-            ctx.report("MND104", call, f"`{q}()` in compiled code: Dynamo cannot trace the clock and breaks the graph")
-        elif q in RANDOM_BREAKING:
-            ctx.report("MND105", call, f"`{q}()` in compiled code: Python's random generator is C code Dynamo "
-                                       "skips, so the graph breaks")
-        elif q in DEBUGGERS:
-            ctx.report("MND106", call)
-        elif q == "torch.save":
-            ctx.report("MND107", call)
-        elif q == "copy.deepcopy":
-            ctx.report("MND108", call)
-        elif q in ("builtins.str", "builtins.repr") and call.args and ctx.kind(call.args[0]) == tk.T:
-            ctx.report("MND109", call, f"`{q[9:]}(tensor)` in compiled code: Dynamo cannot trace tensor formatting "
-                                       "and breaks the graph")
-        elif q == "builtins.open" and not ctx.in_with_item(call):
-            ctx.report("MND110", call)
+        _named_call(ctx, call, q)
         return
     if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
         v = ctx.local_values.get(f.value.id)
@@ -400,6 +384,26 @@ def side_effect_calls(ctx: Context, call: ast.Call) -> None:
     if isinstance(f, ast.Attribute) and f.attr in torch_facts.LOGGER_METHODS and ctx.is_logger(f.value):
         ctx.report("MND102", call, f"`.{f.attr}()` on a logging.Logger in compiled code: Dynamo does not trace "
                                    "Logger methods and breaks the graph")
+
+
+def _named_call(ctx: Context, call: ast.Call, q: str) -> None:
+    """A call of a function with a dotted name (``print``, ``logging.info``, ``time.time``, ...)."""
+    code = PLAIN_CALLS.get(q)
+    if code is not None:
+        ctx.report(code, call)
+    elif q in torch_facts.LOGGING_FUNCS:
+        ctx.report("MND102", call, f"`{q}()` in compiled code: it calls a logging.Logger method, which Dynamo "
+                                   "does not trace, and breaks the graph")
+    elif (q.startswith("time.") and q.count(".") == 1) or q in DATETIME_NOW:
+        ctx.report("MND104", call, f"`{q}()` {CLOCK_MESSAGE}")
+    elif q in RANDOM_BREAKING:
+        ctx.report("MND105", call, f"`{q}()` in compiled code: Python's random generator is C code Dynamo "
+                                   "skips, so the graph breaks")
+    elif q in ("builtins.str", "builtins.repr") and call.args and ctx.kind(call.args[0]) == tk.T:
+        ctx.report("MND109", call, f"`{q[9:]}(tensor)` in compiled code: Dynamo cannot trace tensor formatting "
+                                   "and breaks the graph")
+    elif q == "builtins.open" and not ctx.in_with_item(call):
+        ctx.report("MND110", call)
 
 
 def _tensor_fstring(ctx: Context, e: ast.AST) -> bool:
