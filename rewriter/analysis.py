@@ -2,7 +2,9 @@
 
 Everything here is a conservative must-analysis over one file: a question answers ``True`` only when
 the tree proves it (a value is a tensor, an expression has no side effects, a name is not read after a
-statement); anything unproven answers ``False`` and the fix that asked declines.
+statement); anything unproven answers ``False`` and the fix that asked declines. What is known about
+torch itself (which calls return tensors, which ops are total, elementwise or shape-changing) comes from
+:mod:`mend.analyzers.static.torch_facts`, which ``mend check`` reads too.
 """
 
 from __future__ import annotations
