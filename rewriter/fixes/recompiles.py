@@ -23,6 +23,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
+from mend.analyzers.static.torch_facts import COMPILE_NAMES
 from mend.rewriter.analysis import code, is_number, names_in, parse_expr, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
@@ -170,7 +171,7 @@ def _check_read(ctx: FileContext, node: cst.CSTNode, torch: str, edits: list, se
 
 @fixer("MND403")
 def fix_compile_in_loop(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
-    call = ctx.find(cst.Call, diag, pred=lambda n: ctx.imports.qualify(n.func) == "torch.compile")
+    call = ctx.find(cst.Call, diag, pred=lambda n: _is_compile(ctx, n.func))
     if call is None:
         return Decline(diag, "could not find `torch.compile(...)` at this position")
     stmt = ctx.statement_line(call)
@@ -207,7 +208,7 @@ def fix_compile_in_loop(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
 
 
 def _is_compile(ctx: FileContext, expr: cst.BaseExpression) -> bool:
-    return ctx.imports.qualify(expr) == "torch.compile"
+    return ctx.imports.qualify(expr) in COMPILE_NAMES
 
 
 def _compile_definitions(ctx: FileContext, name: str) -> list[tuple[cst.CSTNode, cst.CSTNode]]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.analyzers.static.torch_facts import ELEMENTWISE_METHODS
+from mend.analyzers.static.torch_facts import COMPILE_NAMES, ELEMENTWISE_METHODS
 from mend.rewriter.analysis import code, is_number, parse_expr, strip_parens
 from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
@@ -78,7 +78,7 @@ def _capture_decorator(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode, fl
 def _compile_decorator(ctx: FileContext, dec: cst.BaseExpression) -> bool:
     """``@torch.compile`` / ``@torch.compile(...)`` (or ``compile`` imported from torch)."""
     target = dec.func if isinstance(dec, cst.Call) else dec
-    return ctx.imports.qualify(target) in {"torch.compile", "torch.compiler.compile"}
+    return ctx.imports.qualify(target) in COMPILE_NAMES
 
 
 def _tensor_operand(ctx: FileContext, facts, node: cst.CSTNode) -> bool:

@@ -464,3 +464,22 @@ def test_item_on_a_helper_result_of_a_maybe_tensor():
                 return x
     """
     assert check(src) == [(12, "MND301")]
+
+
+def test_torch_compiler_compile_is_a_compile_root():
+    """`torch.compiler.compile` is `torch.compile` (one spelling table, torch_facts.COMPILE_NAMES)."""
+    src = """
+        import torch
+
+        @torch.compiler.compile
+        def f(x):
+            print(x)
+            return x + 1
+
+        def g(x):
+            print(x)
+            return x
+
+        h = torch.compiler.compile(g)
+    """
+    assert check(src) == [(6, "MND101"), (10, "MND101")]
