@@ -57,8 +57,6 @@ def check(
 
     Exit codes: 0 no findings, 1 findings, 2 usage or internal error.
     """
-    from mend.analyzers.static.engine import check_paths, check_source
-
     if output_format not in FORMATS:
         _fail(f"unknown --output-format {output_format!r} (choose from {', '.join(FORMATS)})")
     paths = list(paths or ["."])
@@ -74,51 +72,12 @@ def check(
     except cfgmod.ConfigError as exc:
         _fail(str(exc))
         return
-    files_checked: list[str]
     try:
         if use_stdin:
-            name = stdin_filename or "-"
-            if stdin_filename and force_exclude:
-                from mend.analyzers.static.discovery import discover_files
-
-                try:
-                    if not discover_files([stdin_filename], config, force_exclude=True):
-                        raise typer.Exit(0)
-                except FileNotFoundError:
-                    pass
-            data = sys.stdin.buffer.read()
-            from mend.analyzers.static.source import UnreadableSource, decode_source
-
-            try:
-                source = decode_source(data)
-                diags = check_source(source, name if stdin_filename else "<stdin>", config, ignore_noqa=ignore_noqa)
-                diags = [dataclasses.replace(d, path=name) for d in diags]
-            except UnreadableSource as exc:
-                from mend.analyzers.diagnostic import Diagnostic
-
-                diags = [Diagnostic("MND902", f"cannot read file: {exc}", name, 1, 1, name="unreadable-file")]
-            files_checked = [name]
+            diags, files_checked = _check_stdin(config, stdin_filename, force_exclude, ignore_noqa)
         else:
-            progress = None
-            bar = None
-            if sys.stderr.isatty() and not quiet:
-                bar = _Progress()
-                progress = bar.tick
-            try:
-                result = check_paths(paths, config, jobs=jobs, use_cache=not no_cache, force_exclude=force_exclude,
-                                     ignore_noqa=ignore_noqa, progress=progress, need_project=show_traced)
-            finally:
-                if bar:
-                    bar.close()
-            diags = result.diagnostics
-            files_checked = [str(f) for f in result.files]
-            if show_traced:
-                from mend.analyzers.static.engine import display_path
-
-                for f in result.files:
-                    for t in result.project.traced_functions(str(f)):
-                        typer.echo(f"{display_path(f)}:{t.line}: {t.qualname} ({t.reason})")
-                raise typer.Exit(0)
+            diags, files_checked = _check_paths(paths, config, jobs, no_cache, force_exclude, ignore_noqa, quiet,
+                                                show_traced)
     except FileNotFoundError as exc:
         _fail(str(exc))
         return
@@ -129,7 +88,61 @@ def check(
             raise
         _fail(f"internal error: {type(exc).__name__}: {exc} (set MEND_DEBUG=1 for a traceback)")
         return
+    _emit(diags, files_checked, output_format, output_file, show_statistics, quiet)
+    raise typer.Exit(0 if (exit_zero or not diags) else 1)
 
+
+def _check_stdin(config, stdin_filename: Optional[str], force_exclude: bool, ignore_noqa: bool):
+    """The file on stdin, named ``stdin_filename`` (``-`` when not given)."""
+    from mend.analyzers.diagnostic import Diagnostic
+    from mend.analyzers.static.discovery import discover_files
+    from mend.analyzers.static.engine import check_source
+    from mend.analyzers.static.source import UnreadableSource, decode_source
+
+    name = stdin_filename or "-"
+    if stdin_filename and force_exclude:
+        try:
+            if not discover_files([stdin_filename], config, force_exclude=True):
+                raise typer.Exit(0)
+        except FileNotFoundError:
+            pass
+    data = sys.stdin.buffer.read()
+    try:
+        source = decode_source(data)
+        diags = check_source(source, name if stdin_filename else "<stdin>", config, ignore_noqa=ignore_noqa)
+        diags = [dataclasses.replace(d, path=name) for d in diags]
+    except UnreadableSource as exc:
+        diags = [Diagnostic("MND902", f"cannot read file: {exc}", name, 1, 1, name="unreadable-file")]
+    return diags, [name]
+
+
+def _check_paths(paths: list[str], config, jobs: Optional[int], no_cache: bool, force_exclude: bool,
+                 ignore_noqa: bool, quiet: bool, show_traced: bool):
+    """The files under ``paths`` (with ``--show-traced``: print the traced functions and exit)."""
+    from mend.analyzers.static.engine import check_paths, display_path
+
+    progress = None
+    bar = None
+    if sys.stderr.isatty() and not quiet:
+        bar = _Progress()
+        progress = bar.tick
+    try:
+        result = check_paths(paths, config, jobs=jobs, use_cache=not no_cache, force_exclude=force_exclude,
+                             ignore_noqa=ignore_noqa, progress=progress, need_project=show_traced)
+    finally:
+        if bar:
+            bar.close()
+    if show_traced:
+        for f in result.files:
+            for t in result.project.traced_functions(str(f)):
+                typer.echo(f"{display_path(f)}:{t.line}: {t.qualname} ({t.reason})")
+        raise typer.Exit(0)
+    return result.diagnostics, [str(f) for f in result.files]
+
+
+def _emit(diags, files_checked: list[str], output_format: str, output_file: Optional[Path], show_statistics: bool,
+          quiet: bool) -> None:
+    """Write the report (and, in the text formats, the summary line) to stdout or ``output_file``."""
     text = statistics(diags, "json" if output_format == "json" else "concise") if show_statistics else render(
         output_format, diags, files_checked)
     if output_format in ("concise", "full") and not show_statistics and not quiet:
@@ -143,7 +156,6 @@ def check(
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-    raise typer.Exit(0 if (exit_zero or not diags) else 1)
 
 
 class _Progress:

@@ -7,7 +7,10 @@ Public API::
     fix_source(source, path, diagnostics, FixOptions(unsafe=False, side_effects="keep"),
                diagnose=None) -> FileResult          # one file's text; .fixed, .applied, .remaining
     fix_paths(paths, FixOptions(...), write=True, from_run=None) -> FixRun   # what `mend fix` runs
-    fix_info(code) -> FixInfo | None                 # the fix registry (mend rule, mend check [*])
+    fix_info(code) -> FixInfo | None                 # what the rule declares its fix does (the rule
+                                                     # registry, mend.analyzers.static.rules)
+
+The fixers, one module per rule family, register with ``@fixer(code)``: :mod:`mend.rewriter.fixes`.
 
 Run-time helpers for repaired code: :mod:`mend.rewriter.runtime` (``defer``, ``flush``,
 ``boundary``, ``restore_exceptions``). Verification: :mod:`mend.rewriter.verify`. See ``docs/fix.md``.
@@ -15,8 +18,8 @@ Run-time helpers for repaired code: :mod:`mend.rewriter.runtime` (``defer``, ``f
 
 from __future__ import annotations
 
+from mend.analyzers.static.rules import FixInfo, fix_info
 from mend.rewriter.api import FixError, FixRun, fix_paths
 from mend.rewriter.engine import FileResult, FixOptions, fix_source
-from mend.rewriter.registry import FixInfo, fix_info
 
 __all__ = ["FileResult", "FixError", "FixInfo", "FixOptions", "FixRun", "fix_info", "fix_paths", "fix_source"]

@@ -2,7 +2,9 @@
 
 Everything here is a conservative must-analysis over one file: a question answers ``True`` only when
 the tree proves it (a value is a tensor, an expression has no side effects, a name is not read after a
-statement); anything unproven answers ``False`` and the fix that asked declines.
+statement); anything unproven answers ``False`` and the fix that asked declines. What is known about
+torch itself (which calls return tensors, which ops are total, elementwise or shape-changing) comes from
+:mod:`mend.analyzers.static.torch_facts`, which ``mend check`` reads too.
 """
 
 from __future__ import annotations
@@ -12,94 +14,35 @@ from collections.abc import Iterator, Sequence
 import libcst as cst
 from libcst.metadata import CodeRange
 
+from mend.analyzers.static.torch_facts import (
+    DATA_BOOL_TORCH,
+    DATA_METHODS,
+    EFFECT_METHODS,
+    EFFECTFUL_NAMESPACES,
+    EFFECTFUL_TORCH,
+    FLOAT_DTYPES,
+    GRAD_SAFE_OPS,
+    NON_TENSOR_METHODS,
+    NON_TENSOR_MODULES,
+    SHAPE_CHANGING,
+    TENSOR_ATTRS,
+    TENSOR_METHODS,
+    TOTAL_ELEMENTWISE,
+    TOTAL_REDUCTIONS,
+    TRANSPOSES,
+    from_import_binding,
+    import_binding,
+    is_random_op,
+    qualified,
+    returns_tensor,
+)
+
 _EMPTY = cst.Module(body=[])
 
-# torch callables that do not return tensors (or have effects); everything else under ``torch.`` does.
-NON_TENSOR_TORCH = {
-    "torch.finfo", "torch.iinfo", "torch.is_tensor", "torch.is_grad_enabled", "torch.is_floating_point",
-    "torch.is_complex", "torch.get_default_dtype", "torch.device", "torch.dtype", "torch.Size",
-    "torch.no_grad", "torch.enable_grad", "torch.inference_mode", "torch.set_grad_enabled",
-    "torch.is_inference_mode_enabled", "torch.manual_seed", "torch.save", "torch.load", "torch.compile",
-    "torch.equal", "torch.allclose", "torch.numel", "torch.autocast", "torch.get_autocast_gpu_dtype",
-    "torch.is_autocast_enabled", "torch.cond", "torch.nn.Parameter", "torch.jit.is_tracing",
-    "torch.jit.is_scripting", "torch.typename", "torch.broadcast_shapes", "torch.promote_types",
-    "torch.result_type", "torch.can_cast", "torch._assert", "torch._check", "torch._assert_async",
-}
-NON_TENSOR_TORCH_PREFIXES = (
-    "torch.compiler.", "torch._dynamo.", "torch.cuda.", "torch.backends.", "torch.distributed.",
-    "torch.jit.", "torch.autograd.", "torch.utils.", "torch.testing.", "torch.fx.", "torch.onnx.",
-    "torch.nn.init.", "torch.nn.Module", "torch.nn.modules", "torch.optim.", "torch._C.",
-)
-# Tensor methods whose result is not a tensor.
-NON_TENSOR_METHODS = {
-    "item", "tolist", "dim", "ndimension", "size", "numel", "nelement", "data_ptr", "element_size",
-    "is_floating_point", "is_complex", "is_contiguous", "get_device", "stride", "storage_offset",
-    "untyped_storage", "storage", "numpy", "backward", "register_hook", "equal", "allclose", "__len__",
-    "is_nonzero", "is_set_to", "type", "is_pinned", "is_shared", "has_names", "__bool__", "__int__",
-    "__float__", "keys", "values", "items",
-}
-# Tensor methods that produce a tensor from a tensor (used to recognise tensors behind method calls).
-TENSOR_METHODS = {
-    "sum", "mean", "max", "min", "amax", "amin", "prod", "any", "all", "abs", "float", "double", "half",
-    "bfloat16", "long", "int", "bool", "to", "view", "reshape", "transpose", "permute", "unsqueeze",
-    "squeeze", "flatten", "softmax", "log_softmax", "exp", "log", "sqrt", "rsqrt", "pow", "clamp",
-    "clip", "masked_fill", "where", "sigmoid", "tanh", "relu", "contiguous", "clone", "detach",
-    "argmax", "argmin", "norm", "cumsum", "sin", "cos", "mul", "add", "sub", "div", "matmul", "eq",
-    "ne", "gt", "ge", "lt", "le", "isinf", "isnan", "isfinite", "logical_not", "logical_and",
-    "logical_or", "expand", "expand_as", "repeat", "chunk", "split", "gather", "index_select",
-    "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "nonzero", "unique",
-    "masked_select", "argwhere", "count_nonzero", "neg", "reciprocal", "square", "var", "std", "topk",
-    "sort", "narrow", "select", "roll", "flip", "tril", "triu", "t", "cpu", "cuda", "numel_tensor",
-}
-# Method names that, on a tensor, read its data (GraphMend's DYNAMIC_TORCH_ATTRS plus a few).
-DATA_METHODS = {
-    "item", "tolist", "sum", "max", "min", "mean", "prod", "argmax", "argmin", "nonzero",
-    "count_nonzero", "all", "any", "equal", "allclose", "unique", "amax", "amin", "isinf", "isnan",
-    "isfinite", "norm", "std", "var", "eq", "ne", "gt", "lt", "ge", "le", "logical_not", "logical_and",
-    "logical_or",
-}
-# Bool-valued tensor producers: their result can be used directly as a torch.where condition.
-BOOL_PRODUCERS = {
-    "any", "all", "isinf", "isnan", "isfinite", "isneginf", "isposinf", "logical_not", "logical_and",
-    "logical_or", "logical_xor", "eq", "ne", "gt", "lt", "ge", "le", "isclose", "bool", "signbit",
-}
-# Elementwise ops whose derivative is bounded (0/1 or +-1): a torch.where over them keeps gradients
-# finite on the unselected side, so no autograd gate is needed.
-GRAD_SAFE_CALLS = {
-    "clamp", "clip", "clamp_min", "clamp_max", "nan_to_num", "masked_fill", "where", "zeros_like",
-    "ones_like", "full_like", "detach", "abs", "relu", "neg", "to", "float", "half", "bfloat16",
-    "double", "type_as", "contiguous", "clone", "minimum", "maximum",
-}
-# Elementwise ops that cannot raise for a tensor of any real, non-bool dtype and any shape (empty too)
-# when their other arguments are Python numbers or dtypes: a branch repair may compute them on the side
-# that was not taken. Reductions that fail on empty tensors (max, min, argmax) are not here.
-TOTAL_ELEMENTWISE = {
-    "abs", "neg", "negative", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
-    "sigmoid", "tanh", "relu", "sin", "cos", "tan", "sinh", "cosh", "atan", "asin", "acos", "square",
-    "reciprocal", "erf", "sign", "floor", "ceil", "round", "trunc", "clamp", "clip", "clamp_min",
-    "clamp_max", "nan_to_num", "isinf", "isnan", "isfinite", "isneginf", "isposinf", "signbit",
-    "logical_not", "float", "double", "half", "bfloat16", "to", "contiguous", "clone", "detach",
-    "zeros_like", "ones_like", "full_like", "gelu", "silu", "mish", "softplus", "elu", "leaky_relu",
-    "hardtanh", "relu6", "mul", "add", "sub", "div", "pow",
-}
-# Reductions that cannot raise on any tensor, empty ones included (a 0-d result).
-TOTAL_REDUCTIONS = {"any", "all", "sum", "mean", "prod", "count_nonzero", "nansum"}
-# Ops whose result shape differs from their main input's: a branch whose side uses one can hold values of
-# another shape than the other side, which torch.where cannot select between (and computing the side
-# not taken can fail: ``torch.cat`` of tensors that only fit when the branch is taken).
-SHAPE_CHANGING = {
-    "cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "reshape", "view", "flatten",
-    "unflatten", "squeeze", "unsqueeze", "split", "chunk", "narrow", "pad", "repeat", "repeat_interleave",
-    "expand", "expand_as", "index_select", "gather", "masked_select", "nonzero", "unique", "tile",
-    "transpose", "permute", "movedim", "t", "matmul", "mm", "bmm", "einsum", "outer", "tensordot",
-    "new_zeros", "new_ones", "new_full", "new_empty", "zeros", "ones", "full", "empty", "arange",
-}
-FLOAT_DTYPES = {"float16", "float32", "float64", "bfloat16", "half", "float", "double"}
 # Pure builtins (no effects, deterministic).
 PURE_BUILTINS = {"len", "min", "max", "abs", "float", "int", "bool", "tuple", "isinstance", "round", "range"}
-IMPURE_METHOD_SUFFIX = "_"  # in-place tensor methods (add_, copy_, fill_) mutate their receiver
-IMPURE_METHODS = {"backward", "register_hook", "register_buffer", "append", "extend", "update", "pop",
-                  "insert", "remove", "clear", "setdefault", "write", "register_forward_hook"}
+# Reads of a dict (never tensors; no effects).
+CONTAINER_READS = frozenset({"keys", "values", "items"})
 
 
 def code(node: cst.CSTNode) -> str:
@@ -141,6 +84,10 @@ def _import_nodes(body: Sequence[cst.CSTNode]) -> Iterator[cst.CSTNode]:
                     yield from _import_nodes(block.body)
 
 
+def _asname(alias: cst.ImportAlias) -> str | None:
+    return alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else None
+
+
 class ImportMap:
     """Local name -> qualified module path, from a module's top-level imports."""
 
@@ -148,41 +95,30 @@ class ImportMap:
         self.names: dict[str, str] = {}
         for node in _import_nodes(module.body):
             if isinstance(node, cst.Import):
-                for alias in node.names:
-                    full = dotted(alias.name) or ""
-                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                        self.names[alias.asname.name.value] = full
-                    else:
-                        head = full.split(".")[0]
-                        self.names.setdefault(head, head)
-            elif isinstance(node, cst.ImportFrom) and not node.relative:
-                mod = dotted(node.module) if node.module is not None else None
-                if mod is None or isinstance(node.names, cst.ImportStar):
-                    continue
-                for alias in node.names:
-                    name = dotted(alias.name) or ""
-                    local = (
-                        alias.asname.name.value
-                        if alias.asname is not None and isinstance(alias.asname.name, cst.Name)
-                        else name
-                    )
-                    self.names[local] = f"{mod}.{name}"
+                pairs = [import_binding(dotted(alias.name) or "", _asname(alias)) for alias in node.names]
+            elif isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None \
+                    and not isinstance(node.names, cst.ImportStar):
+                base = dotted(node.module) or ""
+                pairs = [from_import_binding(base, dotted(alias.name) or "", _asname(alias)) for alias in node.names]
+            else:
+                continue  # relative imports: the module's own name is not known here
+            self.names.update(pairs)
 
     def qualify(self, expr: cst.BaseExpression) -> str | None:
-        """Qualified dotted name of a Name/Attribute chain (``F.relu`` -> ``torch.nn.functional.relu``)."""
+        """Qualified dotted name of a Name/Attribute chain (``F.relu`` -> ``torch.nn.functional.relu``);
+        a chain whose head is not imported is returned as written."""
         text = dotted(expr)
         if text is None:
             return None
         head, _, rest = text.partition(".")
         if head in self.names:
-            full = self.names[head]
-            return f"{full}.{rest}" if rest else full
+            return qualified(self.names[head], [rest] if rest else [])
         return text
 
-    def local_name_for(self, qualified: str) -> str | None:
-        """A local spelling that resolves to ``qualified`` (``torch`` -> ``torch``), if imported."""
+    def local_name_for(self, target: str) -> str | None:
+        """A local spelling that resolves to ``target`` (``torch`` -> ``torch``), if imported."""
         for local, full in self.names.items():
-            if full == qualified:
+            if full == target:
                 return local
         return None
 
@@ -302,6 +238,11 @@ class FunctionFacts:
                     self.tensor_names.add(name)
 
     def _collect(self, body: cst.CSTNode) -> None:
+        self._collect_stores(body)
+        self._collect_loads(body)
+
+    def _collect_stores(self, body: cst.CSTNode) -> None:
+        """Every binding of a name in ``body``, with the value bound when it is known."""
         self._store_values: dict[str, list[cst.BaseExpression | None]] = {}
         for node in _walk(body):
             if isinstance(node, cst.Assign):
@@ -326,6 +267,9 @@ class FunctionFacts:
             elif isinstance(node, cst.WithItem) and node.asname is not None:
                 for name in _target_names(node.asname.name):
                     self._store_values.setdefault(name, []).append(None)
+
+    def _collect_loads(self, body: cst.CSTNode) -> None:
+        """Every read of a name in ``body`` (names in binding targets, attributes and keywords are not)."""
         stored: set[int] = set()
         for node in _walk(body):
             target = None
@@ -347,24 +291,9 @@ class FunctionFacts:
         if isinstance(expr, cst.Name):
             return expr.value in self.tensor_names
         if isinstance(expr, cst.Call):
-            qual = self.imports.qualify(expr.func)
-            if qual is not None and (qual.startswith("torch.") and not qual.startswith("torch.nn.")
-                                     or qual.startswith("torch.nn.functional.")):
-                if qual in NON_TENSOR_TORCH or qual.startswith(NON_TENSOR_TORCH_PREFIXES):
-                    return False
-                return True
-            if isinstance(expr.func, cst.Attribute) and isinstance(expr.func.value, cst.Name) and \
-                    expr.func.value.value == "self" and expr.func.attr.value in self.module_attrs:
-                return True
-            if isinstance(expr.func, cst.Attribute):
-                meth = expr.func.attr.value
-                if meth in NON_TENSOR_METHODS:
-                    return False
-                if self.is_tensor(expr.func.value):
-                    return True
-            return False
+            return self._call_is_tensor(expr)
         if isinstance(expr, cst.Attribute):
-            if expr.attr.value in {"T", "mT", "H", "real", "imag", "data", "grad"}:
+            if expr.attr.value in TENSOR_ATTRS:
                 return self.is_tensor(expr.value)
             return False
         if isinstance(expr, cst.Subscript):
@@ -381,6 +310,19 @@ class FunctionFacts:
             return self.is_tensor(expr.left) or any(self.is_tensor(c.comparator) for c in expr.comparisons)
         return False
 
+    def _call_is_tensor(self, call: cst.Call) -> bool:
+        """A torch op that returns a tensor, a submodule call, or a tensor method on a tensor."""
+        qual = self.imports.qualify(call.func)
+        if qual is not None and qual.startswith("torch."):
+            return returns_tensor(qual)
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return False
+        if isinstance(func.value, cst.Name) and func.value.value == "self" and func.attr.value in self.module_attrs:
+            return True
+        meth = func.attr.value
+        return meth not in NON_TENSOR_METHODS and meth not in CONTAINER_READS and self.is_tensor(func.value)
+
     def reads_data(self, expr: cst.BaseExpression) -> bool:
         """True when ``expr`` (a condition operand) depends on tensor data, as far as the tree shows."""
         if self.is_tensor(expr):
@@ -391,7 +333,7 @@ class FunctionFacts:
             if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in DATA_METHODS:
                 return True
             qual = self.imports.qualify(expr.func) or ""
-            return qual in {"torch.equal", "torch.allclose"}
+            return qual in DATA_BOOL_TORCH
         if isinstance(expr, cst.Comparison):
             return self.reads_data(expr.left) or any(self.reads_data(c.comparator) for c in expr.comparisons)
         if isinstance(expr, cst.BooleanOperation):
@@ -419,21 +361,19 @@ class FunctionFacts:
             return call.func.value in PURE_BUILTINS and call.func.value not in self.stores
         if qual is not None and qual.startswith("torch."):
             last = qual.rsplit(".", 1)[-1]
-            if last.endswith(IMPURE_METHOD_SUFFIX) and not last.endswith("__"):
+            if _in_place(last):
                 return False
-            return qual not in {"torch.manual_seed", "torch.save", "torch.load", "torch.compile"} and not (
-                qual.startswith(("torch.cuda.", "torch.distributed.", "torch._dynamo.", "torch.autograd."))
-            ) and not _is_random(qual)
+            return qual not in EFFECTFUL_TORCH and not qual.startswith(EFFECTFUL_NAMESPACES) and not is_random_op(last)
         if isinstance(call.func, cst.Attribute):
             meth = call.func.attr.value
-            if meth in IMPURE_METHODS or (meth.endswith("_") and not meth.endswith("__")):
+            if meth in EFFECT_METHODS or _in_place(meth):
                 return False
-            if meth in TENSOR_METHODS or meth in NON_TENSOR_METHODS - {"backward", "register_hook"}:
+            if meth in TENSOR_METHODS or meth in NON_TENSOR_METHODS or meth in CONTAINER_READS:
                 return True
         return False
 
     def is_grad_safe(self, expr: cst.BaseExpression) -> bool:
-        """Every op has a bounded derivative (see GRAD_SAFE_CALLS); arithmetic only + and -."""
+        """Every op has a bounded derivative (see GRAD_SAFE_OPS); arithmetic only + and -."""
         if isinstance(expr, (cst.Name, cst.Attribute)) or is_literal(expr):
             return True
         if isinstance(expr, cst.UnaryOperation):
@@ -450,7 +390,7 @@ class FunctionFacts:
             name = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else (
                 expr.func.value if isinstance(expr.func, cst.Name) else None
             )
-            if name not in GRAD_SAFE_CALLS:
+            if name not in GRAD_SAFE_OPS:
                 return False
             if isinstance(expr.func, cst.Attribute) and not self.is_grad_safe(expr.func.value):
                 return False
@@ -499,7 +439,7 @@ class FunctionFacts:
         if isinstance(expr, cst.Attribute):
             if isinstance(expr.value, cst.Call):
                 return self._total_finfo(expr.value, floating)
-            return expr.attr.value not in {"T", "mT", "H", "mH"} and self.is_total(expr.value, floating)
+            return expr.attr.value not in TRANSPOSES and self.is_total(expr.value, floating)
         if isinstance(expr, cst.UnaryOperation):
             return isinstance(expr.operator, (cst.Minus, cst.Plus)) and self.is_total(expr.expression, floating)
         if isinstance(expr, cst.BinaryOperation):
@@ -559,12 +499,9 @@ def _is_dtype(expr: cst.BaseExpression) -> bool:
         isinstance(expr.value, cst.Name) and expr.value.value == "torch"))
 
 
-def _is_random(qual: str) -> bool:
-    last = qual.rsplit(".", 1)[-1]
-    return last.startswith(("rand", "bernoulli", "multinomial", "normal", "poisson")) or last in {
-        "dropout", "randperm", "randint", "randn", "rand_like", "randn_like", "alpha_dropout",
-        "feature_alpha_dropout", "dropout1d", "dropout2d", "dropout3d",
-    }
+def _in_place(name: str) -> bool:
+    """``add_``, ``copy_``, ``fill_``: in-place tensor methods mutate their receiver."""
+    return name.endswith("_") and not name.endswith("__")
 
 
 def _is_attr_or_keyword(parent: cst.CSTNode, child: cst.Name) -> bool:
@@ -691,9 +628,6 @@ def sequence_names(nodes: Sequence[cst.CSTNode]) -> set[str]:
     return out
 
 
-# torch.nn modules that return something other than one tensor.
-NON_TENSOR_MODULES = {"LSTM", "GRU", "RNN", "MultiheadAttention", "ModuleList", "ModuleDict", "ParameterList",
-                      "ParameterDict", "Identity", "Dropout"}
 
 
 def module_attributes(cls: cst.ClassDef, imports: ImportMap) -> set[str]:

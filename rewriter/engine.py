@@ -20,6 +20,8 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from mend.analyzers.diagnostic import Diagnostic
+from mend.analyzers.static.rules import rule_for
+from mend.analyzers.static.torch_facts import is_compiling_call
 from mend.rewriter.analysis import FunctionFacts, ImportMap, add_parents, dotted, range_contains_pos, walk
 
 SIDE_EFFECT_POLICIES = ("keep", "guard", "defer", "drop")
@@ -351,14 +353,19 @@ def _is_compiling_test(test: cst.BaseExpression, imports: ImportMap) -> bool | N
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         negated, test = True, test.expression
     if isinstance(test, cst.Call):
-        qual = imports.qualify(test.func) or ""
-        if qual.endswith(("is_compiling", "is_dynamo_compiling")):
+        qual = imports.qualify(test.func)
+        if qual and is_compiling_call(qual):
             return negated
     return None
 
 
-Fixer = Callable[[FileContext, Diagnostic], "Plan | Decline"]
 Diagnose = Callable[[str], list[Diagnostic]]
+
+
+def no_fix_reason(code: str) -> str:
+    """Why ``mend fix`` leaves a finding of ``code`` that has no fixer (the rule's ``no_fix``, if it says)."""
+    rule = rule_for(code)
+    return (rule.no_fix if rule is not None else "") or "no automatic fix for this rule"
 
 
 def _overlaps(a: cst.CSTNode, b: cst.CSTNode, ctx: FileContext) -> bool:
@@ -388,17 +395,17 @@ class _Apply(cst.CSTTransformer):
 
 def plan_round(ctx: FileContext, diagnostics: Sequence[Diagnostic]) -> tuple[list[Plan], list[Decline], list[Diagnostic]]:
     """Plans for every diagnostic whose fix is proven, declines with reasons, and postponed sites."""
-    from mend.rewriter.fixes import FIXERS
+    from mend.rewriter.fixes import fixer_for  # the fix modules import this one
 
     plans: list[Plan] = []
     declines: list[Decline] = []
     postponed: list[Diagnostic] = []
     taken: list[cst.CSTNode] = []
-    ctx.prepare(d.line for d in diagnostics if d.code in FIXERS)
+    ctx.prepare(d.line for d in diagnostics if fixer_for(d.code) is not None)
     for diag in sorted(diagnostics, key=lambda d: (d.line, d.col, d.code)):
-        fixer = FIXERS.get(diag.code)
+        fixer = fixer_for(diag.code)
         if fixer is None:
-            declines.append(Decline(diag, "no automatic fix for this rule"))
+            declines.append(Decline(diag, no_fix_reason(diag.code)))
             continue
         try:
             result = fixer(ctx, diag)
@@ -485,11 +492,11 @@ def fix_source(
     diags = [d for d in diagnostics if options.wants(d.code)]
     declines: list[Decline] = []
     postponed: list[Diagnostic] = []
-    from mend.rewriter.fixes import FIXERS
+    from mend.rewriter.fixes import fixer_for  # the fix modules import this one
 
     for _ in range(options.max_rounds):
-        if not any(d.code in FIXERS for d in diags):
-            declines = [Decline(d, "no automatic fix for this rule") for d in diags]
+        if not any(fixer_for(d.code) is not None for d in diags):
+            declines = [Decline(d, no_fix_reason(d.code)) for d in diags]
             postponed = []
             break
         try:

@@ -80,13 +80,13 @@ class Window:
 
     def diagnose(self, diagnose: Diagnose) -> Diagnose:
         """``diagnose`` run on the whole text; a fixable finding inside a placeholder raises :class:`_Miss`."""
-        from mend.rewriter.fixes import FIXERS
+        from mend.rewriter.fixes import fixer_for
 
         def run(text: str) -> list[Diagnostic]:
             found = diagnose(self.expand(text))
             spans = self.hidden_lines(text)
             for d in found:
-                if d.code in FIXERS and any(a <= d.line <= b for a, b in spans):
+                if fixer_for(d.code) is not None and any(a <= d.line <= b for a, b in spans):
                     raise _Miss(f"a new finding at line {d.line} is outside the window")
             return found
 

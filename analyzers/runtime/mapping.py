@@ -15,46 +15,7 @@ from typing import Any
 
 from mend.analyzers.diagnostic import Applicability, Diagnostic, Fix, Severity
 from mend.analyzers.runtime.data import BreakSite, RecompileSite, RunData, resolve
-
-# code -> name, from the shared contract (used when the static analyzer's RULES is not importable)
-RULE_NAMES: dict[str, str] = {
-    "MND101": "print-in-compiled-code",
-    "MND102": "logger-call-in-compiled-code",
-    "MND103": "warnings-warn-in-compiled-code",
-    "MND104": "time-call-in-compiled-code",
-    "MND105": "python-random-in-compiled-code",
-    "MND106": "debugger-in-compiled-code",
-    "MND107": "torch-save-in-compiled-code",
-    "MND108": "deepcopy-in-compiled-code",
-    "MND109": "tensor-to-string",
-    "MND110": "file-io-in-compiled-code",
-    "MND201": "data-dependent-if",
-    "MND202": "data-dependent-while",
-    "MND203": "data-dependent-validation-raise",
-    "MND301": "tensor-item",
-    "MND302": "tensor-to-python-number",
-    "MND303": "tensor-tolist",
-    "MND304": "dynamic-shape-op",
-    "MND305": "boolean-mask-indexing",
-    "MND401": "module-int-attribute-mutated-in-forward",
-    "MND402": "varying-python-scalar-argument",
-    "MND403": "compile-in-loop",
-    "MND404": "train-eval-toggle",
-    "MND405": "changing-dtype",
-    "MND501": "backward-in-compiled-code",
-    "MND502": "module-or-parameter-construction-in-forward",
-    "MND503": "data-ptr-or-id-arithmetic",
-    "MND504": "call-to-compiler-disabled-function",
-    "MND505": "graph-break-inside-try",
-    "MND506": "graph-break-inside-loop",
-    "MND507": "unsupported-context-manager",
-    "MND508": "graph-break-inside-user-contextmanager",
-    "MND509": "explicit-graph-break",
-    "MND510": "untraceable-builtin-call",
-    "MND511": "breaking-module-constructor",
-    "MND990": "runtime-break-without-rule",
-    "MND991": "runtime-recompile-without-rule",
-}
+from mend.analyzers.static.rules import fix_info, rule_for
 
 # registry id -> codes that predict it (contract table); the first is the default
 BREAK_CODES: dict[str, tuple[str, ...]] = {
@@ -91,15 +52,8 @@ RECOMPILE_CODES: dict[str, str] = {
 
 
 def rule_name(code: str) -> str:
-    try:
-        from mend.analyzers.static import RULES  # type: ignore[attr-defined]
-
-        rule = RULES.get(code)
-        if rule is not None:
-            return str(getattr(rule, "name", RULE_NAMES.get(code, "")))
-    except Exception:
-        pass
-    return RULE_NAMES.get(code, "")
+    rule = rule_for(code)
+    return rule.name if rule is not None else ""
 
 
 def _has(pattern: str, text: str) -> bool:
@@ -224,21 +178,10 @@ class FixStatus:
 
 
 def fix_status(code: str) -> FixStatus:
-    try:
-        from mend.rewriter.registry import fix_info  # type: ignore[import-not-found]
-    except Exception:
-        return FixStatus(None, None)
-    try:
-        info = fix_info(code)
-    except Exception:
-        return FixStatus(None, None)
+    info = fix_info(code)
     if info is None:
         return FixStatus(None, None)
-    return FixStatus(
-        str(getattr(info, "availability", "always")),
-        str(getattr(info, "applicability", "safe")),
-        str(getattr(info, "summary", "")),
-    )
+    return FixStatus(info.availability, info.applicability, info.summary)
 
 
 @dataclass

@@ -25,8 +25,10 @@ Compiled-region information (for the rewriter and other tools)::
 path (relative to the current directory) and ``data["function"]`` = the traced function's qualname.
 
 Nothing here imports torch: the analyzer reads source with :mod:`ast`, resolves names through imports
-and scopes itself (:mod:`.names`), infers tensor-ness lightly (:mod:`.tensors`), and decides which
-code Dynamo traces (:mod:`.regions`). See ``docs/check.md``.
+and scopes itself (:mod:`.names`), infers tensor-ness lightly (:mod:`.tensors`, with the facts about
+torch of :mod:`.torch_facts`), walks each file once (:mod:`.module`, :mod:`.walker`) handing nodes to
+the rules' checkers (:mod:`.rules`), and decides which code Dynamo traces (:mod:`.regions`). See
+``docs/check.md`` and ``docs/adding-a-rule.md``.
 """
 
 from __future__ import annotations

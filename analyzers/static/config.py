@@ -157,6 +157,16 @@ def load_config(paths: list[str | Path] | tuple = (), config_file: str | Path | 
         pyproject = find_pyproject(starts[0])
     if pyproject is None:
         return Config(root=None)
+    raw = _mend_table(pyproject)
+    cfg = Config(**_settings(raw, pyproject))
+    try:
+        return cfg.with_overrides()
+    except ConfigError as exc:
+        raise ConfigError(f"{pyproject}: {exc}") from None
+
+
+def _mend_table(pyproject: Path) -> dict:
+    """The ``[tool.mend]`` table of ``pyproject`` (empty when there is none)."""
     try:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -166,6 +176,11 @@ def load_config(paths: list[str | Path] | tuple = (), config_file: str | Path | 
     raw = data.get("tool", {}).get("mend", {})
     if not isinstance(raw, dict):
         raise ConfigError(f"{pyproject}: [tool.mend] must be a table")
+    return raw
+
+
+def _settings(raw: dict, pyproject: Path) -> dict[str, Any]:
+    """Keyword arguments of :class:`Config` from a ``[tool.mend]`` table, each value checked."""
     kw: dict[str, Any] = {"root": pyproject.parent.resolve(), "path": pyproject.resolve(), "raw": dict(raw)}
     for key, attr in (("select", "select"), ("ignore", "ignore"), ("extend-select", "extend_select"),
                       ("exclude", "exclude"), ("extend-exclude", "extend_exclude"), ("entry-points", "entry_points")):
@@ -188,8 +203,4 @@ def load_config(paths: list[str | Path] | tuple = (), config_file: str | Path | 
         if not isinstance(raw["cache-dir"], str):
             raise ConfigError(f"{pyproject}: [tool.mend] cache-dir must be a string")
         kw["cache_dir"] = (pyproject.parent / raw["cache-dir"]).resolve()
-    cfg = Config(**kw)
-    try:
-        return cfg.with_overrides()
-    except ConfigError as exc:
-        raise ConfigError(f"{pyproject}: {exc}") from None
+    return kw

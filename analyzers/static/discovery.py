@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from mend.analyzers.static.config import Config
@@ -151,22 +152,7 @@ def discover_files(paths: list[str | Path] | tuple, config: Config, force_exclud
         if p.is_dir():
             if force_exclude and _any_parent_excluded(p, excluder):
                 continue
-            for dirpath, dirnames, filenames in os.walk(p):
-                d = Path(dirpath)
-                keep = []
-                for dn in sorted(dirnames):
-                    sub = d / dn
-                    if excluder.excluded(sub) or gitignored(sub, True):
-                        continue
-                    keep.append(dn)
-                dirnames[:] = keep
-                for fn in sorted(filenames):
-                    if not fn.endswith(".py"):
-                        continue
-                    f = d / fn
-                    if excluder.excluded(f) or gitignored(f, False):
-                        continue
-                    out[f] = None
+            out.update(dict.fromkeys(_walk_folder(p, excluder, gitignored)))
         elif p.exists() or p.is_symlink():
             if force_exclude and (_any_parent_excluded(p, excluder) or gitignored(p, False)):
                 continue
@@ -174,6 +160,17 @@ def discover_files(paths: list[str | Path] | tuple, config: Config, force_exclud
         else:
             raise FileNotFoundError(f"{raw}: no such file or directory")
     return list(out)
+
+
+def _walk_folder(folder: Path, excluder: Excluder, gitignored) -> Iterator[Path]:
+    """The ``.py`` files under ``folder``, in sorted order, skipping excluded and ignored paths."""
+    for dirpath, dirnames, filenames in os.walk(folder):
+        d = Path(dirpath)
+        dirnames[:] = [dn for dn in sorted(dirnames) if not (excluder.excluded(d / dn) or gitignored(d / dn, True))]
+        for fn in sorted(filenames):
+            f = d / fn
+            if fn.endswith(".py") and not (excluder.excluded(f) or gitignored(f, False)):
+                yield f
 
 
 def _any_parent_excluded(p: Path, excluder: Excluder) -> bool:

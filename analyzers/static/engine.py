@@ -3,8 +3,9 @@
 Phase 1 (per file, cacheable, parallel with ``-j``): read, decode, pre-filter, ``ast.parse`` once,
 one pass that records bindings, classes, functions, compile sites and candidate findings.
 Phase 2 (whole tree, in memory): the project index decides which functions are traced; findings in
-untraced code are dropped; calls to ``@torch.compiler.disable`` functions become MND504; rule
-selection, ``per-file-ignores`` and ``noqa`` are applied; findings become :class:`Diagnostic` values.
+untraced code are dropped; the project checkers add theirs for each traced function (calls to
+``@torch.compiler.disable`` functions, calls that break inside ``try``/loops); rule selection,
+``per-file-ignores`` and ``noqa`` are applied; findings become :class:`Diagnostic` values.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from mend.analyzers.diagnostic import Applicability, Diagnostic, Fix
 from mend.analyzers.static.cache import ResultCache, file_key
 from mend.analyzers.static.config import Config
 from mend.analyzers.static.discovery import discover_files
+from mend.analyzers.static.module import ModuleAnalyzer
 from mend.analyzers.static.regions import Project
 from mend.analyzers.static.rules import RULES
-from mend.analyzers.static.rules.base import Finding
+from mend.analyzers.static.rules.base import PROJECT_CHECKERS, Finding
 from mend.analyzers.static.source import Suppressions, UnreadableSource, decode_source, read_suppressions
 from mend.analyzers.static.summary import FileSummary
-from mend.analyzers.static.visitor import ModuleAnalyzer
 
 # A file that mentions none of these cannot hold a compile root or a module forward on its own; it is
 # only parsed when traced code elsewhere calls into it.
@@ -94,65 +95,17 @@ def analyze_text(source: str, path: str, module: str, is_package: bool, skip: bo
     return summary
 
 
-def load_fix_registry():
-    """``mend.rewriter.registry.fix_info``, or ``None`` when the rewriter is not there.
-
-    The registry module is tiny, but importing it through its package would run
-    ``mend/rewriter/__init__.py``, which loads LibCST and the whole rewriter (seconds on a pre-commit
-    hook). So the module is loaded from its file on its own; an import through the package is the
-    fallback when that is not possible.
-    """
-    import importlib.util
-
-    mod = sys.modules.get("mend.rewriter.registry") or sys.modules.get("_mend_fix_registry")
-    if mod is None:
-        try:
-            spec = importlib.util.find_spec("mend.rewriter")
-            locations = list(spec.submodule_search_locations or []) if spec else []
-            for loc in locations:
-                path = Path(loc) / "registry.py"
-                if path.is_file():
-                    rspec = importlib.util.spec_from_file_location("_mend_fix_registry", path)
-                    mod = importlib.util.module_from_spec(rspec)
-                    sys.modules["_mend_fix_registry"] = mod  # dataclasses look their module up
-                    rspec.loader.exec_module(mod)
-                    break
-        except Exception:
-            mod = None
-    if mod is None:
-        try:
-            import mend.rewriter.registry as mod  # type: ignore[no-redef]
-        except ImportError:
-            return None
-    return getattr(mod, "fix_info", None)
-
-
-_REGISTRY: list = []
-
-
-def _fix_for(code: str) -> Fix | None:
-    if not _REGISTRY:
-        _REGISTRY.append(load_fix_registry())
-    fix_info = _REGISTRY[0]
-    if fix_info is None:
-        return None
-    try:
-        info = fix_info(code)
-    except Exception:  # a broken registry must not break `check`
-        return None
-    if info is None:
-        return None
-    app = Applicability.SAFE if getattr(info, "applicability", "safe") == "safe" else Applicability.UNSAFE
-    return Fix(message=getattr(info, "summary", "") or "", applicability=app)
-
-
-_FIX_CACHE: dict[str, Fix | None] = {}
+_FIXES: dict[str, Fix | None] = {}
 
 
 def fix_for(code: str) -> Fix | None:
-    if code not in _FIX_CACHE:
-        _FIX_CACHE[code] = _fix_for(code)
-    return _FIX_CACHE[code]
+    """The fix a diagnostic of ``code`` advertises (``[*]`` for safe ones), from the rule's FixInfo."""
+    if code not in _FIXES:
+        info = RULES[code].fix
+        _FIXES[code] = None if info is None else Fix(
+            message=info.summary,
+            applicability=Applicability.SAFE if info.applicability == "safe" else Applicability.UNSAFE)
+    return _FIXES[code]
 
 
 def to_diagnostic(f: Finding, path: str) -> Diagnostic:
@@ -169,7 +122,7 @@ def to_diagnostic(f: Finding, path: str) -> Diagnostic:
 
 def diagnostics_for(summary: FileSummary, project: Project, config: Config, display_path: str,
                     ignore_noqa: bool = False) -> list[Diagnostic]:
-    """Phase 2 for one file: keep findings of traced code, add MND504, select, apply noqa."""
+    """Phase 2 for one file: keep findings of traced code, add the project checkers', select, apply noqa."""
     out: list[Diagnostic] = []
     findings: list[Finding] = []
     for f in summary.findings:
@@ -181,12 +134,8 @@ def diagnostics_for(summary: FileSummary, project: Project, config: Config, disp
         findings.append(f)
     for tf in project.traced_functions(summary.path):
         fn = summary.functions[tf.qualname]
-        findings.extend(project.call_region_findings(summary, fn))
-        for site, target in project.disabled_calls(summary, fn):
-            findings.append(Finding(
-                "MND504", f"call to `{target.name}`, decorated with torch.compiler.disable, from compiled code: "
-                          "Dynamo skips the call and breaks the graph",
-                site.line, site.col, site.end_line, site.end_col, fn.id))
+        for check in PROJECT_CHECKERS:
+            findings.extend(check(project, summary, fn))
     sup: Suppressions = summary.suppressions
     seen = set()
     for f in findings:
@@ -203,65 +152,68 @@ def diagnostics_for(summary: FileSummary, project: Project, config: Config, disp
     return out
 
 
-def make_loader(config: Config, cache: ResultCache | None = None):
-    """Load modules of the tree that were not given on the command line, when a reference needs them."""
-    memo: dict[str, FileSummary | None] = {}
-    loaded: list[tuple[str, str]] = []  # (path, key) of every dependency read from disk
+class DependencyLoader:
+    """Load modules of the tree that were not given on the command line, when a reference needs them.
 
-    def loader(module: str, near: str) -> FileSummary | None:
-        if module in memo:
-            return memo[module]
-        memo[module] = result = _load(module, near)
-        return result
+    Called as ``loader(module, near)`` (``near``: the path of the file that refers to ``module``);
+    ``loaded`` lists ``(path, key)`` of every dependency read from disk (the run cache checks them)."""
 
-    bases_memo: dict[str, list[str]] = {}
+    def __init__(self, config: Config, cache: ResultCache | None = None) -> None:
+        self.config = config
+        self.cache = cache
+        self.loaded: list[tuple[str, str]] = []
+        self._memo: dict[str, FileSummary | None] = {}
+        self._bases: dict[str, list[str]] = {}
 
-    def bases_for(near: str) -> list[str]:
+    def __call__(self, module: str, near: str) -> FileSummary | None:
+        if module not in self._memo:
+            self._memo[module] = self._load(module, near)
+        return self._memo[module]
+
+    def _bases_for(self, near: str) -> list[str]:
+        """Folders a module may be found under: the package root of ``near``, its folder, the config root."""
         folder = os.path.dirname(os.path.abspath(near)) if near else ""
-        out = bases_memo.get(folder)
+        out = self._bases.get(folder)
         if out is None:
             out = []
             if folder:
-                depth = len(_package_prefix(folder))
                 base = folder
-                for _ in range(depth):
+                for _ in range(len(_package_prefix(folder))):
                     base = os.path.dirname(base)
                 out += [base, folder]
-            if config.root:
-                out.append(str(config.root))
-            bases_memo[folder] = out
+            if self.config.root:
+                out.append(str(self.config.root))
+            self._bases[folder] = out
         return out
 
-    def _load(module: str, near: str) -> FileSummary | None:
+    def _load(self, module: str, near: str) -> FileSummary | None:
         top = module.split(".")[0]
         if not module or top in sys.stdlib_module_names or top == "torch":
             return None
         parts = module.split(".")
-        for base in bases_for(near):
+        for base in self._bases_for(near):
             stem = os.path.join(base, *parts)
             for f in (stem + ".py", os.path.join(stem, "__init__.py")):
                 if not os.path.isfile(f):
                     continue
-                fp = Path(f)
-                mod, is_pkg = module_name_for(fp)
-                if mod != module:
-                    continue
-                try:
-                    data = fp.read_bytes()
-                except OSError:
-                    return None
-                key = file_key(data, mod, config.fingerprint())
-                loaded.append((f, key))
-                s = cache.get(f, key) if cache else None
-                if s is None or s.skipped:
-                    s = analyze_bytes(data, f, mod, is_pkg, prefilter=False)
-                    if cache is not None:
-                        cache.put(f, key, s)
-                return _as_dependency(s)
+                mod, is_pkg = module_name_for(Path(f))
+                if mod == module:
+                    return self._read(f, module, is_pkg)
         return None
 
-    loader.loaded = loaded  # type: ignore[attr-defined]
-    return loader
+    def _read(self, f: str, module: str, is_pkg: bool) -> FileSummary | None:
+        try:
+            data = Path(f).read_bytes()
+        except OSError:
+            return None
+        key = file_key(data, module, self.config.fingerprint())
+        self.loaded.append((f, key))
+        s = self.cache.get(f, key) if self.cache else None
+        if s is None or s.skipped:
+            s = analyze_bytes(data, f, module, is_pkg, prefilter=False)
+            if self.cache is not None:
+                self.cache.put(f, key, s)
+        return _as_dependency(s)
 
 
 def _as_dependency(s: FileSummary) -> FileSummary:
@@ -280,7 +232,7 @@ def check_source(source: str, path: str | Path = "<stdin>", config: Config | Non
     module, is_package = module_name_for(p) if str(path) != "<stdin>" else ("__main__", False)
     summary = analyze_text(source, str(path), module, is_package)
     others = [s for s in (project.summaries.values() if project else ()) if s.path != str(path)]
-    proj = Project([summary, *others], config.regions, config.entry_points, make_loader(config))
+    proj = Project([summary, *others], config.regions, config.entry_points, DependencyLoader(config))
     return diagnostics_for(summary, proj, config, str(path), ignore_noqa)
 
 
@@ -391,7 +343,7 @@ def cache_dir_for(config: Config) -> Path:
 
 
 def build_project(summaries: list[FileSummary], config: Config, cache: ResultCache | None = None) -> Project:
-    return Project(summaries, config.regions, config.entry_points, make_loader(config, cache))
+    return Project(summaries, config.regions, config.entry_points, DependencyLoader(config, cache))
 
 
 def display_path(path: Path) -> str:

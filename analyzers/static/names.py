@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+from mend.analyzers.static.torch_facts import from_import_binding, import_binding, qualified, resolve_relative
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 
@@ -38,6 +41,26 @@ def children(node: ast.AST) -> list[ast.AST]:
     return out
 
 
+def walk_nodes(node: ast.AST) -> Iterator[ast.AST]:
+    """``node`` and every node below it (depth first, children in reverse order)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(children(n))
+
+
+def target_names(t: ast.AST) -> Iterator[str]:
+    """The names an assignment target binds (``a``, ``a, (b, *c)``)."""
+    if isinstance(t, ast.Name):
+        yield t.id
+    elif isinstance(t, (ast.Tuple, ast.List)):
+        for e in t.elts:
+            yield from target_names(e)
+    elif isinstance(t, ast.Starred):
+        yield from target_names(t.value)
+
+
 @dataclass(frozen=True, slots=True)
 class Binding:
     """What a name is bound to. ``value``: the dotted name (imports), the function or class id
@@ -50,37 +73,13 @@ class Binding:
 UNKNOWN_VAR = Binding(VAR)
 
 
-def resolve_relative(module: str, is_package: bool, level: int, target: str | None) -> str:
-    """Absolute module name for ``from <level dots><target> import ...`` inside ``module``."""
-    if level == 0:
-        return target or ""
-    parts = module.split(".") if module else []
-    if not is_package:
-        parts = parts[:-1]
-    if level > 1:
-        parts = parts[: len(parts) - (level - 1)] if level - 1 <= len(parts) else []
-    if target:
-        parts.append(target)
-    return ".".join(parts)
-
-
 def import_bindings(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[tuple[str, Binding]]:
-    out: list[tuple[str, Binding]] = []
     if isinstance(node, ast.Import):
-        for alias in node.names:
-            if alias.asname:
-                out.append((alias.asname, Binding(IMPORT, alias.name)))
-            else:
-                top = alias.name.split(".")[0]
-                out.append((top, Binding(IMPORT, top)))
+        pairs = [import_binding(alias.name, alias.asname) for alias in node.names]
     else:
         base = resolve_relative(module, is_package, node.level, node.module)
-        for alias in node.names:
-            if alias.name == "*":
-                continue
-            qual = f"{base}.{alias.name}" if base else alias.name
-            out.append((alias.asname or alias.name, Binding(IMPORT, qual)))
-    return out
+        pairs = [from_import_binding(base, alias.name, alias.asname) for alias in node.names if alias.name != "*"]
+    return [(local, Binding(IMPORT, target)) for local, target in pairs]
 
 
 class Scope:
@@ -121,9 +120,7 @@ class Scope:
             base = None
         if base is None:
             return None
-        if attrs:
-            return base + "." + ".".join(reversed(attrs))
-        return base
+        return qualified(base, reversed(attrs)) if attrs else base
 
 
 def collect_function_locals(fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, module: str,

@@ -165,59 +165,78 @@ class Project:
                     construct: bool = False) -> list[tuple[FileSummary, FuncInfo]]:
         """The functions ``ref`` may call. With ``construct`` (``ref`` is the callee of a call), calling
         an ``nn.Module`` class of the tree runs its ``__init__``, which Dynamo traces."""
-        kind = ref[0]
-        out: list[tuple[FileSummary, FuncInfo]] = []
+        resolve = _REF_KINDS.get(ref[0])
+        return resolve(self, ref, s, fn, construct) if resolve is not None else []
+
+    def _qual_ref(self, ref: Ref, s: FileSummary, fn: FuncInfo | None, construct: bool) -> list:
+        """``("qual", "pkg.mod.f")``: a function of the tree, or the ``__init__`` of a module class called."""
+        r = self.resolve(ref[1], s.path)
+        if r is not None and r[1] == "func":
+            return [(r[0], r[0].functions[r[2]])]
+        if construct and r is not None and r[1] == "class" and self.is_module_class(r[0], r[2]):
+            return self._found(self.method(r[0], r[2], "__init__"))
+        return []
+
+    def _self_ref(self, ref: Ref, s: FileSummary, fn: FuncInfo | None, construct: bool) -> list:
+        """``("self", "method")``: a method of the owning class (through its bases)."""
         cls = _owner_class(s, fn)
-        if kind == "qual":
-            r = self.resolve(ref[1], s.path)
-            if r is not None and r[1] == "func":
-                out.append((r[0], r[0].functions[r[2]]))
-            elif construct and r is not None and r[1] == "class" and self.is_module_class(r[0], r[2]):
-                m = self.method(r[0], r[2], "__init__")
-                if m:
-                    out.append(m)
-        elif kind == "selfattrm" and cls and len(ref) == 3:
-            # `self.encoder.set_attention_type(...)`, `layer.reset()` over `self.layers`
-            for q in self._attr_classes(s, cls, ref[1]):
-                r = self._class_ref(q, s)
-                if r is not None:
-                    m = self.method(r[0], r[1], ref[2])
-                    if m:
-                        out.append(m)
-        elif kind == "self" and cls:
-            m = self.method(s, cls, ref[1])
+        return self._found(self.method(s, cls, ref[1])) if cls else []
+
+    def _super_ref(self, ref: Ref, s: FileSummary, fn: FuncInfo | None, construct: bool) -> list:
+        """``("super", "method")``: the method of the first base that has it."""
+        cls = _owner_class(s, fn)
+        if not cls:
+            return []
+        for base in s.classes[cls].bases:
+            r = self._class_ref(base, s)
+            m = self.method(r[0], r[1], ref[1]) if r is not None else None
+            if m:
+                return [m]
+        return []
+
+    def _selfattr_ref(self, ref: Ref, s: FileSummary, fn: FuncInfo | None, construct: bool) -> list:
+        """``("selfattr", "attr")``: ``forward`` of the classes assigned to ``self.attr``."""
+        cls = _owner_class(s, fn)
+        return self._methods_of(self._attr_classes(s, cls, ref[1]), s, "forward") if cls else []
+
+    def _selfattrm_ref(self, ref: Ref, s: FileSummary, fn: FuncInfo | None, construct: bool) -> list:
+        """``("selfattrm", "attr", "method")``: ``self.encoder.set_attention_type(...)``, ``layer.reset()``
+        over ``self.layers``."""
+        cls = _owner_class(s, fn)
+        if not cls or len(ref) != 3:
+            return []
+        return self._methods_of(self._attr_classes(s, cls, ref[1]), s, ref[2])
+
+    def _instance_ref(self, ref: Ref, s: FileSummary, fn: FuncInfo | None, construct: bool) -> list:
+        """``("instance", "pkg.mod.Class")``: the ``forward`` of the class."""
+        return self._methods_of((ref[1],), s, "forward")
+
+    def _ret_ref(self, ref: Ref, s: FileSummary, fn: FuncInfo | None, construct: bool) -> list:
+        """``("ret", "pkg.mod.f", "0")``: what element 0 of ``f``'s returned tuples refers to."""
+        r = self.resolve(ref[1], s.path)
+        if r is None or r[1] != "func":
+            return []
+        rs, rfn = r[0], r[0].functions[r[2]]
+        idx = int(ref[2])
+        out: list[tuple[FileSummary, FuncInfo]] = []
+        for ret in rfn.returns:
+            if idx < len(ret) and ret[idx] is not None:
+                out.extend(self.resolve_ref(ret[idx], rs, rfn))
+        return out
+
+    def _methods_of(self, classes: tuple[str, ...], s: FileSummary, name: str) -> list:
+        """Method ``name`` of each of ``classes`` (dotted names seen from ``s``) that has one."""
+        out = []
+        for q in classes:
+            r = self._class_ref(q, s)
+            m = self.method(r[0], r[1], name) if r is not None else None
             if m:
                 out.append(m)
-        elif kind == "super" and cls:
-            for base in s.classes[cls].bases:
-                r = self._class_ref(base, s)
-                if r is not None:
-                    m = self.method(r[0], r[1], ref[1])
-                    if m:
-                        out.append(m)
-                        break
-        elif kind == "selfattr" and cls:
-            for q in self._attr_classes(s, cls, ref[1]):
-                r = self._class_ref(q, s)
-                if r is not None:
-                    m = self.method(r[0], r[1], "forward")
-                    if m:
-                        out.append(m)
-        elif kind == "instance":
-            r = self._class_ref(ref[1], s)
-            if r is not None:
-                m = self.method(r[0], r[1], "forward")
-                if m:
-                    out.append(m)
-        elif kind == "ret":
-            r = self.resolve(ref[1], s.path)
-            if r is not None and r[1] == "func":
-                rs, rid = r[0], r[2]
-                idx = int(ref[2])
-                for ret in rs.functions[rid].returns:
-                    if idx < len(ret) and ret[idx] is not None:
-                        out.extend(self.resolve_ref(ret[idx], rs, rs.functions[rid]))
         return out
+
+    @staticmethod
+    def _found(m: tuple[FileSummary, FuncInfo] | None) -> list:
+        return [m] if m else []
 
     def _attr_classes(self, s: FileSummary, cls: str, attr: str, depth: int = 0) -> tuple[str, ...]:
         info = s.classes.get(cls)
@@ -235,36 +254,42 @@ class Project:
 
     # -- closure ------------------------------------------------------------------------------
     def _compute(self) -> None:
+        work = self._roots()
+        work.reverse()  # roots in discovery order; roots keep their own reason even when also called
+        for s, fn, reason, _root in list(work):
+            if not fn.opaque:
+                self.traced.setdefault(s.path, {}).setdefault(
+                    fn.id, TracedFunction(s.path, fn.id, fn.line, fn.end_line, reason, True))
+        self._close(work)
+
+    def _roots(self) -> list[tuple[FileSummary, FuncInfo, str, bool]]:
+        """Compiled functions and objects, module forwards (``regions = "modules"``), entry points."""
         work: list[tuple[FileSummary, FuncInfo, str, bool]] = []
         for s in list(self.summaries.values()):
-            for fn in s.functions.values():
-                if fn.compiled:
-                    work.append((s, fn, "compiled", True))
+            work += [(s, fn, "compiled", True) for fn in s.functions.values() if fn.compiled]
             for site in s.compile_sites:
                 if site.target is None or site.kind == "decorator":
                     continue
                 ctx = s.functions.get(site.func) if site.func else None
-                for ts, tf in self.resolve_ref(site.target, s, ctx):
-                    work.append((ts, tf, "compiled", True))
+                work += [(ts, tf, "compiled", True) for ts, tf in self.resolve_ref(site.target, s, ctx)]
             if self.regions == "modules":
                 for cid, c in s.classes.items():
                     fid = c.methods.get("forward")
                     if fid and self.is_module_class(s, cid):
                         work.append((s, s.functions[fid], "module-forward", True))
         for ep in self.entry_points:
-            q = ep.replace(":", ".")
-            r = self.resolve(q)
+            r = self.resolve(ep.replace(":", "."))
             if r is not None and r[1] == "func":
                 work.append((r[0], r[0].functions[r[2]], "entry-point", True))
             elif r is not None and r[1] == "class":
                 m = self.method(r[0], r[2], "forward")
                 if m:
                     work.append((m[0], m[1], "entry-point", True))
-        work.reverse()  # roots in discovery order; roots keep their own reason even when also called
-        for s, fn, reason, _root in list(work):
-            if not fn.opaque:
-                self.traced.setdefault(s.path, {}).setdefault(
-                    fn.id, TracedFunction(s.path, fn.id, fn.line, fn.end_line, reason, True))
+        return work
+
+    def _close(self, work: list[tuple[FileSummary, FuncInfo, str, bool]]) -> None:
+        """Everything reachable from ``work`` through calls is traced too (opaque functions are not:
+        disabled, or reordered after the graph)."""
         seen: set[tuple[str, str]] = set()
         while work:
             s, fn, reason, root = work.pop()
@@ -308,7 +333,8 @@ class Project:
                     break
         return out
 
-    def _findings_of(self, s: FileSummary, fid: str) -> list[Finding]:
+    def findings_of(self, s: FileSummary, fid: str) -> list[Finding]:
+        """The findings recorded in function ``fid`` of ``s`` (indexed once per file)."""
         table = self._by_func.get(s.path)
         if table is None:
             table = self._by_func[s.path] = {}
@@ -325,7 +351,7 @@ class Project:
             return self._break_memo[key]
         self._break_memo[key] = None  # cycle guard
         result = None
-        for f in self._findings_of(s, fn.id):
+        for f in self.findings_of(s, fn.id):
             if RULES[f.code].kind in ("break", "frame-skip") and "mode" not in f.data and all(
                     self.ref_is(ref, what, s, fn) for what, ref in f.requires):
                 result = (s.path.removeprefix("<dependency>"), f.line, f.code)
@@ -344,41 +370,6 @@ class Project:
                     break
         self._break_memo[key] = result
         return result
-
-    def call_region_findings(self, s: FileSummary, fn: FuncInfo) -> list[Finding]:
-        """Frame skips caused by *calls* inside try/loop/contextmanager blocks to functions that break."""
-        out = []
-        direct = {(f.code, f.line) for f in self._findings_of(s, fn.id)}
-        for kind, line, col, start, end, requires in fn.regions:
-            code = {"try": "MND505", "loop": "MND506", "ctx": "MND508"}[kind]
-            if (code, line) in direct:
-                continue
-            if any(not self.ref_is(ref, what, s, fn) for what, ref in requires):
-                continue
-            for site in fn.calls:
-                if not (start <= site.line <= end):
-                    continue
-                hit = None
-                for ts, tf in self.resolve_ref(site.ref, s, fn, construct=True):
-                    if tf.reorderable:
-                        continue
-                    r = (s.path, site.line, "MND504") if tf.disabled else self.first_break(ts, tf)
-                    if r is not None:
-                        hit = (tf, r)
-                        break
-                if hit is None:
-                    continue
-                tf, (bpath, bline, bcode) = hit
-                what = {"try": "inside `try`", "loop": "inside a loop",
-                        "ctx": "inside a user @contextmanager block"}[kind]
-                where = f"line {bline}" if bpath == s.path else f"{bpath}:{bline}"
-                msg = (f"call to `{tf.name}()` at line {site.line} breaks the graph ({RULES[bcode].name} at {where}) "
-                       f"{what}: Dynamo cannot resume here and skips the whole frame "
-                       f"({', '.join(RULES[code].registry_ids)})")
-                out.append(Finding(code, msg, line, col, line, col + 1, fn.id, (),
-                                   {"inner_line": site.line, "inner_code": bcode}))
-                break
-        return out
 
     def ref_is(self, refstr: str, what: str, s: FileSummary, fn: FuncInfo | None) -> bool:
         ref = tuple(refstr.split("|"))
@@ -410,3 +401,14 @@ def _owner_class(s: FileSummary, fn: FuncInfo | None) -> str | None:
             return fn.cls
         fn = s.functions.get(fn.parent) if fn.parent else None
     return None
+
+
+_REF_KINDS = {
+    "qual": Project._qual_ref,
+    "self": Project._self_ref,
+    "super": Project._super_ref,
+    "selfattr": Project._selfattr_ref,
+    "selfattrm": Project._selfattrm_ref,
+    "instance": Project._instance_ref,
+    "ret": Project._ret_ref,
+}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mend.analyzers.static.rules.base import Finding
 from mend.analyzers.static.source import Suppressions
 
 # A reference to something callable, resolved in the project index:
@@ -21,6 +20,22 @@ from mend.analyzers.static.source import Suppressions
 #   ("instance", "pkg.mod.Class")   an instance of a class: its forward is what torch.compile traces
 #   ("ret", "pkg.mod.fn", "0")      element 0 of what fn returns (harness-style tuples)
 Ref = tuple[str, ...]
+
+
+@dataclass(slots=True)
+class Finding:
+    """A rule match before filtering: the engine keeps it if its function is traced and its
+    ``requires`` conditions hold in the project index."""
+
+    code: str
+    message: str
+    line: int
+    col: int  # 1-based character column
+    end_line: int
+    end_col: int
+    func: str | None  # function id the finding is in (None: module-level driver code)
+    requires: tuple[tuple[str, str], ...] = ()
+    data: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -11,80 +11,37 @@ Every expression gets a *kind*:
   happened where it was produced, so branching on it later is ordinary Python;
 * ``N``: anything else (shapes, dtypes, ``x.dim()``, ``self.training``, constants, unknowns).
 
-Precision beats recall: when in doubt the answer is ``N``.
+Precision beats recall: when in doubt the answer is ``N``. :class:`TensorKinds` keeps the kinds of one
+function's names as its statements are walked (it is the base of the walker); which torch calls and
+methods return tensors comes from :mod:`mend.analyzers.static.torch_facts`.
 """
 
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
+
+from mend.analyzers.static import torch_facts
+from mend.analyzers.static.names import Scope, children
+
+if TYPE_CHECKING:
+    from mend.analyzers.static.rules.context import ClassFacts, FunctionNode
 
 N, M, T, S = 0, 1, 2, 3
 
-TENSOR_NAMESPACES = ("torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.", "torch.ops.")
-NON_TENSOR_NAMESPACES = (
-    "torch.nn.", "torch.cuda.", "torch.backends.", "torch.distributed.", "torch.jit.", "torch.compiler.",
-    "torch._dynamo.", "torch.utils.", "torch.fx.", "torch.onnx.", "torch.export.", "torch.optim.",
-    "torch.autograd.", "torch._C.", "torch.version.", "torch.library.", "torch.overrides.", "torch.testing.",
-    "torch.hub.", "torch.multiprocessing.", "torch.profiler.", "torch.amp.", "torch.cpu.", "torch.mps.",
-    "torch.xpu.", "torch.accelerator.", "torch.types.", "torch.serialization.", "torch._logging.",
-    "torch._inductor.", "torch.quantization.", "torch.ao.", "torch.random.", "torch._utils.",
-)
-NON_TENSOR_TORCH = frozenset(
-    "torch." + n
-    for n in (
-        "is_tensor is_floating_point is_complex is_storage numel finfo iinfo get_default_dtype "
-        "set_default_dtype is_grad_enabled is_inference_mode_enabled typename device dtype no_grad "
-        "enable_grad set_grad_enabled inference_mode autocast is_autocast_enabled get_autocast_dtype "
-        "get_autocast_gpu_dtype manual_seed initial_seed seed compile save load broadcast_shapes "
-        "result_type promote_types can_cast use_deterministic_algorithms "
-        "are_deterministic_algorithms_enabled get_num_threads set_num_threads sym_int sym_float sym_max "
-        "sym_min sym_not sym_sum get_rng_state set_rng_state set_printoptions is_same_size "
-        "is_deterministic_algorithms_warn_only_enabled get_device_module"
-    ).split()
-)
-# torch functions whose result is a Python bool computed from tensor data.
-DATA_BOOL_TORCH = frozenset({"torch.equal", "torch.allclose", "torch.is_nonzero"})
-
-NON_TENSOR_METHODS = frozenset(
-    "dim ndimension size numel nelement element_size stride storage_offset is_contiguous "
-    "is_floating_point is_complex is_signed get_device data_ptr untyped_storage storage type "
-    "is_set_to is_shared is_pinned dim_order has_names is_inference register_hook "
-    "register_post_accumulate_grad_hook numpy __len__ is_coalesced is_nested".split()
-)
-DATA_SCALAR_METHODS = frozenset({"item", "tolist"})
-NON_TENSOR_ATTRS = frozenset(
-    "shape dtype device ndim layout is_cuda is_cpu is_meta is_mps is_sparse is_quantized is_mkldnn "
-    "requires_grad is_leaf grad_fn names itemsize nbytes output_nr _version is_nested".split()
-)
-TENSOR_ATTRS = frozenset("T mT H mH data real imag grad".split())
-
-BOOL_TENSOR_TORCH = frozenset(
-    "torch." + n
-    for n in "isnan isinf isfinite isneginf isposinf isin logical_and logical_or logical_not logical_xor "
-    "eq ne lt le gt ge greater less greater_equal less_equal not_equal isclose signbit".split()
-)
-BOOL_METHODS = frozenset(
-    "bool isnan isinf isfinite logical_and logical_or logical_not logical_xor eq ne lt le gt ge "
-    "isclose signbit isin".split()
-)
+# Modules whose functions never take or return tensors: a call into one is not a maybe-tensor helper.
+NOT_TENSOR_LIBS = frozenset(
+    "builtins numpy np math cmath random os sys time datetime logging warnings json re collections itertools "
+    "functools typing copy inspect operator dataclasses enum abc contextlib threading pickle struct hashlib "
+    "zlib string textwrap pathlib io".split())
+NUMBER_CASTS = ("builtins.float", "builtins.int", "builtins.bool")
+NUMBER_REDUCERS = ("builtins.abs", "builtins.max", "builtins.min", "builtins.sum")
 
 
 def torch_call_kind(qual: str) -> int:
-    """Kind of the result of calling the torch function ``qual`` (``torch.*``)."""
-    if qual in DATA_BOOL_TORCH:
-        return T
-    if qual.startswith(TENSOR_NAMESPACES):
-        return T
-    if qual in NON_TENSOR_TORCH or qual.startswith(NON_TENSOR_NAMESPACES):
-        return N
-    rest = qual[len("torch."):]
-    if "." in rest:
-        return N
-    if rest[:1].isupper():
-        return T if rest.endswith("Tensor") else N
-    if rest.startswith("_"):
-        return N
-    return T
+    """Kind of the result of calling the torch function ``qual`` (``torch.*``): a data-dependent bool
+    (``torch.equal``) counts as a tensor here, since branching on it breaks the graph the same way."""
+    return T if qual in torch_facts.DATA_BOOL_TORCH or torch_facts.returns_tensor(qual) else N
 
 
 def is_tensor_annotation(ann: ast.AST | None, qualify) -> int:
@@ -121,3 +78,273 @@ def is_tensor_annotation(ann: ast.AST | None, qualify) -> int:
     if q in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
         return T
     return N
+
+
+def _is_number(e: ast.AST) -> bool:
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
+        e = e.operand
+    return isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) and not isinstance(e.value, bool)
+
+
+class TensorKinds:
+    """The kinds of one function's names, updated statement by statement, and the kind of any
+    expression under them. The walker (:class:`~mend.analyzers.static.walker.FunctionWalker`) sets the
+    attributes below and calls :meth:`bind_params` first, then :meth:`assign` for each binding."""
+
+    scope: Scope
+    node: FunctionNode
+    self_name: str | None  # the method's first parameter
+    is_forward: bool
+    facts: ClassFacts | None  # what the owning class assigns to ``self``
+    loop_vars: dict[str, str]  # loop variable -> the ``self`` attribute (a ModuleList) it iterates
+    env: dict[str, int]  # name -> kind
+    bool_names: set[str]  # names holding boolean tensors (masks)
+    ptr_names: set[str]  # names holding data_ptr()/id() values
+    local_values: dict[str, object]  # name -> last value (an expression, or (call, index) unpacked)
+
+    def qualify(self, expr: ast.AST) -> str | None:
+        return self.scope.qualify(expr)
+
+    def is_self_attr(self, expr: ast.AST) -> str | None:
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == self.self_name:
+            return expr.attr
+        return None
+
+    def _self_module(self, expr: ast.AST) -> bool:
+        """``expr`` is ``self.attr`` where ``attr`` holds a submodule."""
+        attr = self.is_self_attr(expr)
+        return bool(attr and self.facts and attr in self.facts.module_attrs)
+
+    # -- parameters ------------------------------------------------------------------------
+    def bind_params(self) -> None:
+        a = self.node.args
+        positional = [*a.posonlyargs, *a.args]
+        defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+        pairs = list(zip(positional, defaults)) + list(zip(a.kwonlyargs, a.kw_defaults))
+        for i, (arg, default) in enumerate(pairs):
+            if i == 0 and self.self_name is not None and arg.arg == self.self_name:
+                continue
+            kind = self._param_kind(arg, default)
+            if kind:
+                self.env[arg.arg] = kind
+                if "mask" in arg.arg.lower() and kind == T:
+                    self.bool_names.add(arg.arg)
+
+    def _param_kind(self, arg: ast.arg, default: ast.expr | None) -> int:
+        kind = is_tensor_annotation(arg.annotation, self.qualify)
+        if kind == T and isinstance(default, ast.Constant) and default.value is None:
+            return M
+        if kind != N or arg.annotation is not None:
+            return kind
+        if self.is_forward and default is None and arg.arg in self._tensor_like_names():
+            # forward's parameters are tensors in practice; flags such as
+            # `output_attentions` (never used with `.attr` or `[...]`) are not
+            return T
+        if default is None or (isinstance(default, ast.Constant) and default.value is None):
+            # unannotated parameters may be tensors: enough for `.item()`-style method rules,
+            # never for truthiness rules
+            return M
+        return N
+
+    def _tensor_like_names(self) -> set[str]:
+        """Names used as ``name.attr`` or ``name[...]`` somewhere in this function (computed once)."""
+        cached = getattr(self, "_tln", None)
+        if cached is not None:
+            return cached
+        found: set[str] = set()
+        self._tln = found
+        stack: list[ast.AST] = list(self.node.body)
+        while stack:
+            n = stack.pop()
+            t = n.__class__
+            if t is ast.Attribute or t is ast.Subscript:
+                v = n.value
+                if v.__class__ is ast.Name:
+                    found.add(v.id)
+            elif t is ast.FunctionDef or t is ast.AsyncFunctionDef or t is ast.ClassDef or t is ast.Lambda:
+                continue
+            stack.extend(children(n))
+        return found
+
+    # -- kinds of expressions ------------------------------------------------------------------
+    def kind(self, e: ast.AST) -> int:
+        t = e.__class__
+        if t is ast.Name:
+            return self.env.get(e.id, N)
+        rule = _KIND_OF.get(t)
+        return rule(self, e) if rule is not None else N
+
+    def _attribute_kind(self, e: ast.Attribute) -> int:
+        attr = self.is_self_attr(e)
+        if attr is not None:
+            return T if (self.facts and attr in self.facts.tensor_attrs) else N
+        base = self.kind(e.value)
+        return base if base in (T, M) and e.attr in torch_facts.TENSOR_ATTRS else N
+
+    def _subscript_kind(self, e: ast.Subscript) -> int:
+        base = self.kind(e.value)
+        return base if base in (T, M) else N
+
+    def _binop_kind(self, e: ast.BinOp) -> int:
+        kinds = (self.kind(e.left), self.kind(e.right))
+        for k in (T, M, S):
+            if k in kinds:
+                return k
+        return N
+
+    def _compare_kind(self, e: ast.Compare) -> int:
+        if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in e.ops):
+            return N
+        operands = [e.left, *e.comparators]
+        kinds = [self.kind(o) for o in operands]
+        if T in kinds:
+            return T
+        if M in kinds and all(k == M or _is_number(o) for o, k in zip(operands, kinds)):
+            # `mask > 0` on a maybe-tensor is a maybe-tensor (a mask): enough for `.item()`-style
+            # method rules on it, never for truthiness rules
+            return M
+        return N
+
+    def _boolop_kind(self, e: ast.BoolOp) -> int:
+        return T if T in [self.kind(v) for v in e.values] else N
+
+    def _unaryop_kind(self, e: ast.UnaryOp) -> int:
+        k = self.kind(e.operand)
+        return k if k in (T, S) else N
+
+    def _ifexp_kind(self, e: ast.IfExp) -> int:
+        return T if (self.kind(e.body), self.kind(e.orelse)) == (T, T) else N
+
+    def _namedexpr_kind(self, e: ast.NamedExpr) -> int:
+        return self.kind(e.value)
+
+    def call_kind(self, e: ast.Call) -> int:
+        f = e.func
+        q = self.qualify(f)
+        if q is not None:
+            return self._function_call_kind(q, e)
+        if isinstance(f, ast.Attribute):
+            return self._method_call_kind(f, e)
+        if isinstance(f, ast.Name) and f.id in self.loop_vars:
+            return T  # a layer of a ModuleList iterated in forward
+        if isinstance(f, ast.Subscript) and self._self_module(f.value):
+            return T
+        return N
+
+    def _function_call_kind(self, q: str, e: ast.Call) -> int:
+        if q.startswith("torch."):
+            return torch_call_kind(q)
+        if q in NUMBER_CASTS:
+            return S if (e.args and self.kind(e.args[0]) in (T, S)) else N
+        if q in NUMBER_REDUCERS:
+            kinds = [self.kind(a) for a in e.args]
+            return T if T in kinds else (S if S in kinds else N)
+        if q.startswith("math."):
+            return S if any(self.kind(a) in (T, S) for a in e.args) else N
+        if q.split(".", 1)[0] not in NOT_TENSOR_LIBS and self._tensor_argument(e):
+            # a helper of the project or a library applied to a tensor: maybe a tensor (enough for
+            # `.item()`-style method rules on its result, never for truthiness rules)
+            return M
+        return N
+
+    def _method_call_kind(self, f: ast.Attribute, e: ast.Call) -> int:
+        attr = self.is_self_attr(f)
+        if attr is not None:
+            if self.facts and attr in self.facts.module_attrs:
+                return T
+            return M if self._tensor_argument(e) else N  # `mask = self._merge_masks(mask, other)`
+        base = self.kind(f.value)
+        if base not in (T, M):
+            return N
+        if f.attr in torch_facts.DATA_SCALAR_METHODS:
+            return S
+        if f.attr in torch_facts.METADATA_METHODS:
+            return N
+        return base
+
+    def _tensor_argument(self, e: ast.Call) -> bool:
+        return any(self.kind(a) in (T, M) for a in (*e.args, *(k.value for k in e.keywords)))
+
+    def is_bool_tensor(self, expr: ast.AST) -> bool:
+        """``expr`` is a boolean tensor (a mask): comparisons of tensors, ``isnan``, ``.bool()``, ..."""
+        if isinstance(expr, ast.Compare):
+            return self.kind(expr) == T
+        if isinstance(expr, ast.Name):
+            return expr.id in self.bool_names
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Invert):
+            return self.is_bool_tensor(expr.operand)
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+            return self.is_bool_tensor(expr.left) or self.is_bool_tensor(expr.right)
+        if isinstance(expr, ast.Call):
+            return self._bool_call(expr)
+        return False
+
+    def _bool_call(self, expr: ast.Call) -> bool:
+        if self.qualify(expr.func) in torch_facts.BOOL_TORCH:
+            return True
+        f = expr.func
+        if isinstance(f, ast.Attribute) and f.attr in torch_facts.BOOL_OPS and self.kind(f.value) in (T, M):
+            return True
+        if isinstance(f, ast.Attribute) and f.attr == "to" and expr.args:
+            return self.qualify(expr.args[0]) == "torch.bool"
+        return False
+
+    # -- bindings ----------------------------------------------------------------------------
+    def assign(self, target: ast.AST, value: ast.AST | None, kind: int) -> None:
+        """``target = value`` where ``value`` has ``kind`` (``value`` None: unknown, from unpacking)."""
+        if isinstance(target, ast.Name):
+            self._bind_name(target.id, value, kind)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+                for t, v in zip(target.elts, value.elts):
+                    self.assign(t, v, self.kind(v))
+            else:
+                self._unpack(target, value, kind)
+
+    def _bind_name(self, name: str, value: ast.AST | None, kind: int) -> None:
+        self.env[name] = kind
+        if value is not None and self.is_bool_tensor(value):
+            self.bool_names.add(name)
+        else:
+            self.bool_names.discard(name)
+        if value is not None and self._is_ptr_value(value):
+            self.ptr_names.add(name)
+        else:
+            self.ptr_names.discard(name)
+        if value is not None:
+            self.local_values[name] = value
+
+    def _unpack(self, target: ast.Tuple | ast.List, value: ast.AST | None, kind: int) -> None:
+        passed = set()
+        if isinstance(value, ast.Call):
+            passed = {a.id for a in (*value.args, *(k.value for k in value.keywords))
+                      if isinstance(a, ast.Name) and self.env.get(a.id) in (T, M)}
+        for i, t in enumerate(target.elts):
+            k = kind if kind == T else N
+            if k == N and isinstance(t, ast.Name) and t.id in passed:
+                k = M  # `mask, x = pad(mask=mask, x=x)`: a tensor passed through a helper
+            self.assign(t, None, k)
+            if isinstance(t, ast.Name) and isinstance(value, ast.Call):
+                self.local_values[t.id] = (value, i)
+
+    def _is_ptr_value(self, value: ast.AST) -> bool:
+        if isinstance(value, ast.Call):
+            f = value.func
+            if isinstance(f, ast.Attribute) and f.attr == "data_ptr":
+                return True
+            if self.qualify(f) == "builtins.id":
+                return True
+        return False
+
+
+_KIND_OF = {
+    ast.Attribute: TensorKinds._attribute_kind,
+    ast.Call: TensorKinds.call_kind,
+    ast.Subscript: TensorKinds._subscript_kind,
+    ast.BinOp: TensorKinds._binop_kind,
+    ast.Compare: TensorKinds._compare_kind,
+    ast.BoolOp: TensorKinds._boolop_kind,
+    ast.UnaryOp: TensorKinds._unaryop_kind,
+    ast.IfExp: TensorKinds._ifexp_kind,
+    ast.NamedExpr: TensorKinds._namedexpr_kind,
+}

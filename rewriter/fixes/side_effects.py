@@ -1,4 +1,4 @@
-"""Family 1 (print, logger methods, warnings.warn, time.*) and family 6's debugger guard.
+"""MND1xx: side effects (print, logger methods, warnings.warn, time.*, the debugger, random, deepcopy).
 
 Policies (``[tool.mend] side-effects``, ``mend fix --side-effects``):
 
@@ -20,6 +20,10 @@ Policies (``[tool.mend] side-effects``, ``mend fix --side-effects``):
 A time call whose value is assigned (``t0 = time.perf_counter()``) is guarded as an expression,
 ``time.perf_counter() if not torch.compiler.is_compiling() else 0.0``; this is safe only when every
 use of the name is itself inside an output call (print/log), which is then guarded too.
+
+``random.random()`` (MND105) becomes ``torch.rand(())`` only on request (``--torch-rng``, unsafe);
+``copy.deepcopy(t)`` (MND108) becomes ``t.clone()`` when ``t`` is provably a tensor (declined otherwise:
+``.clone()`` on a config or a dict would crash).
 """
 
 from __future__ import annotations
@@ -27,12 +31,11 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
+from mend.analyzers.static.torch_facts import LOGGER_METHODS
 from mend.rewriter.analysis import code, dotted, parse_expr, parse_stmt, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
-
-REPORTING = ("print", "logging.", "warnings.warn")
-LOGGER_METHODS = {"debug", "info", "warning", "warning_once", "info_once", "error", "exception",
-                  "critical", "fatal", "log", "warn"}
+from mend.rewriter.fixes.base import fixer
+from mend.rewriter.fixes.control_flow import _compile_boundaries, reporting_if_for
 
 
 def _is_reporting_call(ctx: FileContext, call: cst.Call) -> bool:
@@ -60,6 +63,7 @@ def _statement_for(ctx: FileContext, diag: Diagnostic) -> tuple[cst.SimpleStatem
     return stmt, call
 
 
+@fixer("MND101", "MND102", "MND103", "MND104", "MND106")
 def fix_side_effect(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     stmt, call = _statement_for(ctx, diag)
     if call is None or stmt is None:
@@ -74,8 +78,6 @@ def fix_side_effect(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
         policy = "guard"  # a debugger stop has no deferred meaning
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
         if policy in {"guard", "keep"} and diag.code in {"MND101", "MND102", "MND103"}:
-            from mend.rewriter.fixes.branches import reporting_if_for
-
             shared = reporting_if_for(ctx, diag, stmt)  # `if <tensor cond>: log(...)`: guard the whole if
             if shared is not None:
                 return shared
@@ -102,8 +104,6 @@ def _fix_statement(ctx: FileContext, diag: Diagnostic, stmt: cst.SimpleStatement
             + list(call.args),
         )
         new_stmt = stmt.with_changes(body=[cst.Expr(value=new_call)])
-        from mend.rewriter.fixes.branches import _compile_boundaries
-
         edits: list = [(stmt, new_stmt)]
         imports = [("mend.rewriter.runtime", "defer", "_mend_defer")]
         boundaries = _compile_boundaries(ctx, "_mend_boundary")
@@ -264,6 +264,7 @@ def _fix_assigned_time(ctx: FileContext, diag: Diagnostic, stmt: cst.SimpleState
     return Plan(diag, msg, applic, [(small, new_small)], imports=imports)
 
 
+@fixer("MND105")
 def fix_random(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     call = ctx.find(cst.Call, diag)
     if call is None:
@@ -282,3 +283,24 @@ def fix_random(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
 
 def _contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
     return any(n is target for n in walk(node))
+
+
+@fixer("MND108")
+def fix_deepcopy(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
+    call = ctx.find(cst.Call, diag, pred=lambda n: (ctx.imports.qualify(n.func) or "") == "copy.deepcopy")
+    if call is None:
+        return Decline(diag, "could not find `copy.deepcopy(...)` at this position")
+    if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+        return Decline(diag, "deepcopy with a memo argument is not rewritten")
+    arg = call.args[0].value
+    facts = ctx.facts(ctx.enclosing_function(call))
+    text = code(arg)
+    if not isinstance(arg, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
+        text = f"({text})"
+    new = parse_expr(f"{text}.clone()")
+    if facts.is_tensor(arg):
+        return Plan(diag, "`copy.deepcopy(t)` -> `t.clone()`", "safe", [(call, new)], drop_imports=["copy"])
+    # `.clone()` exists only on tensors: on anything else (a config, a dict, a module) the rewrite would
+    # crash (measured: transformers' Whisper deep-copies `self.config` in forward).
+    return Decline(diag, f"mend cannot prove `{text}` is a tensor, and `.clone()` exists only on tensors "
+                         "(annotate it `torch.Tensor` if it is one)")

@@ -278,7 +278,7 @@ def test_rewriter_does_not_import_torch() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, mend.rewriter.engine, mend.rewriter.api, mend.rewriter.registry, "
+    code = ("import sys, mend.rewriter.engine, mend.rewriter.api, mend.rewriter.fixes.base, "
             "mend.rewriter.fixes, mend.rewriter.runtime, mend.rewriter.verify, mend.cli.fix_cmd; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -286,7 +286,7 @@ def test_rewriter_does_not_import_torch() -> None:
 
 
 def test_registry() -> None:
-    from mend.rewriter.registry import fix_info
+    from mend.analyzers.static.rules import fix_info
 
     info = fix_info("MND201")
     assert info is not None and info.applicability == "safe" and "torch.where" in info.safety_doc

@@ -278,16 +278,26 @@ def test_rule_command():
     assert r.exit_code == 2
 
 
-def test_no_torch_import_on_the_check_path(tmp_path: Path):
+@pytest.mark.parametrize("argv, expect", [
+    (["check", "--no-cache", "{dir}"], "MND101 [*]"),  # the fix metadata comes from the rule registry
+    (["check", "--no-cache", "--output-format", "full", "{dir}"], "= help: guard (or defer/drop) the print"),
+    (["rule", "MND201"], "Fix sometimes available (safe): data-dependent if -> torch.where"),
+    (["rule", "--all", "--output-format", "json"], '"applicability": "unsafe"'),
+])
+def test_no_torch_import_on_the_check_path(tmp_path: Path, argv: list[str], expect: str):
+    """`mend check` and `mend rule` read rules and fix metadata without importing torch, LibCST or the
+    rewriter (the fixers)."""
     (tmp_path / "m.py").write_text(BAD)
-    code = ("import sys, runpy; sys.argv = ['mend', 'check', '--no-cache', %r];\n"
+    argv = [a.format(dir=tmp_path) for a in argv]
+    code = ("import sys, runpy; sys.argv = ['mend'] + %r;\n"
             "try:\n    runpy.run_module('mend.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
             "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))[:5]\n"
             "assert 'libcst' not in sys.modules, 'check must not pay for the rewriter (LibCST)'\n"
-            % str(tmp_path))
+            "assert not [m for m in sys.modules if m.startswith('mend.rewriter')], 'no fixer is imported'\n"
+            % argv)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "MND101" in proc.stdout
+    assert expect in proc.stdout
 
 
 def test_files_named_explicitly_are_always_parsed(tmp_path: Path):

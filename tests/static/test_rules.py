@@ -16,33 +16,34 @@ from mend.analyzers.static.rules import RULES
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-CONTRACT = {
-    "MND101": "print-in-compiled-code", "MND102": "logger-call-in-compiled-code",
-    "MND103": "warnings-warn-in-compiled-code", "MND104": "time-call-in-compiled-code",
-    "MND105": "python-random-in-compiled-code", "MND106": "debugger-in-compiled-code",
-    "MND107": "torch-save-in-compiled-code", "MND108": "deepcopy-in-compiled-code", "MND109": "tensor-to-string",
-    "MND110": "file-io-in-compiled-code", "MND201": "data-dependent-if", "MND202": "data-dependent-while",
-    "MND203": "data-dependent-validation-raise", "MND301": "tensor-item", "MND302": "tensor-to-python-number",
-    "MND303": "tensor-tolist", "MND304": "dynamic-shape-op", "MND305": "boolean-mask-indexing",
-    "MND401": "module-int-attribute-mutated-in-forward", "MND402": "varying-python-scalar-argument",
-    "MND403": "compile-in-loop", "MND404": "train-eval-toggle", "MND405": "changing-dtype",
-    "MND501": "backward-in-compiled-code", "MND502": "module-or-parameter-construction-in-forward",
-    "MND503": "data-ptr-or-id-arithmetic", "MND504": "call-to-compiler-disabled-function",
-    "MND505": "graph-break-inside-try", "MND506": "graph-break-inside-loop",
-    "MND507": "unsupported-context-manager", "MND508": "graph-break-inside-user-contextmanager",
-    "MND509": "explicit-graph-break", "MND510": "untraceable-builtin-call",
-    "MND511": "breaking-module-constructor", "MND901": "syntax-error",
-    "MND902": "unreadable-file",
-}
+
+
+def _published_index() -> dict[str, str]:
+    """Code -> name as published in the committed rule index (docs/rules/README.md)."""
+    text = (REPO / "docs" / "rules" / "README.md").read_text(encoding="utf-8")
+    return dict(re.findall(r"^\| \[(MND\d{3})\]\(MND\d{3}\.md\) \| ([^ |]+) \|", text, re.M))
 
 
 def test_rule_codes_and_names_follow_the_contract():
-    assert {c: r.name for c, r in RULES.items()} == CONTRACT
-    for code, rule in RULES.items():
+    """Codes and names are a published contract: the committed index lists exactly the registered rules,
+    names are unique, and every code the runtime mapping can produce is a registered rule."""
+    from mend.analyzers.runtime.mapping import BREAK_CODES, RECOMPILE_CODES
+    from mend.analyzers.static.rules import RUNTIME_RULES
+
+    published = _published_index()
+    assert len(published) >= 36
+    assert {c: r.name for c, r in RULES.items()} == published
+    every = {**RULES, **RUNTIME_RULES}
+    assert len({r.name for r in every.values()}) == len(every)
+    assert set(RUNTIME_RULES) == {"MND990", "MND991"}
+    assert all(r.kind == "runtime" for r in RUNTIME_RULES.values())
+    mapped = {c for codes in BREAK_CODES.values() for c in codes} | set(RECOMPILE_CODES.values())
+    assert mapped <= set(RULES), mapped - set(RULES)
+    for code, rule in every.items():
         assert re.fullmatch(r"MND\d{3}", code)
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name)
         assert rule.what and rule.why and rule.summary
-        if rule.kind != "meta":
+        if rule.kind not in ("meta", "runtime"):
             assert rule.registry_ids and rule.invalid and rule.valid, code
             assert rule.use_instead, code
 
@@ -463,3 +464,22 @@ def test_item_on_a_helper_result_of_a_maybe_tensor():
                 return x
     """
     assert check(src) == [(12, "MND301")]
+
+
+def test_torch_compiler_compile_is_a_compile_root():
+    """`torch.compiler.compile` is `torch.compile` (one spelling table, torch_facts.COMPILE_NAMES)."""
+    src = """
+        import torch
+
+        @torch.compiler.compile
+        def f(x):
+            print(x)
+            return x + 1
+
+        def g(x):
+            print(x)
+            return x
+
+        h = torch.compiler.compile(g)
+    """
+    assert check(src) == [(6, "MND101"), (10, "MND101")]

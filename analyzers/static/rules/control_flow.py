@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 
 from mend.analyzers.static import tensors as tk
-from mend.analyzers.static.rules.base import Rule, checker, register
+from mend.analyzers.static.rules.base import FixInfo, Rule, checker, register
+from mend.analyzers.static.rules.context import Context
 
 _HDR = "import torch\nfrom torch import nn\n"
 
@@ -53,6 +54,40 @@ register(
                         x = x.float()
                     return torch.where(x.sum() > 0, x * 2, x)
         """,),
+        fix=FixInfo(
+            "sometimes", "safe", "data-dependent if -> torch.where",
+            "An `if <tensor cond>:` whose body only reports (print, logger calls, `warnings.warn`) is guarded "
+            "as a whole with `if not torch.compiler.is_compiling():` under the `guard` side-effect policy "
+            "(**safe** when the condition has no side effects: eager unchanged, neither the check nor the "
+            "report runs under compile). Otherwise **eager keeps the original branch**: the repair is `if not "
+            "torch.compiler.is_compiling(): <the original if> else: <the predicated form>`, so eager results, "
+            "exceptions and output are the original code's, whatever the fix class. Under compile, conditions "
+            "are computed first (`.item()` and `float()` become `.double()`, which compares like the Python "
+            "number), and each assignment becomes `x = _mend_where(cond, new, x)` (elif chains in order, "
+            "`return` branches as one `return _mend_where(...)`, a name new in the chain and assigned in every "
+            "branch of a complete chain takes its first value plainly); a static prefix of an `and` chain "
+            "stays a Python test. `_mend_where`, a helper added to the file (it needs only torch), is "
+            "`torch.where` when both sides are tensors of one shape, dtype and device and the condition has "
+            "one element, all decided while tracing, and the original selection otherwise (a graph break "
+            "there, never another value). Declined when a side can change shape (`torch.cat`, `reshape`, "
+            "indexing, ...): torch.where cannot select between such sides. Under compile the side not taken is "
+            "computed too: **safe** when every such expression cannot raise for any values, shapes and real "
+            "dtypes (elementwise ops with Python-number operands, reductions that accept empty tensors, "
+            "`torch.finfo` of a dtype the code tested to be floating); otherwise **unsafe** (broadcasting "
+            "between two tensors, `torch.finfo(x.dtype)` of an untested dtype, `max()` of an empty tensor can "
+            "fail while tracing where the original never computed them). When a gradient could be infinite on "
+            "the unselected side, the original branch also runs when `torch.is_grad_enabled()`. A plain "
+            "`if`/`else` whose assignments call submodules (`self.m(...)`) becomes `torch.cond` under compile: "
+            "each branch is a local function closing over its inputs and returning the names read after the "
+            "`if`; eager keeps the original `if` behind `torch.compiler.is_compiling()`. **Unsafe**: both "
+            "branches must give the same dtypes (a mismatch fails at compile time), outputs that alias an "
+            "input fail to trace (bare names are cloned), and parameters of the branch not taken get zero "
+            "gradients instead of None (optimizers with momentum or weight decay then update them). Declines: "
+            "calls other than torch/F./tensor methods/submodules, nested statements (the inner `if` is "
+            "repaired first), tuple or attribute targets, `x += ...`, `global` names, a name first defined in "
+            "only some branches, a branch that reads a name before assigning it, non-tensor values, `elif` "
+            "chains or `return` with submodule calls, `torch.equal` conditions.",
+        ),
     ),
     Rule(
         "MND202", "data-dependent-while",
@@ -62,6 +97,7 @@ register(
         why="Each evaluation of the condition is data-dependent branching: the graph breaks (GB0170), once per "
             "re-entry of the loop.",
         use_instead="Use `torch._higher_order_ops.while_loop(cond_fn, body_fn, operands)` or a fixed trip count.",
+        no_fix="data-dependent `while` loops need torch._higher_order_ops.while_loop; not rewritten automatically",
         invalid=(_HDR + """
             class M(nn.Module):
                 def forward(self, x):
@@ -110,6 +146,17 @@ register(
                         raise ValueError("expected 3-d input")
                     return x * mask
         """,),
+        fix=FixInfo(
+            "sometimes", "unsafe", "validation guard -> torch._assert_async with the exception restored",
+            "Eager keeps the original `if ...: raise E(msg)` (behind `if not torch.compiler.is_compiling():`); "
+            "compiled code runs `torch._assert_async(torch.logical_not(cond), '[mend:E] msg')` in the graph, "
+            "and each `torch.compile` boundary in the file is wrapped with `_mend_restore_exceptions`, which "
+            "re-raises `E(msg)`. **Unsafe**: the check becomes asynchronous on CUDA, and where the compile "
+            "boundary is outside the repaired tree (e.g. a repaired library compiled by the user's script) it "
+            "surfaces as `RuntimeError('[mend:E] msg')` unless the caller wraps its compiled object with "
+            "`mend.rewriter.runtime.restore_exceptions`. Declines: non-builtin exceptions, non-literal "
+            "messages, `raise ... from`, guards inside `try`.",
+        ),
     ),
 )
 
@@ -120,23 +167,23 @@ def _raises(body: list[ast.stmt]) -> bool:
 
 
 @checker("if")
-def data_dependent_if(w, node: ast.If) -> None:
-    if w.kind(node.test) != tk.T or w.mode_prefixed(node.test):
+def data_dependent_if(ctx: Context, node: ast.If) -> None:
+    if ctx.kind(node.test) != tk.T or ctx.mode_prefixed(node.test):
         return  # `x.dtype == torch.float16 and <tensor test>`: breaks only for that dtype (or mode)
     if _raises(node.body):
-        w.report("MND203", node.test)
+        ctx.report("MND203", node.test)
     else:
-        w.report("MND201", node.test)
+        ctx.report("MND201", node.test)
 
 
 @checker("ifexp")
-def data_dependent_ifexp(w, node: ast.IfExp) -> None:
-    if w.kind(node.test) == tk.T and not w.mode_prefixed(node.test):
-        w.report("MND201", node.test, "conditional expression on a tensor value: Dynamo cannot trace "
-                                      "data-dependent branching and breaks the graph")
+def data_dependent_ifexp(ctx: Context, node: ast.IfExp) -> None:
+    if ctx.kind(node.test) == tk.T and not ctx.mode_prefixed(node.test):
+        ctx.report("MND201", node.test, "conditional expression on a tensor value: Dynamo cannot trace "
+                                        "data-dependent branching and breaks the graph")
 
 
 @checker("while")
-def data_dependent_while(w, node: ast.While) -> None:
-    if w.kind(node.test) == tk.T and not w.mode_prefixed(node.test):
-        w.report("MND202", node.test)
+def data_dependent_while(ctx: Context, node: ast.While) -> None:
+    if ctx.kind(node.test) == tk.T and not ctx.mode_prefixed(node.test):
+        ctx.report("MND202", node.test)

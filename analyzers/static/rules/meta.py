@@ -1,4 +1,4 @@
-"""MND9xx: mend's own diagnostics about files it cannot analyse."""
+"""MND9xx: mend's own diagnostics: files it cannot analyse, and runtime findings no rule predicts."""
 
 from __future__ import annotations
 
@@ -17,5 +17,19 @@ register(
              "not readable.",
         why="mend cannot analyse it; the run goes on with the other files.",
         use_instead="Exclude the file (`exclude` in `[tool.mend]`) or fix its encoding.",
+    ),
+    Rule(
+        "MND990", "runtime-break-without-rule", "graph break recorded at run time that no rule predicts", ("-",),
+        "runtime",
+        what="Reported by `mend report` for a graph break `mend run` recorded where no rule applies.",
+        why="The break costs what any break costs; mend has no static rule (and no fix) for its cause yet.",
+        use_instead="Read Dynamo's reason in the report (`mend report --format json` has the full message).",
+    ),
+    Rule(
+        "MND991", "runtime-recompile-without-rule", "recompile recorded at run time that no rule predicts", ("-",),
+        "runtime",
+        what="Reported by `mend report` for a recompile `mend run` recorded whose failed guard no rule predicts.",
+        why="Every recompile compiles the frame again; after the recompile limit the frame runs eagerly.",
+        use_instead="Read the failed guard in the report and keep that value stable across calls.",
     ),
 )

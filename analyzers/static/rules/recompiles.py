@@ -1,17 +1,19 @@
 """MND4xx: code that makes Dynamo compile the same frame again (recompile triggers).
 
 MND401 is found inside traced code. MND402-MND405 are found where compiled objects are *created
-and called* (driver code: training loops, scripts), which is usually not traced itself; they are
-checked in every scope of a file by :func:`check_drivers`.
+and called* (driver code: training loops, scripts), which is usually not traced itself; the file
+checker :func:`driver_recompiles` looks at every scope of a file that mentions ``compile``.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 
 from mend.analyzers.diagnostic import Severity
-from mend.analyzers.static.rules.base import RULES, Finding, Rule, checker, register
+from mend.analyzers.static.names import Scope
+from mend.analyzers.static.rules.base import RULES, FixInfo, Rule, checker, file_checker, register
+from mend.analyzers.static.rules.context import Context, DriverScope, FileContext
+from mend.analyzers.static.torch_facts import COMPILE_NAMES
 
 _HDR = "import torch\nfrom torch import nn\n"
 
@@ -56,6 +58,13 @@ register(
                     self.step += 1
                     return x * self.step
         """,),
+        fix=FixInfo(
+            "sometimes", "unsafe", "int/float attribute -> registered buffer updated in place",
+            "`self.step = 0` in `__init__` becomes a non-persistent buffer (`torch.tensor(0)`), `self.step += "
+            "1` stays (in place), `min`/`max` around its value become `torch.clamp`. **Unsafe**: the attribute "
+            "is a tensor for code outside the class. Declines when the value reaches control flow, another "
+            "call, a return, or is rebound with `=`.",
+        ),
     ),
     Rule(
         "MND402", "varying-python-scalar-argument",
@@ -86,6 +95,18 @@ register(
             f(torch.ones(2), torch.tensor(2))
             f(torch.ones(2), torch.tensor(3))
         """,),
+        fix=FixInfo(
+            "sometimes", "unsafe", "compile with dynamic=True",
+            "When the compiled object is defined in the same file (`name = torch.compile(target, ...)` or an "
+            "`@torch.compile` decorator) without `dynamic=`, `dynamic=True` is added there (`@torch.compile` "
+            "becomes `@torch.compile(dynamic=True)`): Dynamo traces the ints/floats symbolically from the "
+            "first compile, so new values do not recompile (tensor sizes 0 and 1 are still specialized; an "
+            "argument switching between int and float still recompiles). **Unsafe**: outputs are unchanged, "
+            "but dynamic shapes apply to every input and can change performance or, rarely, raise where static "
+            "tracing did not. Declines when `dynamic=` or `**options` is already given, the name is compiled "
+            "in more than one place, or the definition is not in the file; then pass the number as a 0-d "
+            "tensor (`torch.tensor(n)`).",
+        ),
     ),
     Rule(
         "MND403", "compile-in-loop",
@@ -115,6 +136,11 @@ register(
             for scale in (1.0, 2.0, 3.0):
                 f(x, torch.tensor(scale))
         """,),
+        fix=FixInfo(
+            "sometimes", "safe", "hoist torch.compile out of the loop",
+            "`name = torch.compile(expr)` directly in a loop body is moved before the loop when its arguments "
+            "are not rebound in the loop (**safe**: the same object, compiled once).",
+        ),
     ),
     Rule(
         "MND404", "train-eval-toggle",
@@ -171,82 +197,238 @@ register(
 
 
 @checker("augassign")
-def int_attr_augassign(w, node: ast.AugAssign) -> None:
-    attr = w.is_self_attr(node.target)
-    if attr is None or w.facts is None:
+def int_attr_augassign(ctx: Context, node: ast.AugAssign) -> None:
+    attr = ctx.is_self_attr(node.target)
+    if attr is None or ctx.facts is None:
         return
-    if attr in w.facts.tensor_attrs or attr in w.facts.module_attrs:
+    if attr in ctx.facts.tensor_attrs or attr in ctx.facts.module_attrs:
         return
     value_is_int = isinstance(node.value, ast.Constant) and type(node.value.value) is int
-    if attr in w.facts.int_attrs or value_is_int:
-        w.report("MND401", node, f"`self.{attr}` is an int attribute of the module mutated in compiled code: "
-                                 "Dynamo specializes on its value and recompiles on every call")
+    if attr in ctx.facts.int_attrs or value_is_int:
+        ctx.report("MND401", node, f"`self.{attr}` is an int attribute of the module mutated in compiled code: "
+                                   "Dynamo specializes on its value and recompiles on every call")
 
 
 @checker("assign")
-def int_attr_assign(w, node: ast.Assign) -> None:
-    if len(node.targets) != 1 or w.facts is None:
+def int_attr_assign(ctx: Context, node: ast.Assign) -> None:
+    if len(node.targets) != 1 or ctx.facts is None:
         return
-    attr = w.is_self_attr(node.targets[0])
-    if attr is None or attr in w.facts.tensor_attrs or attr not in w.facts.int_attrs:
+    attr = ctx.is_self_attr(node.targets[0])
+    if attr is None or attr in ctx.facts.tensor_attrs or attr not in ctx.facts.int_attrs:
         return
     v = node.value
-    if isinstance(v, ast.BinOp) and w.is_self_attr(v.left) == attr:
-        w.report("MND401", node, f"`self.{attr}` is an int attribute of the module mutated in compiled code: "
-                                 "Dynamo specializes on its value and recompiles on every call")
+    if isinstance(v, ast.BinOp) and ctx.is_self_attr(v.left) == attr:
+        ctx.report("MND401", node, f"`self.{attr}` is an int attribute of the module mutated in compiled code: "
+                                   "Dynamo specializes on its value and recompiles on every call")
 
 
 # --------------------------------------------------------------------------------------------
-# driver code
+# driver code: where compiled objects are created and called
 
 DTYPE_METHODS = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16",
                  "long": "int64", "int": "int32"}
+TRAINING_MODULES = ("Dropout", "BatchNorm", "AlphaDropout", "FeatureAlphaDropout", "InstanceNorm", "SyncBatchNorm")
+
+CallSites = list[tuple[ast.Call, tuple, Scope, "str | None"]]  # (call, enclosing loops, scope, scope id)
 
 
-def _walk(node: ast.AST) -> Iterator[ast.AST]:
-    from mend.analyzers.static.names import children
+@file_checker
+def driver_recompiles(file: FileContext) -> None:
+    """MND402-MND405 in every scope of a file that mentions ``compile`` (traced or not)."""
+    if not file.has_compile:
+        return
+    scopes = file.driver_scopes()
+    called = _call_counts(file, scopes[0])
+    compiled, dynamic = _compiled_functions(file)
+    for ds in scopes:
+        _compile_in_loops(file, ds, called)
+        _compiled_names(ds, compiled, dynamic)
+    if not compiled:
+        return
+    calls, toggles = _calls_of_compiled(scopes, compiled)
+    for name, sites in calls.items():
+        if name not in dynamic:
+            _varying_scalars(file, name, sites)
+        _varying_dtypes(file, name, sites)
+    for name, ts in toggles.items():
+        if name in calls and _training_dependent(file, name, compiled, scopes):
+            _train_eval_toggle(file, name, ts)
 
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(children(n))
+
+def _call_counts(file: FileContext, module_scope: DriverScope) -> dict[str, int]:
+    """How often each function of this module is called, counting a call from a loop twice ("called
+    repeatedly"): module-level code from its nodes, functions from the call sites the walker recorded."""
+    called: dict[str, int] = {}
+    for n, loops in module_scope.nodes:
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+            called[n.func.id] = called.get(n.func.id, 0) + (2 if loops else 1)
+    prefix = f"{file.module}." if file.module else ""
+    for fn in file.summary.functions.values():
+        for site in fn.calls:
+            if site.ref[0] == "qual" and site.ref[1].startswith(prefix) and "." not in site.ref[1][len(prefix):]:
+                name = site.ref[1][len(prefix):]
+                called[name] = called.get(name, 0) + (2 if site.in_loop else 1)
+    return called
 
 
-def _scope_stmts(body: list[ast.stmt], loops: tuple) -> Iterator[tuple[ast.AST, tuple]]:
-    """Nodes of one scope (not descending into nested functions/classes), with enclosing loops."""
-    for s in body:
-        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        if isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
-            header = [s.iter, s.target] if isinstance(s, (ast.For, ast.AsyncFor)) else [s.test]
-            for h in header:
-                for n in _walk(h):
-                    yield n, loops
-            yield from _scope_stmts(s.body, loops + (s,))
-            yield from _scope_stmts(s.orelse, loops)
-            continue
-        sub_bodies = []
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            part = getattr(s, field, None)
-            if isinstance(part, list) and part and isinstance(part[0], (ast.stmt, ast.excepthandler, ast.match_case)):
-                sub_bodies.append(part)
-        if sub_bodies:
-            for child in ast.iter_child_nodes(s):
-                if isinstance(child, ast.expr) or isinstance(child, ast.withitem):
-                    for n in _walk(child):
-                        yield n, loops
-            for part in sub_bodies:
-                for item in part:
-                    if isinstance(item, (ast.excepthandler, ast.match_case)):
-                        yield from _scope_stmts(item.body, loops)
-                    else:
-                        yield from _scope_stmts([item], loops)
-            continue
-        for n in _walk(s):
-            if isinstance(n, (ast.Lambda,)):
+def _compiled_functions(file: FileContext) -> tuple[dict[str, str | None], set[str]]:
+    """Module-level functions decorated with ``torch.compile`` (compiled name -> the name it wraps), and
+    those compiled with ``dynamic=True``, which take Python numbers symbolically (no MND402)."""
+    compiled: dict[str, str | None] = {}
+    for info in file.summary.functions.values():
+        if info.compiled and info.parent is None and info.cls is None:
+            compiled[info.name] = None
+    dynamic: set[str] = set()
+    for info, node, fscope, _env in file.func_nodes:
+        if info.parent is None and info.cls is None and info.compiled:
+            if any(isinstance(d, ast.Call) and fscope.qualify(d.func) in COMPILE_NAMES and _dynamic_true(d)
+                   for d in node.decorator_list):
+                dynamic.add(info.name)
+    return compiled, dynamic
+
+
+def _compiled_names(ds: DriverScope, compiled: dict[str, str | None], dynamic: set[str]) -> None:
+    """``name = torch.compile(target, ...)`` in one scope."""
+    for n, _loops in ds.nodes:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            v = n.value
+            if isinstance(v, ast.Call) and ds.scope.qualify(v.func) in COMPILE_NAMES:
+                under = v.args[0].id if v.args and isinstance(v.args[0], ast.Name) else None
+                compiled[n.targets[0].id] = under
+                if _dynamic_true(v):
+                    dynamic.add(n.targets[0].id)
+
+
+def _calls_of_compiled(scopes: list[DriverScope], compiled: dict[str, str | None]):
+    """Calls of each compiled name, and ``train()``/``eval()`` on it (or on the module it wraps)."""
+    calls: dict[str, CallSites] = {}
+    toggles: dict[str, list[tuple[ast.Call, bool, str | None]]] = {}
+    wrapped = {u: c for c, u in compiled.items() if u}
+    for ds in scopes:
+        fid = ds.info.id if ds.info else None
+        for n, loops in ds.nodes:
+            if not isinstance(n, ast.Call):
                 continue
-            yield n, loops
+            f = n.func
+            if isinstance(f, ast.Name) and f.id in compiled:
+                calls.setdefault(f.id, []).append((n, loops, ds.scope, fid))
+            elif isinstance(f, ast.Attribute) and f.attr in ("train", "eval") and isinstance(f.value, ast.Name):
+                name = f.value.id
+                key = name if name in compiled else wrapped.get(name)
+                if key is None:
+                    continue
+                mode = f.attr == "train" and not (n.args and isinstance(n.args[0], ast.Constant)
+                                                  and n.args[0].value is False)
+                toggles.setdefault(key, []).append((n, mode, fid))
+    return calls, toggles
+
+
+def _train_eval_toggle(file: FileContext, name: str, ts: list[tuple[ast.Call, bool, str | None]]) -> None:
+    ts.sort(key=lambda t: (t[0].lineno, t[0].col_offset))
+    first_mode = ts[0][1]
+    for call, mode, fid in ts[1:]:
+        if mode != first_mode:
+            file.report("MND404", call, fid, f"`{name}` is switched between train() and eval(): Dynamo guards on "
+                                             "the `training` flag and compiles once more for the other mode")
+            break
+
+
+def _training_dependent(file: FileContext, name: str, compiled: dict, scopes: list[DriverScope]) -> bool:
+    """Whether the module behind ``name`` reads its ``training`` flag (so toggling it is guarded).
+
+    True for instances of classes of this file whose methods read ``self.training`` or which hold
+    dropout/batch-norm layers, and for ``nn.Sequential(...)``-style expressions containing such
+    layers. Unknown modules are not reported (precision over recall).
+    """
+    target = compiled.get(name) or name
+    values = [n.value for ds in scopes for n, _loops in ds.nodes
+              if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id in (target, name)
+                                                   for t in n.targets)]
+    for v in values:
+        if isinstance(v, ast.Call) and v.args and file.scope.qualify(v.func) in COMPILE_NAMES:
+            v = v.args[0]
+        for sub in ast.walk(v):
+            if isinstance(sub, ast.Call) and _training_call(file, sub):
+                return True
+    return False
+
+
+def _training_call(file: FileContext, call: ast.Call) -> bool:
+    """A dropout/batch-norm layer, or an instance of a class of this file that reads ``training``."""
+    q = file.scope.qualify(call.func) or ""
+    if q.startswith("torch.nn.") and q.rsplit(".", 1)[-1].startswith(TRAINING_MODULES):
+        return True
+    local = q[len(file.module) + 1:] if q.startswith(file.module + ".") else None
+    return local in file.summary.classes and _class_reads_training(file, local)
+
+
+def _class_reads_training(file: FileContext, cls: str) -> bool:
+    for info, node, scope, _env in file.func_nodes:
+        if info.cls != cls:
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Attribute) and sub.attr == "training":
+                return True
+            if isinstance(sub, ast.Call):
+                q = scope.qualify(sub.func) or ""
+                if q.startswith("torch.nn.") and q.rsplit(".", 1)[-1].startswith(TRAINING_MODULES):
+                    return True
+                if q.startswith("torch.nn.functional.") and "dropout" in q:
+                    return True
+    return False
+
+
+def _compile_in_loops(file: FileContext, ds: DriverScope, called: dict[str, int]) -> None:
+    """MND403: ``torch.compile(...)`` of a changing closure or with a new backend, in a loop or in a
+    function called repeatedly."""
+    nested = _nested_defs(ds)
+    params: set[str] = set()
+    if ds.node is not None:
+        a = ds.node.args
+        params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+    fid = ds.info.id if ds.info else None
+    for n, loops in ds.nodes:
+        if isinstance(n, ast.Call) and n.args and ds.scope.qualify(n.func) in COMPILE_NAMES:
+            _check_compile_in_loop(file, n, loops, nested, params, ds.node, called, fid)
+
+
+def _nested_defs(ds: DriverScope) -> dict[str, ast.AST]:
+    """Lambdas assigned to names, and functions defined, in the scope (what ``torch.compile`` may wrap)."""
+    nested: dict[str, ast.AST] = {}
+    for n, _loops in ds.nodes:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                and isinstance(n.value, ast.Lambda):
+            nested[n.targets[0].id] = n.value
+    if ds.node is not None:
+        for s in ast.walk(ds.node):
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s is not ds.node:
+                nested[s.name] = s
+    else:
+        for s in ds.body:
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                nested[s.name] = s
+    return nested
+
+
+def _check_compile_in_loop(file: FileContext, call: ast.Call, loops: tuple, nested: dict, params: set, fnode,
+                           called: dict, fid) -> None:
+    backend = next((k.value for k in call.keywords if k.arg == "backend"), None)
+    target = call.args[0]
+    target_def = target if isinstance(target, ast.Lambda) else (
+        nested.get(target.id) if isinstance(target, ast.Name) else None)
+    captured = _free_names(target_def) if target_def is not None else set()
+    new_backend = isinstance(backend, (ast.Lambda, ast.Call))
+    if loops:
+        varying = _loop_names(loops)
+        if new_backend or (captured & varying):
+            why = "a new backend callable" if new_backend else "a closure over the loop variable"
+            file.report("MND403", call, fid, f"`torch.compile` inside a loop with {why}: each iteration fails a "
+                                             "guard and compiles again")
+        return
+    if fnode is not None and called.get(fnode.name, 0) >= 2 and (new_backend or (captured & params)):
+        why = "a new backend callable" if new_backend else "a closure over its parameters"
+        file.report("MND403", call, fid, f"`torch.compile` in `{fnode.name}()`, which is called repeatedly, with "
+                                         f"{why}: each call fails a guard and compiles again")
 
 
 def _loop_names(loops: tuple) -> set[str]:
@@ -286,233 +468,23 @@ def _free_names(fn: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
-def _dtype_of(e: ast.AST, scope) -> str | None:
-    if isinstance(e, ast.Call):
-        f = e.func
-        if isinstance(f, ast.Attribute) and f.attr in DTYPE_METHODS and not e.args:
-            return DTYPE_METHODS[f.attr]
-        if isinstance(f, ast.Attribute) and f.attr in ("to", "type"):
-            for a in [*e.args, *(k.value for k in e.keywords if k.arg == "dtype")]:
-                q = scope.qualify(a)
-                if q and q.startswith("torch.") and q.count(".") == 1:
-                    return q[6:]
-        for k in e.keywords:
-            if k.arg == "dtype":
-                q = scope.qualify(k.value)
-                if q and q.startswith("torch."):
-                    return q[6:]
+def _dtype_of(e: ast.AST, scope: Scope) -> str | None:
+    if not isinstance(e, ast.Call):
+        return None
+    f = e.func
+    if isinstance(f, ast.Attribute) and f.attr in DTYPE_METHODS and not e.args:
+        return DTYPE_METHODS[f.attr]
+    if isinstance(f, ast.Attribute) and f.attr in ("to", "type"):
+        for a in [*e.args, *(k.value for k in e.keywords if k.arg == "dtype")]:
+            q = scope.qualify(a)
+            if q and q.startswith("torch.") and q.count(".") == 1:
+                return q[6:]
+    for k in e.keywords:
+        if k.arg == "dtype":
+            q = scope.qualify(k.value)
+            if q and q.startswith("torch."):
+                return q[6:]
     return None
-
-
-def check_drivers(mod) -> None:
-    from mend.analyzers.static.summary import CompileSite
-    from mend.analyzers.static.visitor import COMPILE_NAMES
-
-    lines = mod.index.lines
-
-    def text_of(node) -> str:
-        if node is None:
-            return mod.source
-        return "\n".join(lines[node.lineno - 1:(node.end_lineno or node.lineno)])
-
-    scopes = [(mod.tree.body, mod.scope, None, None, None)]
-    for info, node, fscope, _env in mod.func_nodes:
-        if "compile" not in text_of(node):
-            continue  # a scope that never mentions compile creates no compiled object
-        self_name = node.args.args[0].arg if (info.cls and node.args.args) else None
-        scopes.append((node.body, fscope, info, self_name, node))
-    scope_nodes = [list(_scope_stmts(body, ())) for body, *_ in scopes]
-    # how often each function of this module is called, and whether from a loop ("repeatedly called"):
-    # module-level code from its nodes, functions from the call sites the walker recorded
-    called: dict[str, int] = {}
-    for n, loops in scope_nodes[0]:
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
-            called[n.func.id] = called.get(n.func.id, 0) + (2 if loops else 1)
-    prefix = f"{mod.module}." if mod.module else ""
-    for fn in mod.summary.functions.values():
-        for site in fn.calls:
-            if site.ref[0] == "qual" and site.ref[1].startswith(prefix) and "." not in site.ref[1][len(prefix):]:
-                name = site.ref[1][len(prefix):]
-                called[name] = called.get(name, 0) + (2 if site.in_loop else 1)
-
-    compiled: dict[str, str | None] = {}  # compiled name -> the name it wraps
-    for fid, info in mod.summary.functions.items():
-        if info.compiled and info.parent is None and info.cls is None:
-            compiled[info.name] = None
-    # Compiled objects traced with dynamic=True take Python numbers symbolically: no MND402 for them.
-    dynamic: set[str] = set()
-    for info, fnode_, fscope, _env in mod.func_nodes:
-        if info.parent is None and info.cls is None and info.compiled:
-            if any(isinstance(d, ast.Call) and fscope.qualify(d.func) in COMPILE_NAMES and _dynamic_true(d)
-                   for d in fnode_.decorator_list):
-                dynamic.add(info.name)
-    per_scope = []
-    for (body, scope, info, self_name, fnode), nodes in zip(scopes, scope_nodes):
-        local_values: dict[str, object] = {}
-        nested_defs: dict[str, ast.AST] = {}
-        for n, _loops in nodes:
-            if isinstance(n, ast.Assign) and len(n.targets) == 1:
-                t = n.targets[0]
-                if isinstance(t, ast.Name):
-                    local_values[t.id] = n.value
-                    if isinstance(n.value, ast.Lambda):
-                        nested_defs[t.id] = n.value
-                elif isinstance(t, ast.Tuple) and isinstance(n.value, ast.Call):
-                    for i, e in enumerate(t.elts):
-                        if isinstance(e, ast.Name):
-                            local_values[e.id] = (n.value, i)
-        if fnode is not None:
-            for s in ast.walk(fnode):
-                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s is not fnode:
-                    nested_defs[s.name] = s
-        else:
-            for s in body:
-                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    nested_defs[s.name] = s
-        params = set()
-        if fnode is not None:
-            a = fnode.args
-            params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
-        fid = info.id if info else None
-        cls = info.cls if info else None
-        for n, loops in nodes:
-            if not isinstance(n, ast.Call):
-                continue
-            q = scope.qualify(n.func)
-            if q in COMPILE_NAMES and n.args:
-                target = mod.ref_of(n.args[0], scope, cls, self_name, local_values)
-                line, col, _, _ = mod.span(n)
-                mod.summary.compile_sites.append(CompileSite(line, col, "call", target, fid))
-                _check_compile_in_loop(mod, n, loops, nested_defs, params, fnode, called, fid)
-            elif (isinstance(n.func, ast.Attribute) and n.func.attr == "compile" and not n.args
-                  and not isinstance(n.func.value, ast.Call)):
-                target = mod.ref_of(n.func.value, scope, cls, self_name, local_values)
-                if target is not None and target[0] == "instance":
-                    line, col, _, _ = mod.span(n)
-                    mod.summary.compile_sites.append(CompileSite(line, col, "method", target, fid))
-        for n, _loops in nodes:
-            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
-                v = n.value
-                if isinstance(v, ast.Call) and scope.qualify(v.func) in COMPILE_NAMES:
-                    under = v.args[0].id if v.args and isinstance(v.args[0], ast.Name) else None
-                    compiled[n.targets[0].id] = under
-                    if _dynamic_true(v):
-                        dynamic.add(n.targets[0].id)
-        per_scope.append((nodes, scope, fid))
-    if not compiled:
-        return
-    calls: dict[str, list[tuple[ast.Call, tuple, object, str | None]]] = {}
-    toggles: dict[str, list[tuple[ast.Call, bool, str | None]]] = {}
-    wrapped = {u: c for c, u in compiled.items() if u}
-    for nodes, scope, fid in per_scope:
-        for n, loops in nodes:
-            if not isinstance(n, ast.Call):
-                continue
-            f = n.func
-            if isinstance(f, ast.Name) and f.id in compiled:
-                calls.setdefault(f.id, []).append((n, loops, scope, fid))
-            elif isinstance(f, ast.Attribute) and f.attr in ("train", "eval") and isinstance(f.value, ast.Name):
-                name = f.value.id
-                key = name if name in compiled else wrapped.get(name)
-                if key is None:
-                    continue
-                mode = f.attr == "train" and not (n.args and isinstance(n.args[0], ast.Constant)
-                                                  and n.args[0].value is False)
-                toggles.setdefault(key, []).append((n, mode, fid))
-    for name, sites in calls.items():
-        if name not in dynamic:
-            _varying_scalars(mod, name, sites)
-        _varying_dtypes(mod, name, sites)
-    for name, ts in toggles.items():
-        if name not in calls or not _training_dependent(mod, name, compiled, per_scope):
-            continue
-        ts.sort(key=lambda t: (t[0].lineno, t[0].col_offset))
-        first_mode = ts[0][1]
-        for call, mode, fid in ts[1:]:
-            if mode != first_mode:
-                _driver_report(mod, "MND404", call, fid,
-                               f"`{name}` is switched between train() and eval(): Dynamo guards on the `training` "
-                               "flag and compiles once more for the other mode")
-                break
-
-
-TRAINING_MODULES = ("Dropout", "BatchNorm", "AlphaDropout", "FeatureAlphaDropout", "InstanceNorm", "SyncBatchNorm")
-
-
-def _training_dependent(mod, name: str, compiled: dict, per_scope) -> bool:
-    """Whether the module behind ``name`` reads its ``training`` flag (so toggling it is guarded).
-
-    True for instances of classes of this file whose methods read ``self.training`` or which hold
-    dropout/batch-norm layers, and for ``nn.Sequential(...)``-style expressions containing such
-    layers. Unknown modules are not reported (precision over recall).
-    """
-    target = compiled.get(name) or name
-    values = []
-    for nodes, _scope, _fid in per_scope:
-        for n, _loops in nodes:
-            if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id in (target, name)
-                                                 for t in n.targets):
-                values.append(n.value)
-    for v in values:
-        if isinstance(v, ast.Call) and v.args and mod.scope.qualify(v.func) == "torch.compile":
-            v = v.args[0]
-        for sub in ast.walk(v):
-            if isinstance(sub, ast.Call):
-                q = mod.scope.qualify(sub.func) or ""
-                tail = q.rsplit(".", 1)[-1]
-                if q.startswith("torch.nn.") and tail.startswith(TRAINING_MODULES):
-                    return True
-                local = q[len(mod.module) + 1:] if q.startswith(mod.module + ".") else None
-                if local in mod.summary.classes and _class_reads_training(mod, local):
-                    return True
-    return False
-
-
-def _class_reads_training(mod, cls: str) -> bool:
-    for _info, node, scope, _env in mod.func_nodes:
-        if _info.cls != cls:
-            continue
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Attribute) and sub.attr == "training":
-                return True
-            if isinstance(sub, ast.Call):
-                q = scope.qualify(sub.func) or ""
-                if q.startswith("torch.nn.") and q.rsplit(".", 1)[-1].startswith(TRAINING_MODULES):
-                    return True
-                if q.startswith("torch.nn.functional.") and "dropout" in q:
-                    return True
-    return False
-
-
-def _driver_report(mod, code: str, node: ast.AST, fid: str | None, message: str) -> None:
-    line, col, end_line, end_col = mod.span(node)
-    for f in mod.summary.findings:
-        if f.code == code and f.line == line and f.col == col:
-            return
-    mod.summary.findings.append(Finding(code, message, line, col, end_line, end_col, None, (), {"scope": fid or ""}))
-
-
-def _check_compile_in_loop(mod, call: ast.Call, loops: tuple, nested: dict, params: set, fnode, called: dict,
-                           fid) -> None:
-    backend = next((k.value for k in call.keywords if k.arg == "backend"), None)
-    target = call.args[0]
-    target_def = target if isinstance(target, ast.Lambda) else (
-        nested.get(target.id) if isinstance(target, ast.Name) else None)
-    captured = _free_names(target_def) if target_def is not None else set()
-    new_backend = isinstance(backend, (ast.Lambda, ast.Call))
-    if loops:
-        varying = _loop_names(loops)
-        if new_backend or (captured & varying):
-            why = "a new backend callable" if new_backend else "a closure over the loop variable"
-            _driver_report(mod, "MND403", call, fid,
-                           f"`torch.compile` inside a loop with {why}: each iteration fails a guard and "
-                           "compiles again")
-        return
-    if fnode is not None and called.get(fnode.name, 0) >= 2 and (new_backend or (captured & params)):
-        why = "a new backend callable" if new_backend else "a closure over its parameters"
-        _driver_report(mod, "MND403", call, fid,
-                       f"`torch.compile` in `{fnode.name}()`, which is called repeatedly, with {why}: each call "
-                       "fails a guard and compiles again")
 
 
 def _dynamic_true(call: ast.Call) -> bool:
@@ -521,37 +493,38 @@ def _dynamic_true(call: ast.Call) -> bool:
                for k in call.keywords)
 
 
-def _varying_scalars(mod, name: str, sites) -> None:
+def _keyed_args(call: ast.Call) -> list[tuple[object, ast.AST]]:
+    """Arguments by position or keyword name."""
+    return [(i, a) for i, a in enumerate(call.args)] + [(k.arg, k.value) for k in call.keywords if k.arg]
+
+
+def _varying_scalars(file: FileContext, name: str, sites: CallSites) -> None:
     seen: dict[object, float] = {}
     for call, loops, _scope, fid in sites:
         numeric_loop = _numeric_loop_names(loops)
-        keyed = [(i, a) for i, a in enumerate(call.args)] + [(k.arg, k.value) for k in call.keywords if k.arg]
-        for key, arg in keyed:
+        for key, arg in _keyed_args(call):
             v = _number(arg)
             if v is not None:
                 if key in seen and seen[key] != v:
-                    _driver_report(mod, "MND402", call, fid,
-                                   f"`{name}` is called with different Python numbers ({seen[key]!r}, then {v!r}) for "
-                                   "the same argument: Dynamo specializes on the value and recompiles")
+                    file.report("MND402", call, fid, f"`{name}` is called with different Python numbers "
+                                                     f"({seen[key]!r}, then {v!r}) for the same argument: Dynamo "
+                                                     "specializes on the value and recompiles")
                 seen.setdefault(key, v)
             elif isinstance(arg, ast.Name) and arg.id in numeric_loop:
-                _driver_report(mod, "MND402", call, fid,
-                               f"`{name}` is called with the loop counter `{arg.id}` (a Python number): Dynamo "
-                               "specializes on the value and recompiles")
+                file.report("MND402", call, fid, f"`{name}` is called with the loop counter `{arg.id}` (a Python "
+                                                 "number): Dynamo specializes on the value and recompiles")
 
 
-def _varying_dtypes(mod, name: str, sites) -> None:
+def _varying_dtypes(file: FileContext, name: str, sites: CallSites) -> None:
     seen: dict[object, str] = {}
     for call, _loops, scope, fid in sites:
-        keyed = [(i, a) for i, a in enumerate(call.args)] + [(k.arg, k.value) for k in call.keywords if k.arg]
-        for key, arg in keyed:
+        for key, arg in _keyed_args(call):
             dt = _dtype_of(arg, scope)
             if dt is None:
                 continue
             if key in seen and seen[key] != dt:
-                _driver_report(mod, "MND405", call, fid,
-                               f"`{name}` is called with a {dt} tensor after a {seen[key]} one: Dynamo guards on "
-                               "dtypes and compiles again")
+                file.report("MND405", call, fid, f"`{name}` is called with a {dt} tensor after a {seen[key]} one: "
+                                                 "Dynamo guards on dtypes and compiles again")
             seen.setdefault(key, dt)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 
 from mend.analyzers.static import tensors as tk
-from mend.analyzers.static.rules.base import Rule, checker, register
+from mend.analyzers.static.rules.base import FixInfo, Rule, checker, register
+from mend.analyzers.static.rules.context import Context
 
 _HDR = "import torch\nfrom torch import nn\n"
 
@@ -36,6 +37,19 @@ register(
                     n = x.sum()
                     return x / n.clamp(min=1.0)
         """,),
+        fix=FixInfo(
+            "sometimes", "safe", "keep the 0-d tensor instead of .item()",
+            "**Safe** when the number only feeds arithmetic with a tensor: `.item()` is dropped and `max(n, "
+            "c)`/`min(n, c)` become `torch.clamp`. In an `assert` (`assert t.item() <op> n`, `assert "
+            "t.item()`, plain-string message) the `.item()` is dropped (**unsafe**): Dynamo keeps an assert on "
+            "a tensor in the graph as `torch._assert_async`, so eager raises the same `AssertionError` but a "
+            "failing check under compile raises `RuntimeError` (asynchronously on CUDA), and the comparison "
+            "runs in the tensor's dtype (exact for integer and bool tensors). Declined there for `not`, "
+            "`and`/`or`, chained comparisons and formatted messages (Dynamo breaks on them). Otherwise "
+            "**unsafe**: `@torch._dynamo.config.patch(capture_scalar_outputs=True)` on that function only, "
+            "when it is compiled itself (`@torch.compile`; inside a compiled region the patch is a break of "
+            "its own). Branching on `.item()` is repaired by the MND201 fix on the tensor.",
+        ),
     ),
     Rule(
         "MND302", "tensor-to-python-number",
@@ -57,6 +71,12 @@ register(
                     scale = torch.sqrt(x.var())
                     return x / scale + float(x.shape[-1])
         """,),
+        fix=FixInfo(
+            "sometimes", "unsafe", "keep the 0-d tensor instead of float(t)",
+            "`float(t)` in tensor arithmetic becomes `t` (**unsafe**: a 0-d tensor promotes differently from a "
+            "Python float when an integer tensor meets a float). Otherwise the scalar-capture decorator "
+            "(**unsafe**).",
+        ),
     ),
     Rule(
         "MND303", "tensor-tolist",
@@ -79,6 +99,11 @@ register(
                 def forward(self, x):
                     return x * x.shape[0]
         """,),
+        fix=FixInfo(
+            "sometimes", "safe", "len(t.tolist()) -> t.shape[0]",
+            "`len(t.tolist())` becomes `t.shape[0]` (**safe**, exact). Other uses: the scalar-capture "
+            "decorator (**unsafe**; helps integer tensors only).",
+        ),
     ),
     Rule(
         "MND304", "dynamic-shape-op",
@@ -108,6 +133,14 @@ register(
                     count = (x > 0).sum()
                     return x.sum() + count
         """,),
+        fix=FixInfo(
+            "sometimes", "unsafe", "enable dynamic-output capture for the function",
+            "Adds `@torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)` to the enclosing "
+            "function only (**unsafe**: a private Dynamo config, data-dependent shapes in the graph). Only for "
+            "a function compiled itself (`@torch.compile`): inside a compiled region Dynamo meets the patch as "
+            "a context manager and breaks there (measured on torch 2.13), so the fix declines elsewhere and "
+            "says to set the flag before `torch.compile`.",
+        ),
     ),
     Rule(
         "MND305", "boolean-mask-indexing",
@@ -133,6 +166,13 @@ register(
                     x[m] = 0
                     return torch.where(m, x, 0).sum()
         """,),
+        fix=FixInfo(
+            "sometimes", "safe", "masked reduction -> static-shape torch.where form",
+            "`t[mask].sum()`/`.mean()` (elementwise methods in between allowed) become `_mend_masked_sum(t, "
+            "mask)`/`_mend_masked_mean(t, mask)`, helpers added to the file (**safe**: equal up to "
+            "floating-point reduction order, checked with allclose). Other mask uses: dynamic-output capture "
+            "for the function (**unsafe**).",
+        ),
     ),
 )
 
@@ -142,43 +182,58 @@ DYNAMIC_SHAPE_TORCH = frozenset(
 DYNAMIC_SHAPE_METHODS = frozenset({"nonzero", "unique", "unique_consecutive", "masked_select", "argwhere"})
 
 
+# Dynamo config flags under which these patterns are captured in the graph (no break): switched on at
+# module level or by `@torch._dynamo.config.patch(...)` above `@torch.compile` (verified in the fixtures).
+CAPTURE_SCALARS = "capture_scalar_outputs"
+CAPTURE_DYNAMIC = "capture_dynamic_output_shape_ops"
+NUMBER_MESSAGE = "in compiled code: converting a tensor to a Python number needs its value and breaks the graph"
+
+
 @checker("call")
-def scalar_calls(w, call: ast.Call) -> None:
-    f = call.func
-    q = w.qualify(f)
+def scalar_calls(ctx: Context, call: ast.Call) -> None:
+    q = ctx.qualify(call.func)
     if q is not None:
-        if q in ("builtins.float", "builtins.int", "builtins.bool") and call.args and w.kind(call.args[0]) == tk.T:
-            w.report("MND302", call, f"`{q[9:]}(tensor)` in compiled code: converting a tensor to a Python number "
-                                     "needs its value and breaks the graph")
-        elif q.startswith("math.") and any(w.kind(a) == tk.T for a in call.args):
-            w.report("MND302", call, f"`{q}(tensor)` in compiled code: converting a tensor to a Python number "
-                                     "needs its value and breaks the graph")
-        elif q in DYNAMIC_SHAPE_TORCH and q != "torch.nonzero_static":
-            w.report("MND304", call, f"`{q}` in compiled code: its output shape depends on the data and the graph "
-                                     "breaks")
-        elif q == "torch.where" and len(call.args) == 1 and not call.keywords:
-            w.report("MND304", call, "one-argument `torch.where(cond)` in compiled code: its output shape depends "
-                                     "on the data and the graph breaks")
-        return
-    if not isinstance(f, ast.Attribute):
-        return
-    base = w.kind(f.value)
-    if base not in (tk.T, tk.M):
-        return
-    if f.attr == "item" and not call.args:
-        w.report("MND301", call)
-    elif f.attr == "tolist" and not call.args:
-        w.report("MND303", call)
-    elif f.attr in DYNAMIC_SHAPE_METHODS:
-        w.report("MND304", call, f"`.{f.attr}()` in compiled code: its output shape depends on the data and the "
-                                 "graph breaks")
+        _function_call(ctx, call, q)
+    elif isinstance(call.func, ast.Attribute) and ctx.kind(call.func.value) in (tk.T, tk.M):
+        _method_call(ctx, call, call.func.attr)
+
+
+def _function_call(ctx: Context, call: ast.Call, q: str) -> None:
+    scalars = CAPTURE_SCALARS in ctx.config_flags
+    dynamic = CAPTURE_DYNAMIC in ctx.config_flags
+    if q in ("builtins.float", "builtins.int", "builtins.bool") and call.args and ctx.kind(call.args[0]) == tk.T:
+        if not scalars or q == "builtins.bool":  # `bool(t)` branches on the value: captured or not
+            ctx.report("MND302", call, f"`{q[9:]}(tensor)` {NUMBER_MESSAGE}")
+    elif q.startswith("math.") and any(ctx.kind(a) == tk.T for a in call.args):
+        if not scalars:
+            ctx.report("MND302", call, f"`{q}(tensor)` {NUMBER_MESSAGE}")
+    elif q in DYNAMIC_SHAPE_TORCH and q != "torch.nonzero_static":
+        if not dynamic:
+            ctx.report("MND304", call, f"`{q}` in compiled code: its output shape depends on the data and the graph "
+                                       "breaks")
+    elif q == "torch.where" and len(call.args) == 1 and not call.keywords:
+        if not dynamic:
+            ctx.report("MND304", call, "one-argument `torch.where(cond)` in compiled code: its output shape "
+                                       "depends on the data and the graph breaks")
+
+
+def _method_call(ctx: Context, call: ast.Call, method: str) -> None:
+    if method == "item" and not call.args:
+        if CAPTURE_SCALARS not in ctx.config_flags:
+            ctx.report("MND301", call)
+    elif method == "tolist" and not call.args:
+        ctx.report("MND303", call)
+    elif method in DYNAMIC_SHAPE_METHODS:
+        if CAPTURE_DYNAMIC not in ctx.config_flags:
+            ctx.report("MND304", call, f"`.{method}()` in compiled code: its output shape depends on the data and "
+                                       "the graph breaks")
 
 
 @checker("subscript")
-def boolean_mask(w, node: ast.Subscript) -> None:
-    if w.kind(node.value) not in (tk.T, tk.M):
+def boolean_mask(ctx: Context, node: ast.Subscript) -> None:
+    if ctx.kind(node.value) not in (tk.T, tk.M) or CAPTURE_DYNAMIC in ctx.config_flags:
         return
     idx = node.slice
     elts = idx.elts if isinstance(idx, ast.Tuple) else [idx]
-    if any(w.is_bool_tensor(e) for e in elts):
-        w.report("MND305", node)
+    if any(ctx.is_bool_tensor(e) for e in elts):
+        ctx.report("MND305", node)

@@ -5,9 +5,40 @@ from __future__ import annotations
 import ast
 
 from mend.analyzers.static import tensors as tk
-from mend.analyzers.static.rules.base import Rule, checker, register
+from mend.analyzers.static import torch_facts
+from mend.analyzers.static.rules.base import FixInfo, Rule, checker, register
+from mend.analyzers.static.rules.context import Context
 
 _HDR = "import torch\nfrom torch import nn\n"
+
+SIDE_EFFECT_FIX_DOC = """\
+Policy `[tool.mend] side-effects` (or `mend fix --side-effects`):
+
+- `keep` (default, **safe**): `if not torch.compiler.is_compiling(): <the call> else:
+  _mend_emit("logger.info", *args)`. Eager runs exactly as before; under `torch.compile` Dynamo
+  reorders `_mend_emit` (a helper added to the file, registered in
+  `torch._dynamo.config.reorderable_logging_functions`) to right after the graph: the same text,
+  in the same order among the call's messages, with tensor arguments as they were at the call
+  (copied when the code could change them later). No graph break; the repaired file needs only
+  torch. One-shot reports (`logger.warning_once`) stay one-shot (the logger keeps its own memory).
+  Where Dynamo cannot reorder the call (the callee is not a module global or `print`, a container or
+  non-literal keyword argument, `*args`, `logger.exception` or any call inside `except`), it is
+  guarded as below and the fix message says "message dropped under compile". Under compile a
+  warning is attributed to the helper's line and a log record's `funcName`/`lineno` to the helper.
+- `guard` (**safe**): wraps the statement in `if not torch.compiler.is_compiling():`.
+  Eager runs exactly as before and program results are unchanged; under `torch.compile` the
+  statement does not run (no output from inside the graph).
+- `defer` (**unsafe**): `fn(args)` becomes `mend.rewriter.runtime.defer(fn, args)`. Eager calls it
+  at once; under compile the call is buffered with a snapshot (clone) of its tensor arguments and
+  replayed after the graph by `mend.rewriter.runtime.flush()` / a boundary wrapped with
+  `mend.rewriter.runtime.boundary(...)`. Output moves in time; the repaired code needs mend.
+- `drop` (**unsafe**): removes the statement (its output is lost in eager too).
+
+A time call whose value is assigned (`t0 = time.perf_counter()`) becomes
+`time.perf_counter() if not torch.compiler.is_compiling() else 0.0`: safe when the name only feeds
+output calls (which are guarded too), unsafe otherwise.
+Declines: a call whose value is used elsewhere, several statements on one line, `*args` with defer.
+"""
 
 register(
     Rule(
@@ -52,6 +83,10 @@ register(
                 print(x)
                 return x + 1
         """),
+        fix=FixInfo(
+            "sometimes", "safe", "guard (or defer/drop) the print",
+            SIDE_EFFECT_FIX_DOC,
+        ),
     ),
     Rule(
         "MND102", "logger-call-in-compiled-code",
@@ -89,6 +124,10 @@ register(
                         logger.debug("shape %s", x.shape)
                     return x.relu()
         """,),
+        fix=FixInfo(
+            "sometimes", "safe", "guard (or defer/drop) the logger call",
+            SIDE_EFFECT_FIX_DOC,
+        ),
     ),
     Rule(
         "MND103", "warnings-warn-in-compiled-code",
@@ -113,6 +152,10 @@ register(
                         warnings.warn("slow path")
                     return x.relu()
         """,),
+        fix=FixInfo(
+            "sometimes", "safe", "guard (or defer/drop) warnings.warn",
+            SIDE_EFFECT_FIX_DOC,
+        ),
     ),
     Rule(
         "MND104", "time-call-in-compiled-code",
@@ -140,6 +183,10 @@ register(
             step(torch.ones(2))
             print(time.perf_counter() - t0)
         """,),
+        fix=FixInfo(
+            "sometimes", "safe", "read the clock only in eager",
+            SIDE_EFFECT_FIX_DOC,
+        ),
     ),
     Rule(
         "MND105", "python-random-in-compiled-code",
@@ -165,6 +212,12 @@ register(
                     k = random.randint(0, 3)
                     return x.roll(k)
         """,),
+        fix=FixInfo(
+            "sometimes", "unsafe", "replace random.random() with torch.rand(()) (opt-in: --torch-rng)",
+            "Declined by default: Python's random stream cannot be traced and a torch replacement draws "
+            "different numbers. With `--torch-rng --unsafe-fixes`, `random.random()` becomes `torch.rand(())`, "
+            "a 0-d tensor from torch's generator (**unsafe**).",
+        ),
     ),
     Rule(
         "MND106", "debugger-in-compiled-code",
@@ -188,6 +241,11 @@ register(
                 def forward(self, x):
                     return x.relu()
         """,),
+        fix=FixInfo(
+            "sometimes", "safe", "guard the debugger stop",
+            "Wraps `pdb.set_trace()`/`breakpoint()` in `if not torch.compiler.is_compiling():` (**safe**): "
+            "eager still stops, compiled code does not.",
+        ),
     ),
     Rule(
         "MND107", "torch-save-in-compiled-code",
@@ -233,6 +291,14 @@ register(
                     y = x.clone()
                     return y + x
         """,),
+        fix=FixInfo(
+            "sometimes", "safe", "copy.deepcopy(t) -> t.clone()",
+            "**Safe** when the argument is provably a tensor (annotated `torch.Tensor`, or a torch result): "
+            "values are identical. The clone stays connected to autograd where deepcopy makes an independent "
+            "leaf; deepcopy of a non-leaf tensor raises in eager, so in practice the argument is a leaf or a "
+            "no-grad tensor. Declined when the argument is not provably a tensor (`.clone()` on a config or a "
+            "dict would crash).",
+        ),
     ),
     Rule(
         "MND109", "tensor-to-string",
@@ -283,10 +349,6 @@ register(
     ),
 )
 
-LOGGER_METHODS = frozenset(
-    "debug info warning warn error exception critical fatal log warning_once info_once warning_advice".split()
-)
-LOGGING_FUNCS = frozenset(f"logging.{m}" for m in "debug info warning warn error exception critical fatal log".split())
 RANDOM_BREAKING = frozenset(
     f"random.{n}" for n in "random gauss choice choices shuffle sample normalvariate getrandbits seed "
     "betavariate expovariate gammavariate lognormvariate paretovariate triangular vonmisesvariate weibullvariate"
@@ -298,63 +360,63 @@ DATETIME_NOW = frozenset(
 DEBUGGERS = frozenset({"pdb.set_trace", "ipdb.set_trace", "builtins.breakpoint", "pdb.Pdb", "pudb.set_trace"})
 
 
-def _with_context_expr(w, call: ast.Call) -> bool:
-    return id(call) in getattr(w, "_with_items", set())
+# Calls reported with the rule's summary as they are.
+PLAIN_CALLS = {
+    "builtins.print": "MND101", "warnings.warn": "MND103", "torch.save": "MND107", "copy.deepcopy": "MND108",
+    **{name: "MND106" for name in DEBUGGERS},
+}
+CLOCK_MESSAGE = "in compiled code: Dynamo cannot trace the clock and breaks the graph"
 
 
 @checker("call")
-def side_effect_calls(w, call: ast.Call) -> None:
+def side_effect_calls(ctx: Context, call: ast.Call) -> None:
     f = call.func
-    q = w.qualify(f)
+    q = ctx.qualify(f)
     if q is not None:
-        if q == "builtins.print":
-            w.report("MND101", call)
-        elif q in LOGGING_FUNCS:
-            w.report("MND102", call, f"`{q}()` in compiled code: it calls a logging.Logger method, which Dynamo "
-                                     "does not trace, and breaks the graph")
-        elif q == "warnings.warn":
-            w.report("MND103", call)
-        elif q.startswith("time.") and q.count(".") == 1:
-            w.report("MND104", call, f"`{q}()` in compiled code: Dynamo cannot trace the clock and breaks the graph")
-        elif q in DATETIME_NOW:
-            w.report("MND104", call, f"`{q}()` in compiled code: Dynamo cannot trace the clock and breaks the graph")
-        elif q in RANDOM_BREAKING:
-            w.report("MND105", call, f"`{q}()` in compiled code: Python's random generator is C code Dynamo "
-                                     "skips, so the graph breaks")
-        elif q in DEBUGGERS:
-            w.report("MND106", call)
-        elif q == "torch.save":
-            w.report("MND107", call)
-        elif q == "copy.deepcopy":
-            w.report("MND108", call)
-        elif q in ("builtins.str", "builtins.repr") and call.args and w.kind(call.args[0]) == tk.T:
-            w.report("MND109", call, f"`{q[9:]}(tensor)` in compiled code: Dynamo cannot trace tensor formatting "
-                                     "and breaks the graph")
-        elif q == "builtins.open" and not _with_context_expr(w, call):
-            w.report("MND110", call)
+        _named_call(ctx, call, q)
         return
     if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
-        v = w.local_values.get(f.value.id)
-        if isinstance(v, ast.Call) and w.qualify(v.func) == "builtins.open":
-            w.report("MND110", call, f"`.{f.attr}()` on a file object in compiled code: Dynamo cannot trace file "
-                                     "I/O and breaks the graph")
+        v = ctx.local_values.get(f.value.id)
+        if isinstance(v, ast.Call) and ctx.qualify(v.func) == "builtins.open":
+            ctx.report("MND110", call, f"`.{f.attr}()` on a file object in compiled code: Dynamo cannot trace file "
+                                       "I/O and breaks the graph")
             return
-    if isinstance(f, ast.Attribute) and f.attr in LOGGER_METHODS and w.is_logger(f.value):
-        w.report("MND102", call, f"`.{f.attr}()` on a logging.Logger in compiled code: Dynamo does not trace "
-                                 "Logger methods and breaks the graph")
+    if isinstance(f, ast.Attribute) and f.attr in torch_facts.LOGGER_METHODS and ctx.is_logger(f.value):
+        ctx.report("MND102", call, f"`.{f.attr}()` on a logging.Logger in compiled code: Dynamo does not trace "
+                                   "Logger methods and breaks the graph")
 
 
-def _tensor_fstring(w, e: ast.AST) -> bool:
+def _named_call(ctx: Context, call: ast.Call, q: str) -> None:
+    """A call of a function with a dotted name (``print``, ``logging.info``, ``time.time``, ...)."""
+    code = PLAIN_CALLS.get(q)
+    if code is not None:
+        ctx.report(code, call)
+    elif q in torch_facts.LOGGING_FUNCS:
+        ctx.report("MND102", call, f"`{q}()` in compiled code: it calls a logging.Logger method, which Dynamo "
+                                   "does not trace, and breaks the graph")
+    elif (q.startswith("time.") and q.count(".") == 1) or q in DATETIME_NOW:
+        ctx.report("MND104", call, f"`{q}()` {CLOCK_MESSAGE}")
+    elif q in RANDOM_BREAKING:
+        ctx.report("MND105", call, f"`{q}()` in compiled code: Python's random generator is C code Dynamo "
+                                   "skips, so the graph breaks")
+    elif q in ("builtins.str", "builtins.repr") and call.args and ctx.kind(call.args[0]) == tk.T:
+        ctx.report("MND109", call, f"`{q[9:]}(tensor)` in compiled code: Dynamo cannot trace tensor formatting "
+                                   "and breaks the graph")
+    elif q == "builtins.open" and not ctx.in_with_item(call):
+        ctx.report("MND110", call)
+
+
+def _tensor_fstring(ctx: Context, e: ast.AST) -> bool:
     if isinstance(e, ast.Name):
-        e = w.local_values.get(e.id)
+        e = ctx.local_values.get(e.id)
     if not isinstance(e, ast.JoinedStr):
         return False
-    return any(isinstance(v, ast.FormattedValue) and w.kind(v.value) == tk.T for v in e.values)
+    return any(isinstance(v, ast.FormattedValue) and ctx.kind(v.value) == tk.T for v in e.values)
 
 
 @checker("call")
-def consumed_tensor_fstring(w, call: ast.Call) -> None:
+def consumed_tensor_fstring(ctx: Context, call: ast.Call) -> None:
     """``len(f"{t}")``: Dynamo formats f-strings lazily; using the text makes it raise (GB0088)."""
-    if w.qualify(call.func) in ("builtins.len", "builtins.hash") and call.args and _tensor_fstring(w, call.args[0]):
-        w.report("MND109", call, "the text of an f-string holding a tensor is used in compiled code: Dynamo "
-                                 "cannot format tensors, raises inside the frame and skips the whole function")
+    if ctx.qualify(call.func) in ("builtins.len", "builtins.hash") and call.args and _tensor_fstring(ctx, call.args[0]):
+        ctx.report("MND109", call, "the text of an f-string holding a tensor is used in compiled code: Dynamo "
+                                   "cannot format tensors, raises inside the frame and skips the whole function")

@@ -1,11 +1,14 @@
-"""MND5xx: unsupported calls, and breaks that make Dynamo skip the whole frame."""
+"""MND5xx: calls and statements Dynamo does not support (the frame skips are in ``frame_skips``)."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 
 from mend.analyzers.static import tensors as tk
-from mend.analyzers.static.rules.base import Rule, checker, register
+from mend.analyzers.static.rules.base import Finding, Rule, checker, project_checker, register
+from mend.analyzers.static.rules.context import Context, ProjectContext
+from mend.analyzers.static.summary import FileSummary, FuncInfo
 
 _HDR = "import torch\nfrom torch import nn\n"
 
@@ -126,62 +129,6 @@ register(
         """,),
     ),
     Rule(
-        "MND505", "graph-break-inside-try",
-        "graph break inside `try`: Dynamo cannot resume inside a try block and skips the whole frame",
-        ("GB0059",), "frame-skip",
-        what="Finds `try` blocks in traced code whose body contains a graph break (any other mend finding).",
-        why="""
-            Dynamo cannot split a graph inside an active `try` block. Instead of breaking gracefully it
-            gives up on the whole function ("Failed to handle graph break gracefully. Skipping the
-            function and falling back to eager"): nothing of that frame is compiled.
-        """,
-        use_instead="Move the breaking call out of the `try`, or guard it with `torch.compiler.is_compiling()`.",
-        invalid=(_HDR + """
-            class M(nn.Module):
-                def forward(self, x):
-                    try:
-                        print("step")
-                    except OSError:
-                        pass
-                    return x.relu()
-        """,),
-        valid=(_HDR + """
-            class M(nn.Module):
-                def forward(self, x):
-                    try:
-                        y = x.relu()
-                    except RuntimeError:
-                        y = x
-                    return y
-        """,),
-    ),
-    Rule(
-        "MND506", "graph-break-inside-loop",
-        "graph break inside a loop: Dynamo does not support breaks in for/while loops and skips the whole frame",
-        ("GB7000",), "frame-skip",
-        what="Finds `for`/`while` loops in traced code whose body contains a graph break.",
-        why="""
-            A graph break directly inside a loop body makes Dynamo skip the frame (GB7000 "graph break
-            in loop"): the whole function runs eagerly. (A break inside a function *called* from the
-            loop is handled gracefully and is not reported here.)
-        """,
-        use_instead="Hoist the breaking call out of the loop, or guard it with `torch.compiler.is_compiling()`.",
-        invalid=(_HDR + """
-            class M(nn.Module):
-                def forward(self, x):
-                    for i in range(3):
-                        x = x + x.sum().item()
-                    return x
-        """,),
-        valid=(_HDR + """
-            class M(nn.Module):
-                def forward(self, x):
-                    for i in range(3):
-                        x = x + x.sum()
-                    return x
-        """,),
-    ),
-    Rule(
         "MND507", "unsupported-context-manager",
         "unsupported context manager in compiled code: Dynamo cannot enter it and breaks the graph",
         ("GB0142",), "break",
@@ -204,40 +151,6 @@ register(
             class M(nn.Module):
                 def forward(self, x):
                     with torch.no_grad():
-                        y = x.relu()
-                    return y
-        """,),
-    ),
-    Rule(
-        "MND508", "graph-break-inside-user-contextmanager",
-        "graph break inside a user `@contextmanager` block: Dynamo cannot break there and skips the whole frame",
-        ("GB0066",), "frame-skip",
-        what="Finds `with` blocks over `@contextlib.contextmanager` functions of the checked tree whose body "
-             "contains a graph break, in traced code.",
-        why="""
-            Dynamo traces generator-based context managers, but cannot break the graph while one is
-            active (GB0066 "Graph break under GenericContextWrappingVariable"): the frame is skipped.
-        """,
-        use_instead="Move the breaking call outside the `with` block.",
-        invalid=("import contextlib\n" + _HDR + """
-            @contextlib.contextmanager
-            def section(name):
-                yield
-
-            class M(nn.Module):
-                def forward(self, x):
-                    with section("attn"):
-                        print("in section")
-                    return x.relu()
-        """,),
-        valid=("import contextlib\n" + _HDR + """
-            @contextlib.contextmanager
-            def section(name):
-                yield
-
-            class M(nn.Module):
-                def forward(self, x):
-                    with section("attn"):
                         y = x.relu()
                     return y
         """,),
@@ -286,48 +199,6 @@ register(
                     return x + PID
         """,),
     ),
-    Rule(
-        "MND511", "breaking-module-constructor",
-        "`nn.Module` constructed in compiled code breaks in its `__init__`: Dynamo then compiles the "
-        "constructor on its own and breaks again on the uninitialized module",
-        ("GB0119",), "break",
-        what="""
-            Finds `super().__init__()` in the `__init__` of a module class of the checked tree that is
-            constructed in traced code (directly or through helpers such as `set_attention_type`) and
-            whose `__init__` breaks the graph (typically MND502: it creates parameters).
-        """,
-        why="""
-            After the first break inside the inlined constructor, the constructor runs as its own frame,
-            which Dynamo compiles too; there `self` is not an initialized module yet and Dynamo breaks
-            at `super().__init__()` (GB0119 "Uninitialized nn.Module").
-        """,
-        use_instead="Construct modules in `__init__` (or before compiling), never in `forward`.",
-        invalid=(_HDR + """
-            class Proj(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-
-            class M(nn.Module):
-                def forward(self, x):
-                    self.proj = Proj()
-                    return x.sin()
-        """,),
-        valid=(_HDR + """
-            class Proj(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-
-            class M(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.proj = Proj()
-
-                def forward(self, x):
-                    return self.proj(x)
-        """,),
-    ),
 )
 
 PARAM_MODULES = frozenset(
@@ -343,50 +214,66 @@ UNTRACEABLE = frozenset({
 })
 
 
+AUTOGRAD_CALLS = frozenset({"torch.autograd.grad", "torch.autograd.backward"})
+TRACE_AUTOGRAD = "trace_autograd_ops"  # Dynamo config flag under which autograd calls are traced
+
+
 @checker("call")
-def unsupported_calls(w, call: ast.Call) -> None:
+def unsupported_calls(ctx: Context, call: ast.Call) -> None:
     f = call.func
-    q = w.qualify(f)
+    q = ctx.qualify(f)
     if q is not None:
-        if q in ("torch.autograd.grad", "torch.autograd.backward"):
-            w.report("MND501", call, f"`{q}` in compiled code: Dynamo does not trace autograd calls by default "
-                                     "and breaks the graph")
+        if q in AUTOGRAD_CALLS:
+            if TRACE_AUTOGRAD not in ctx.config_flags:
+                ctx.report("MND501", call, f"`{q}` in compiled code: Dynamo does not trace autograd calls by "
+                                           "default and breaks the graph")
         elif q in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
-            w.report("MND502", call, "`nn.Parameter(...)` constructed in compiled code: Dynamo cannot create "
-                                     "parameters in a graph and breaks")
+            ctx.report("MND502", call, "`nn.Parameter(...)` constructed in compiled code: Dynamo cannot create "
+                                       "parameters in a graph and breaks")
         elif q.startswith("torch.nn.") and q.rsplit(".", 1)[-1] in PARAM_MODULES:
-            w.report("MND502", call, f"`{q}(...)` constructed in compiled code: its parameters cannot be created in "
-                                     "a graph and Dynamo breaks")
+            ctx.report("MND502", call, f"`{q}(...)` constructed in compiled code: its parameters cannot be created "
+                                       "in a graph and Dynamo breaks")
         elif q == "torch._dynamo.graph_break":
-            w.report("MND509", call)
+            ctx.report("MND509", call)
         elif q in UNTRACEABLE or q.startswith("zlib."):
-            w.report("MND510", call, f"`{q}()` in compiled code: Dynamo cannot trace this C function and breaks "
-                                     "the graph")
-    elif isinstance(f, ast.Attribute) and f.attr == "backward" and w.kind(f.value) in (tk.T, tk.M):
-        w.report("MND501", call)
+            ctx.report("MND510", call, f"`{q}()` in compiled code: Dynamo cannot trace this C function and breaks "
+                                       "the graph")
+    elif isinstance(f, ast.Attribute) and f.attr == "backward" and ctx.kind(f.value) in (tk.T, tk.M):
+        if TRACE_AUTOGRAD not in ctx.config_flags:
+            ctx.report("MND501", call)
 
 
 @checker("binop")
-def pointer_arithmetic(w, node: ast.BinOp) -> None:
+def pointer_arithmetic(ctx: Context, node: ast.BinOp) -> None:
     for side in (node.left, node.right):
-        if isinstance(side, ast.Name) and side.id in w.ptr_names:
+        if isinstance(side, ast.Name) and side.id in ctx.ptr_names:
             break
         if isinstance(side, ast.Call):
             f = side.func
-            if (isinstance(f, ast.Attribute) and f.attr == "data_ptr") or w.qualify(f) == "builtins.id":
+            if (isinstance(f, ast.Attribute) and f.attr == "data_ptr") or ctx.qualify(f) == "builtins.id":
                 break
     else:
         return
-    w.report("MND503", node)
+    ctx.report("MND503", node)
 
 
 @checker("with")
-def unsupported_with(w, node: ast.With) -> None:
+def unsupported_with(ctx: Context, node: ast.With) -> None:
     for item in node.items:
-        ctx = item.context_expr
-        if isinstance(ctx, ast.Call) and w.qualify(ctx.func) == "builtins.open":
-            w.report("MND507", ctx, "`with open(...)` in compiled code: Dynamo cannot trace file I/O or enter the "
-                                    "file's context manager, and breaks the graph")
-        elif w.is_lock(ctx):
-            w.report("MND507", ctx, "`with <threading lock>` in compiled code: Dynamo cannot enter a lock and skips "
-                                    "the whole frame")
+        expr = item.context_expr
+        if isinstance(expr, ast.Call) and ctx.qualify(expr.func) == "builtins.open":
+            ctx.report("MND507", expr, "`with open(...)` in compiled code: Dynamo cannot trace file I/O or enter "
+                                       "the file's context manager, and breaks the graph")
+        elif ctx.is_lock(expr):
+            ctx.report("MND507", expr, "`with <threading lock>` in compiled code: Dynamo cannot enter a lock and "
+                                       "skips the whole frame")
+
+
+@project_checker
+def disabled_function_calls(project: ProjectContext, summary: FileSummary, fn: FuncInfo) -> Iterator[Finding]:
+    """MND504: calls from a traced function to ``@torch.compiler.disable`` functions of the tree."""
+    for site, target in project.disabled_calls(summary, fn):
+        yield Finding(
+            "MND504", f"call to `{target.name}`, decorated with torch.compiler.disable, from compiled code: "
+                      "Dynamo skips the call and breaks the graph",
+            site.line, site.col, site.end_line, site.end_col, fn.id)

@@ -1,4 +1,4 @@
-"""Families 4-6: Python scalars from tensors, dynamic shapes, and ``copy.deepcopy(t)``.
+"""MND3xx: Python scalars from tensors and data-dependent shapes.
 
 * ``.item()`` (MND301) whose value only feeds tensor arithmetic keeps the 0-d tensor: the ``.item()``
   is dropped and ``max(n, c)``/``min(n, c)`` around it become ``torch.clamp``. Safe when every use is
@@ -16,8 +16,6 @@
   ``_mend_masked_sum(t, mask)`` / ``_mend_masked_mean(t, mask)`` (static shapes; equal up to float
   reduction order). Other mask/nonzero/unique uses (MND304/305): unsafe
   ``@torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)`` on that function only.
-* ``copy.deepcopy(t)`` (MND108) -> ``t.clone()`` when ``t`` is provably a tensor (declined otherwise:
-  ``.clone()`` on a config or a dict would crash).
 """
 
 from __future__ import annotations
@@ -25,12 +23,11 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
+from mend.analyzers.static.torch_facts import COMPILE_NAMES, ELEMENTWISE_METHODS
 from mend.rewriter.analysis import code, is_number, parse_expr, strip_parens
 from mend.rewriter.engine import Decline, FileContext, Plan
-from mend.rewriter.fixes.branches import fix_branch
-
-ELEMENTWISE_METHODS = {"float", "double", "half", "bfloat16", "abs", "exp", "log", "sqrt", "neg",
-                       "sigmoid", "tanh", "relu", "square", "detach", "contiguous", "clone"}
+from mend.rewriter.fixes.base import fixer
+from mend.rewriter.fixes.control_flow import fix_branch
 
 
 def _is_method(node: cst.CSTNode, name: str) -> bool:
@@ -81,7 +78,7 @@ def _capture_decorator(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode, fl
 def _compile_decorator(ctx: FileContext, dec: cst.BaseExpression) -> bool:
     """``@torch.compile`` / ``@torch.compile(...)`` (or ``compile`` imported from torch)."""
     target = dec.func if isinstance(dec, cst.Call) else dec
-    return ctx.imports.qualify(target) in {"torch.compile", "torch.compiler.compile"}
+    return ctx.imports.qualify(target) in COMPILE_NAMES
 
 
 def _tensor_operand(ctx: FileContext, facts, node: cst.CSTNode) -> bool:
@@ -93,6 +90,7 @@ def _tensor_operand(ctx: FileContext, facts, node: cst.CSTNode) -> bool:
     return False
 
 
+@fixer("MND301")
 def fix_item(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     call = ctx.find(cst.Call, diag, pred=lambda n: _is_method(n, "item"))
     if call is None:
@@ -202,6 +200,7 @@ def _in_branch_test(ctx: FileContext, call: cst.Call) -> bool:
     return False
 
 
+@fixer("MND302")
 def fix_number(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     call = ctx.find(cst.Call, diag, pred=lambda n: isinstance(n.func, cst.Name)
                     and n.func.value in {"float", "int", "bool"} and len(n.args) == 1)
@@ -220,6 +219,7 @@ def fix_number(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
                               "the Python number is used outside tensor arithmetic")
 
 
+@fixer("MND303")
 def fix_tolist(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     call = ctx.find(cst.Call, diag, pred=lambda n: _is_method(n, "tolist"))
     if call is None:
@@ -236,6 +236,7 @@ def fix_tolist(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
                               "a Python list is needed (capture helps integer tensors only)")
 
 
+@fixer("MND305")
 def fix_mask(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     sub = ctx.find(cst.Subscript, diag)
     if sub is None:
@@ -272,29 +273,10 @@ def fix_mask(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
                               "the masked tensor's data-dependent shape is used")
 
 
+@fixer("MND304")
 def fix_dynamic_op(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     call = ctx.find(cst.Call, diag)
     if call is None:
         return Decline(diag, "could not find the call at this position")
     return _capture_decorator(ctx, diag, call, "capture_dynamic_output_shape_ops",
                               "the operator's output shape depends on tensor data")
-
-
-def fix_deepcopy(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
-    call = ctx.find(cst.Call, diag, pred=lambda n: (ctx.imports.qualify(n.func) or "") == "copy.deepcopy")
-    if call is None:
-        return Decline(diag, "could not find `copy.deepcopy(...)` at this position")
-    if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
-        return Decline(diag, "deepcopy with a memo argument is not rewritten")
-    arg = call.args[0].value
-    facts = ctx.facts(ctx.enclosing_function(call))
-    text = code(arg)
-    if not isinstance(arg, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
-        text = f"({text})"
-    new = parse_expr(f"{text}.clone()")
-    if facts.is_tensor(arg):
-        return Plan(diag, "`copy.deepcopy(t)` -> `t.clone()`", "safe", [(call, new)], drop_imports=["copy"])
-    # `.clone()` exists only on tensors: on anything else (a config, a dict, a module) the rewrite would
-    # crash (measured: transformers' Whisper deep-copies `self.config` in forward).
-    return Decline(diag, f"mend cannot prove `{text}` is a tensor, and `.clone()` exists only on tensors "
-                         "(annotate it `torch.Tensor` if it is one)")

@@ -59,9 +59,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
+from mend.analyzers.static.torch_facts import BOOL_OPS, FLOAT_DTYPES
 from mend.rewriter.analysis import (
-    BOOL_PRODUCERS,
-    FLOAT_DTYPES,
     FunctionFacts,
     body_statements,
     code,
@@ -74,6 +73,7 @@ from mend.rewriter.analysis import (
     walk,
 )
 from mend.rewriter.engine import Decline, FileContext, Plan
+from mend.rewriter.fixes.base import fixer
 
 
 class _Declined(Exception):
@@ -142,7 +142,7 @@ class _Lower:
         if isinstance(expr, cst.Call):
             name = (expr.func.attr.value if isinstance(expr.func, cst.Attribute)
                     else (self.facts.imports.qualify(expr.func) or "").rsplit(".", 1)[-1])
-            if name in BOOL_PRODUCERS:
+            if name in BOOL_OPS:
                 return code(expr)
         return f"({code(expr)}).bool()" if not isinstance(expr, (cst.Name, cst.Call, cst.Attribute)) \
             else f"{code(expr)}.bool()"
@@ -228,6 +228,7 @@ def _defined_before(ctx: FileContext, facts: FunctionFacts, name: str, stmt: cst
     return False
 
 
+@fixer("MND201")
 def fix_branch(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     node = ctx.find((cst.If, cst.IfExp, cst.While), diag)
     if node is None:
@@ -803,6 +804,7 @@ def _next_return(ctx: FileContext, node: cst.If) -> cst.Return | None:
     return None
 
 
+@fixer("MND203")
 def fix_validation(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     node = ctx.find(cst.If, diag)
     if node is None:

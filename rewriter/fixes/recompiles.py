@@ -23,8 +23,10 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
+from mend.analyzers.static.torch_facts import COMPILE_NAMES
 from mend.rewriter.analysis import code, is_number, names_in, parse_expr, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
+from mend.rewriter.fixes.base import fixer
 
 
 def _self_attr(node: cst.CSTNode) -> str | None:
@@ -33,6 +35,7 @@ def _self_attr(node: cst.CSTNode) -> str | None:
     return None
 
 
+@fixer("MND401")
 def fix_module_attr(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     stmt = ctx.find((cst.AugAssign, cst.Assign), diag)
     if stmt is None:
@@ -49,51 +52,70 @@ def fix_module_attr(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
     if init is None:
         return Decline(diag, "the class has no __init__ to register a buffer in")
-    init_assign = None
+    found = _init_assignment(init, attr)
+    if isinstance(found, str):
+        return Decline(diag, found)
+    line, small = found
+    torch, imports = ctx.torch_name()
+    edits: list = []
+    problem = _other_writes(cls, attr, small) or _reads(ctx, cls, attr, torch, edits)
+    if problem is not None:
+        return Decline(diag, problem)
+    is_float = isinstance(small.value, cst.Float) or isinstance(getattr(small.value, "expression", None), cst.Float)
+    dtype = f", dtype={torch}.float64" if is_float else ""
+    new_line = line.with_changes(body=[cst.Expr(parse_expr(
+        f'self.register_buffer("{attr}", {torch}.tensor({code(small.value)}{dtype}), persistent=False)'))])
+    edits.append((line, new_line))
+    return Plan(diag, f"`self.{attr}` becomes a registered buffer updated in place (no recompile per value)",
+                "unsafe", edits, imports=imports)
+
+
+def _init_assignment(init: cst.FunctionDef, attr: str) -> tuple[cst.SimpleStatementLine, cst.Assign] | str:
+    """The one ``self.attr = <number>`` line of ``__init__`` (after ``super().__init__()``), or why not."""
+    found = None
     seen_super = False
     for s in init.body.body:
-        if isinstance(s, cst.SimpleStatementLine):
-            for small in s.body:
-                if "super().__init__" in code(small) or "Module.__init__" in code(small):
-                    seen_super = True
-                if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
-                        _self_attr(small.targets[0].target) == attr:
-                    if init_assign is not None:
-                        return Decline(diag, f"`self.{attr}` is assigned twice in __init__")
-                    if not seen_super:
-                        return Decline(diag, f"`self.{attr}` is set before `super().__init__()`")
-                    init_assign = (s, small)
-    if init_assign is None:
-        return Decline(diag, f"`self.{attr}` is not initialised in __init__ with a number")
-    line, small = init_assign
-    if len(line.body) != 1 or not is_number(small.value):
-        return Decline(diag, f"`self.{attr}` is not initialised with a plain number literal")
-    is_float = isinstance(small.value, cst.Float) or isinstance(getattr(small.value, "expression", None), cst.Float)
-    torch, imports = ctx.torch_name()
-    # Every other write must be an in-place numeric update; every read must stay in tensor arithmetic.
-    edits: list = []
+        if not isinstance(s, cst.SimpleStatementLine):
+            continue
+        for small in s.body:
+            if "super().__init__" in code(small) or "Module.__init__" in code(small):
+                seen_super = True
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
+                    _self_attr(small.targets[0].target) == attr:
+                if found is not None:
+                    return f"`self.{attr}` is assigned twice in __init__"
+                if not seen_super:
+                    return f"`self.{attr}` is set before `super().__init__()`"
+                found = (s, small)
+    if found is None:
+        return f"`self.{attr}` is not initialised in __init__ with a number"
+    if len(found[0].body) != 1 or not is_number(found[1].value):
+        return f"`self.{attr}` is not initialised with a plain number literal"
+    return found
+
+
+def _other_writes(cls: cst.ClassDef, attr: str, init_assign: cst.Assign) -> str | None:
+    """Every write of ``self.attr`` other than the one in ``__init__`` must be an in-place numeric update."""
     for node in walk(cls):
         if isinstance(node, cst.AugAssign) and _self_attr(node.target) == attr:
             if not is_number(node.value) and not isinstance(node.value, cst.Name):
-                return Decline(diag, f"`self.{attr}` is updated with a non-number")
+                return f"`self.{attr}` is updated with a non-number"
             continue
         if isinstance(node, cst.Assign) and any(_self_attr(t.target) == attr for t in node.targets):
-            if node is small:
-                continue
-            return Decline(diag, f"`self.{attr}` is rebound with `=`; only `+=`-style updates keep a buffer")
+            if node is not init_assign:
+                return f"`self.{attr}` is rebound with `=`; only `+=`-style updates keep a buffer"
+    return None
+
+
+def _reads(ctx: FileContext, cls: cst.ClassDef, attr: str, torch: str, edits: list) -> str | None:
+    """Every read of ``self.attr`` must stay in tensor arithmetic (``min``/``max`` become clamps in ``edits``)."""
     for node in walk(cls):
         if _self_attr(node) != attr or _is_store(ctx, node):
             continue
         res = _check_read(ctx, node, torch, edits, set())
         if res is not None:
-            return Decline(diag, res)
-    value = code(small.value)
-    dtype = f", dtype={torch}.float64" if is_float else ""
-    new_line = line.with_changes(body=[cst.Expr(parse_expr(
-        f'self.register_buffer("{attr}", {torch}.tensor({value}{dtype}), persistent=False)'))])
-    edits.append((line, new_line))
-    return Plan(diag, f"`self.{attr}` becomes a registered buffer updated in place (no recompile per value)",
-                "unsafe", edits, imports=imports)
+            return res
+    return None
 
 
 def _is_store(ctx: FileContext, node: cst.CSTNode) -> bool:
@@ -147,8 +169,9 @@ def _check_read(ctx: FileContext, node: cst.CSTNode, torch: str, edits: list, se
         return f"the value is used in a `{type(parent).__name__}` mend does not follow"
 
 
+@fixer("MND403")
 def fix_compile_in_loop(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
-    call = ctx.find(cst.Call, diag, pred=lambda n: ctx.imports.qualify(n.func) == "torch.compile")
+    call = ctx.find(cst.Call, diag, pred=lambda n: _is_compile(ctx, n.func))
     if call is None:
         return Decline(diag, "could not find `torch.compile(...)` at this position")
     stmt = ctx.statement_line(call)
@@ -185,7 +208,7 @@ def fix_compile_in_loop(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
 
 
 def _is_compile(ctx: FileContext, expr: cst.BaseExpression) -> bool:
-    return ctx.imports.qualify(expr) == "torch.compile"
+    return ctx.imports.qualify(expr) in COMPILE_NAMES
 
 
 def _compile_definitions(ctx: FileContext, name: str) -> list[tuple[cst.CSTNode, cst.CSTNode]]:
@@ -219,6 +242,7 @@ def _add_dynamic(node: cst.CSTNode) -> cst.CSTNode:
     return node.with_changes(args=[*node.args, _DYNAMIC])
 
 
+@fixer("MND402")
 def fix_varying_scalar(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     call = ctx.find(cst.Call, diag, pred=lambda n: isinstance(n.func, cst.Name))
     if call is None:

@@ -1,0 +1,439 @@
+"""The single walk over one function body, dispatching each node to the rule checkers.
+
+:class:`FunctionWalker` visits every statement once, in order: it keeps the tensor kinds of the
+function's names (:class:`~mend.analyzers.static.tensors.TensorKinds`), skips branches that are dead
+under compile (``torch.compiler.is_compiling()`` and its spellings), tracks the enclosing ``try``/loop/
+``with`` statements (:class:`~mend.analyzers.static.rules.context.Region`) and ``if self.training:``-style
+mode guards, records the calls the project index follows, and hands each node to the checkers
+registered for its kind; the function checkers run once the body is done. The walker is the
+:class:`~mend.analyzers.static.rules.context.Context` the checkers see; it knows no rule.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from mend.analyzers.static import tensors as tk
+from mend.analyzers.static import torch_facts
+from mend.analyzers.static.names import CLASS, DEF, IMPORT, VAR, Scope, children, target_names
+from mend.analyzers.static.rules.base import CHECKERS, FUNCTION_CHECKERS, RULES, Finding
+from mend.analyzers.static.rules.context import FunctionNode, Region, Span
+from mend.analyzers.static.summary import CallSite, FuncInfo, Ref
+
+if TYPE_CHECKING:
+    from mend.analyzers.static.module import ModuleAnalyzer
+
+
+def under_compile(expr: ast.AST, scope: Scope) -> bool | None:
+    """The value of ``expr`` under torch.compile when it is fixed (``is_compiling()`` and friends)."""
+    if isinstance(expr, ast.Call) and not expr.args:
+        q = scope.qualify(expr.func)
+        if q and torch_facts.is_compiling_call(q):
+            return True
+        if q in torch_facts.FALSE_UNDER_COMPILE:
+            return False
+        return None
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+        v = under_compile(expr.operand, scope)
+        return None if v is None else not v
+    if isinstance(expr, ast.BoolOp):
+        vals = [under_compile(v, scope) for v in expr.values]
+        if isinstance(expr.op, ast.And):
+            return False if False in vals else (True if all(v is True for v in vals) else None)
+        return True if True in vals else (False if all(v is False for v in vals) else None)
+    return None
+
+
+def _terminates(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
+
+
+class FunctionWalker(tk.TensorKinds):
+    """Walks one function body once: tensor kinds, dead branches, regions, rule dispatch."""
+
+    def __init__(self, mod: ModuleAnalyzer, info: FuncInfo, node: FunctionNode, scope: Scope, env: dict) -> None:
+        self.mod = mod
+        self.info = info
+        self.node = node
+        self.scope = scope
+        self.env = dict(env)
+        self.bool_names = set()
+        self.ptr_names = set()
+        self.local_values = {}
+        self.cls = info.cls
+        self.facts = mod.class_facts.get(self.cls) if self.cls else None
+        self.self_name = node.args.args[0].arg if (self.cls and node.args.args) else None
+        self.is_forward = bool(self.cls) and info.name == "forward"
+        self.loop_vars = {}
+        self.method_loop_vars: dict[str, str] = {}  # the same, through enumerate(): for method calls only
+        self.regions: list[Region] = []
+        self.findings: list[Finding] = []
+        self._seen: set[tuple[str, int, int]] = set()
+        self.config_flags = mod.config_flags | mod.patched.get(info.id, frozenset())
+        self.loop_depth = 0
+        self.mode_guards: list[str] = []  # enclosing `if self.training:`-style conditions
+        self._with_items: set[int] = set()
+        self.bind_params()
+
+    # -- the Context of the checkers -------------------------------------------------------------
+    def span(self, node: ast.AST) -> Span:
+        return self.mod.span(node)
+
+    def report(self, code: str, node: ast.AST, message: str | None = None,
+               requires: tuple[tuple[str, str], ...] = (), **data: object) -> None:
+        line, col, end_line, end_col = self.mod.span(node)
+        key = (code, line, col)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        data = dict(data)
+        message = message or RULES[code].summary
+        if self.mode_guards and "mode" not in data:
+            data["mode"] = self.mode_guards[-1]
+            message += f" (only when `{self.mode_guards[-1]}`)"
+        self.findings.append(Finding(code, message, line, col, end_line, end_col, self.info.id, requires, data))
+
+    def in_with_item(self, call: ast.Call) -> bool:
+        return id(call) in self._with_items
+
+    def is_logger(self, expr: ast.AST) -> bool:
+        if isinstance(expr, ast.Name):
+            b = self.scope.lookup(expr.id)
+            return b is not None and b.kind == VAR and b.value == "logger"
+        attr = self.is_self_attr(expr)
+        if attr and self.facts and attr in self.facts.logger_attrs:
+            return True
+        if isinstance(expr, ast.Call):
+            return self.mod.value_tag(expr, self.scope) == "logger"
+        return False
+
+    def is_lock(self, expr: ast.AST) -> bool:
+        if isinstance(expr, ast.Call):
+            return self.mod.value_tag(expr, self.scope) == "lock"
+        if isinstance(expr, ast.Name):
+            b = self.scope.lookup(expr.id)
+            return b is not None and b.kind == VAR and b.value == "lock"
+        attr = self.is_self_attr(expr)
+        return bool(attr and self.facts and attr in self.facts.lock_attrs)
+
+    # -- modes the analyzer cannot see -----------------------------------------------------------
+    def mode_test(self, expr: ast.AST) -> str | None:
+        """The text of ``expr`` when it tests a *mode* the analyzer cannot see: ``self.training``
+        (train vs eval), a dtype (``x.dtype == torch.float16``, ``x.is_floating_point()``) or grad mode."""
+        e = expr.operand if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not) else expr
+        if isinstance(e, ast.Attribute) and e.attr == "training" and self.is_self_attr(e):
+            return ast.unparse(expr)
+        if isinstance(e, ast.Compare):
+            for o in (e.left, *e.comparators):
+                if isinstance(o, ast.Attribute) and o.attr == "dtype":
+                    return ast.unparse(expr)
+        if (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
+                and e.func.attr in ("is_floating_point", "is_complex")):
+            return ast.unparse(expr)
+        if isinstance(e, ast.Call) and not e.args and self.scope.qualify(e.func) in torch_facts.GRAD_MODE_TESTS:
+            return ast.unparse(expr)
+        return None
+
+    def mode_guard(self, test: ast.AST) -> str | None:
+        """The mode test that an ``if`` body runs under: ``if self.training:``, ``if self.training and
+        self.layerdrop > 0:``, ``if h.dtype == torch.float16 and <tensor test>:``."""
+        m = self.mode_test(test)
+        if m is None and isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            m = next((t for t in map(self.mode_test, test.values) if t is not None), None)
+        if m is None and isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+            # `not is_compiling() or torch.is_grad_enabled()`: under compile only the other operands decide
+            live = [v for v in test.values if under_compile(v, self.scope) is not False]
+            if len(live) == 1:
+                m = self.mode_test(live[0])
+        return m
+
+    def mode_prefixed(self, test: ast.AST) -> str | None:
+        """For ``a and b and <tensor condition>``: the first mode test among the operands before the
+        first tensor-valued one. The tensor condition is evaluated (and breaks) only in that mode."""
+        if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+            return None
+        for v in test.values:
+            if self.kind(v) == tk.T:
+                return None
+            m = self.mode_test(v)
+            if m is not None:
+                return m
+        return None
+
+    # -- the walk --------------------------------------------------------------------------------
+    def walk(self) -> None:
+        self.block(self.node.body)
+        for check in FUNCTION_CHECKERS:
+            check(self)
+        self._record_regions()
+        self.mod.summary.findings.extend(self.findings)
+
+    def block(self, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            if self.stmt(stmt):
+                break  # the rest of the block is dead under compile
+
+    def stmt(self, s: ast.stmt) -> bool:
+        """Walk one statement. Returns True when the code after it is dead under compile."""
+        walk = _STATEMENTS.get(s.__class__)
+        if walk is not None:
+            return walk(self, s)
+        for child in ast.iter_child_nodes(s):
+            if isinstance(child, ast.expr):
+                self.expr(child)
+        return False
+
+    def _def(self, s: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """A nested function: its decorators run here; its body is walked on its own, with the kinds
+        of the names at this point."""
+        nested = self.mod.summary.functions.get(f"{self.info.id}.<locals>.{s.name}")
+        for d in s.decorator_list:
+            self.expr(d)
+        if nested is not None:
+            for i, entry in enumerate(self.mod.func_nodes):
+                if entry[0] is nested:
+                    self.mod.func_nodes[i] = (entry[0], entry[1], entry[2], dict(self.env))
+        return False
+
+    def _class(self, s: ast.ClassDef) -> bool:
+        return False
+
+    def _if(self, s: ast.If) -> bool:
+        fixed = under_compile(s.test, self.scope)
+        if fixed is True:
+            self.block(s.body)
+            return _terminates(s.body)
+        if fixed is False:
+            self.block(s.orelse)
+            return _terminates(s.orelse)
+        self.dispatch("if", s)
+        self.expr(s.test)
+        mode = self.mode_guard(s.test)
+        if mode is not None:
+            self.mode_guards.append(mode)
+        self.block(s.body)
+        if mode is not None:
+            self.mode_guards.pop()
+        self.block(s.orelse)
+        return False
+
+    def _while(self, s: ast.While) -> bool:
+        self.dispatch("while", s)
+        self.expr(s.test)
+        self._loop(s)
+        self.block(s.orelse)
+        return False
+
+    def _for(self, s: ast.For | ast.AsyncFor) -> bool:
+        self.expr(s.iter)
+        ik = self.kind(s.iter)
+        attr = self.is_self_attr(s.iter)
+        for n in target_names(s.target):
+            self.env[n] = tk.T if ik == tk.T else tk.N
+            if attr and self.facts and attr in self.facts.module_attrs:
+                self.loop_vars[n] = attr
+        it = s.iter
+        if (isinstance(it, ast.Call) and len(it.args) == 1 and self.qualify(it.func) == "builtins.enumerate"
+                and isinstance(s.target, ast.Tuple) and len(s.target.elts) == 2
+                and isinstance(s.target.elts[1], ast.Name) and self._self_module(it.args[0])):
+            # `for i, layer in enumerate(self.layers): layer.reset()`; only for method calls: a
+            # break reached through `layer(x)` depends on the layer's inputs, which the
+            # transitive frame-skip check cannot see
+            self.method_loop_vars[s.target.elts[1].id] = self.is_self_attr(it.args[0])
+        self._loop(s)
+        self.block(s.orelse)
+        return False
+
+    def _loop(self, s: ast.While | ast.For | ast.AsyncFor) -> None:
+        start = len(self.findings)
+        self.loop_depth += 1
+        self.block(s.body)
+        self.loop_depth -= 1
+        self.regions.append(Region("loop", s, start, len(self.findings)))
+
+    def _try(self, s: ast.Try) -> bool:
+        start = len(self.findings)
+        self.block(s.body)
+        self.regions.append(Region("try", s, start, len(self.findings)))
+        for h in s.handlers:
+            self.block(h.body)
+        self.block(s.orelse)
+        self.block(s.finalbody)
+        return False
+
+    def _with(self, s: ast.With | ast.AsyncWith) -> bool:
+        self.dispatch("with", s)
+        for item in s.items:
+            self._with_items.add(id(item.context_expr))
+            self.expr(item.context_expr)
+            if item.optional_vars is not None:
+                for n in target_names(item.optional_vars):
+                    self.env[n] = tk.N
+        start = len(self.findings)
+        self.block(s.body)
+        for item in s.items:
+            ctx = item.context_expr
+            if isinstance(ctx, ast.Call):
+                ref = self.mod.ref_of(ctx.func, self.scope, self.cls, self.self_name)
+                if ref is not None:
+                    self.regions.append(Region("ctx", s, start, len(self.findings), (("contextmanager", "|".join(ref)),)))
+        return False
+
+    def _assign_stmt(self, s: ast.Assign) -> bool:
+        self.expr(s.value)
+        for t in s.targets:
+            self.expr_targets(t)
+        self.dispatch("assign", s)
+        k = self.kind(s.value)
+        for t in s.targets:
+            self.assign(t, s.value, k)
+        return False
+
+    def _annassign(self, s: ast.AnnAssign) -> bool:
+        if s.value is not None:
+            self.expr(s.value)
+            self.assign(s.target, s.value, self.kind(s.value))
+        return False
+
+    def _augassign(self, s: ast.AugAssign) -> bool:
+        self.expr(s.value)
+        self.expr_targets(s.target)
+        self.dispatch("augassign", s)
+        if isinstance(s.target, ast.Name):
+            kinds = (self.kind(s.target), self.kind(s.value))
+            self.env[s.target.id] = tk.S if tk.S in kinds else max(kinds)
+        return False
+
+    def _match(self, s: ast.Match) -> bool:
+        self.expr(s.subject)
+        for case in s.cases:
+            self.block(case.body)
+        return False
+
+    def _return_or_raise(self, s: ast.Return | ast.Raise) -> bool:
+        for child in ast.iter_child_nodes(s):
+            self.expr(child)
+        if isinstance(s, ast.Return) and s.value is not None:
+            elts = s.value.elts if isinstance(s.value, ast.Tuple) else [s.value]
+            self.info.returns.append(tuple(
+                self.mod.ref_of(e, self.scope, self.cls, self.self_name, self.local_values) for e in elts[:8]))
+        return False
+
+    def expr_targets(self, t: ast.AST) -> None:
+        """Expressions inside assignment targets (``x[i] = ...``: the ``i``)."""
+        for sub in ast.walk(t):
+            if isinstance(sub, ast.Subscript):
+                self.expr(sub.slice)
+
+    def expr(self, e: ast.AST) -> None:
+        stack = [e]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(n, ast.IfExp):
+                fixed = under_compile(n.test, self.scope)
+                if fixed is not None:
+                    stack.append(n.body if fixed else n.orelse)
+                    continue
+            t = type(n)
+            if t is ast.Call:
+                self.dispatch("call", n)
+                self._record_call(n)
+            elif t is ast.IfExp:
+                self.dispatch("ifexp", n)
+            elif t is ast.Subscript and isinstance(n.ctx, ast.Load):
+                self.dispatch("subscript", n)
+            elif t is ast.JoinedStr:
+                self.dispatch("fstring", n)
+            elif t is ast.BinOp:
+                self.dispatch("binop", n)
+            elif t is ast.NamedExpr:
+                self.assign(n.target, n.value, self.kind(n.value))
+            elif t is ast.Name or t is ast.Constant:
+                continue
+            stack.extend(children(n))
+
+    def dispatch(self, kind: str, node: ast.AST) -> None:
+        for fn in CHECKERS[kind]:
+            fn(self, node)
+
+    # -- what the project index needs --------------------------------------------------------------
+    def _record_regions(self) -> None:
+        for r in self.regions:
+            body = r.node.body
+            line, col, _, _ = self.mod.span(r.node)
+            self.info.regions.append((r.kind, line, col, body[0].lineno, body[-1].end_lineno or body[-1].lineno,
+                                      tuple(r.requires)))
+
+    def call_ref(self, call: ast.Call) -> Ref | None:
+        """A symbolic reference to the callee of ``call`` when it may be defined in the checked tree."""
+        f = call.func
+        if isinstance(f, ast.Name):
+            ref = self._name_ref(f)
+        elif isinstance(f, ast.Attribute):
+            ref = self._attribute_ref(f)
+        elif isinstance(f, ast.Subscript) and self._self_module(f.value):
+            ref = ("selfattr", self.is_self_attr(f.value))
+        else:
+            ref = None
+        if ref is not None and ref[-1]:
+            return ref
+        return None
+
+    def _name_ref(self, f: ast.Name) -> Ref | None:
+        b = self.scope.lookup(f.id)
+        if b is not None and b.kind in (DEF, CLASS, IMPORT):
+            q = self.scope.qualify(f) or ""
+            return None if q.startswith("torch.") else ("qual", q)
+        if f.id in self.loop_vars:
+            return ("selfattr", self.loop_vars[f.id])
+        return None
+
+    def _attribute_ref(self, f: ast.Attribute) -> Ref | None:
+        attr = self.is_self_attr(f)
+        sub = self.is_self_attr(f.value)
+        v = f.value
+        if attr is not None:
+            return ("selfattr", attr) if (self.facts and attr in self.facts.module_attrs) else ("self", attr)
+        if sub is not None and self.facts and sub in self.facts.module_attrs:
+            return ("selfattrm", sub, f.attr)  # a method of a submodule: `self.encoder.reset()`
+        if isinstance(v, ast.Name) and v.id in self.loop_vars:
+            return ("selfattrm", self.loop_vars[v.id], f.attr)  # `for layer in self.layers: layer.reset()`
+        if isinstance(v, ast.Name) and v.id in self.method_loop_vars:
+            return ("selfattrm", self.method_loop_vars[v.id], f.attr)
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "super":
+            return ("super", f.attr)
+        q = self.qualify(f)
+        if q and not q.startswith(("builtins.", "torch.")):
+            return ("qual", q)
+        return None
+
+    def _record_call(self, call: ast.Call) -> None:
+        ref = self.call_ref(call)
+        if ref is not None:
+            line, col, end_line, end_col = self.mod.span(call)
+            self.info.calls.append(CallSite(ref, line, col, end_line, end_col, self.loop_depth > 0))
+
+
+_STATEMENTS = {
+    ast.FunctionDef: FunctionWalker._def,
+    ast.AsyncFunctionDef: FunctionWalker._def,
+    ast.ClassDef: FunctionWalker._class,
+    ast.If: FunctionWalker._if,
+    ast.While: FunctionWalker._while,
+    ast.For: FunctionWalker._for,
+    ast.AsyncFor: FunctionWalker._for,
+    ast.Try: FunctionWalker._try,
+    ast.With: FunctionWalker._with,
+    ast.AsyncWith: FunctionWalker._with,
+    ast.Assign: FunctionWalker._assign_stmt,
+    ast.AnnAssign: FunctionWalker._annassign,
+    ast.AugAssign: FunctionWalker._augassign,
+    ast.Match: FunctionWalker._match,
+    ast.Return: FunctionWalker._return_or_raise,
+    ast.Raise: FunctionWalker._return_or_raise,
+}
+if hasattr(ast, "TryStar"):
+    _STATEMENTS[ast.TryStar] = FunctionWalker._try
