@@ -1,0 +1,3 @@
+from mend.zoo.cli import main
+
+raise SystemExit(main())

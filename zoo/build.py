@@ -1,0 +1,119 @@
+"""Build a zoo model: spec -> shrunk config -> model class -> model with random weights (no downloads).
+
+Imports transformers (and through it torch) when called, never at module import.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from typing import Any
+
+from mend.zoo.profiles import Profile, profile
+from mend.zoo.shrink import apply_overrides, is_subconfig, shrink
+from mend.zoo.specs import ModelSpec, family
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+# where a model type has no base model (MODEL_MAPPING), the task heads tried in this order, then any other
+HEAD_ORDER = (
+    "CAUSAL_LM", "IMAGE_TEXT_TO_TEXT", "VISION_2_SEQ", "SEQ_TO_SEQ_CAUSAL_LM", "SPEECH_SEQ_2_SEQ",
+    "TEXT_TO_WAVEFORM", "TEXT_TO_SPECTROGRAM", "DEPTH_ESTIMATION", "SEMANTIC_SEGMENTATION",
+    "UNIVERSAL_SEGMENTATION", "KEYPOINT_DETECTION", "BACKBONE", "IMAGE", "OBJECT_DETECTION", "MASK_GENERATION",
+    "PRETRAINING", "MASKED_LM",
+)
+
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def model_class_name(model_type: str) -> str:
+    """The base model class of a type (``MODEL_MAPPING``), else its first task head in :data:`HEAD_ORDER`."""
+    from transformers.models.auto import modeling_auto as auto
+
+    fam = family(model_type)
+    if fam.model_class:
+        return fam.model_class
+    mappings = [("", auto.MODEL_MAPPING_NAMES)]
+    mappings += [(h, getattr(auto, f"MODEL_FOR_{h}_MAPPING_NAMES")) for h in HEAD_ORDER]
+    mappings += sorted((n, getattr(auto, n)) for n in dir(auto) if n.startswith("MODEL_FOR_") and n.endswith("_NAMES"))
+    for _, names in mappings:
+        name = names.get(model_type)
+        if name:
+            return name[0] if isinstance(name, (tuple, list)) else name
+    raise LookupError(f"no model class for model type {model_type!r}")
+
+
+def default_config_dict(model_type: str) -> dict[str, Any]:
+    """The default config of a type as a dict; composite types without defaults get theirs from the family table."""
+    from transformers import CONFIG_MAPPING
+
+    fam = family(model_type)
+    if fam.base_config is not None:
+        return CONFIG_MAPPING[model_type](**fam.base_config()).to_dict()
+    return CONFIG_MAPPING[model_type]().to_dict()
+
+
+def config_dict(spec: ModelSpec, p: Profile, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The shrunk config dict of a spec: defaults -> generic shrinker -> family overrides -> variant overrides."""
+    d = shrink(base if base is not None else default_config_dict(spec.model_type), p)
+    apply_overrides(d, family(spec.model_type).config)
+    return apply_overrides(d, dict(spec.config))
+
+
+@functools.cache
+def _init_keys(model_type: str) -> frozenset[str] | None:
+    """What a config class takes: its ``__init__`` parameters and PretrainedConfig's own attributes."""
+    from transformers import CONFIG_MAPPING, PretrainedConfig
+
+    if model_type not in CONFIG_MAPPING:
+        return None
+    own = inspect.signature(CONFIG_MAPPING[model_type].__init__).parameters
+    return frozenset(own) | frozenset(PretrainedConfig().to_dict())
+
+
+def init_kwargs(d: dict[str, Any]) -> dict[str, Any]:
+    """Drop what a config computes in ``__init__`` (``stage_names``, ``qk_head_dim``...): passed back, the
+    value computed from the original sizes would win over the one computed from the shrunk ones."""
+    keys = _init_keys(d.get("model_type", ""))
+    out = {}
+    for k, v in d.items():
+        if keys is not None and k not in keys:
+            continue
+        out[k] = init_kwargs(v) if is_subconfig(v) else v
+    return out
+
+
+def build_config(spec: ModelSpec, p: Profile | str = "tiny") -> Any:
+    """The config object of a spec. Shrinks twice: sub-configs that a config creates only in ``__init__``
+    (a DETR's default ResNet backbone once timm is switched off) are shrunk in the second pass."""
+    from transformers import CONFIG_MAPPING
+
+    p = profile(p) if isinstance(p, str) else p
+    cls = CONFIG_MAPPING[spec.model_type]
+    config = cls.from_dict(init_kwargs(config_dict(spec, p)))
+    again = config_dict(spec, p, config.to_dict())
+    if again != config.to_dict():
+        config = cls.from_dict(init_kwargs(again))
+    return config
+
+
+def torch_dtype(name: str) -> Any:
+    import torch
+
+    try:
+        return getattr(torch, DTYPES[name])
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r}; choose from {', '.join(DTYPES)}") from None
+
+
+def build_model(spec: ModelSpec, dtype: str = "fp32", p: Profile | str = "tiny", seed: int = 0) -> tuple[Any, Any]:
+    """(model in eval mode with random weights, its config)."""
+    import torch
+    import transformers
+
+    config = build_config(spec, p)
+    cls = getattr(transformers, spec.model_class or model_class_name(spec.model_type))
+    torch.manual_seed(seed)
+    model = cls(config).eval()
+    return model.to(torch_dtype(dtype)), config

@@ -1,0 +1,116 @@
+"""``python benchmarks/zoo.py`` / ``python -m mend.zoo``: run the model zoo and print its table.
+
+    python benchmarks/zoo.py --jobs 2 --json zoo.json                  # every type, 3 sources, fp32
+    python benchmarks/zoo.py --models sam,phi3:longrope --sources original,safe
+    python benchmarks/zoo.py --subset breaking --sources original,safe  # the rows that break (checked-in list)
+    python benchmarks/zoo.py --subset breaking --from-json zoo.json     # ... as found by a previous run
+    python benchmarks/zoo.py --show zoo.json [--markdown]               # print a previous result
+
+Exit code 1 when a safe fix changed an eager output (or made a row fail that ran before).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from mend.zoo import records as R
+from mend.zoo.runner import Settings, run_zoo
+from mend.zoo.sources import SOURCES
+from mend.zoo.specs import ModelSpec, specs
+from mend.zoo.table import render, summarize
+
+BREAKING = Path(__file__).resolve().parent / "breaking.json"
+
+
+def breaking_rows(from_json: Path | None = None) -> list[str]:
+    """Rows that break in the original source: from a previous result, else the checked-in list."""
+    if from_json is not None:
+        res = R.load(from_json)
+        return [r.name for r in res.records if r.source == "original" and r.status == R.OK and r.breaks]
+    return list(json.loads(BREAKING.read_text())["rows"])
+
+
+def write_breaking(results: R.Results, path: Path) -> list[str]:
+    rows = [r.name for r in results.records if r.source == "original" and r.status == R.OK and r.breaks]
+    path.write_text(json.dumps({"about": "zoo rows whose original source breaks the graph (fp32, tiny profile)",
+                                "command": " ".join(results.command), "versions": results.versions,
+                                "created": results.created, "rows": rows}, indent=1) + "\n")
+    return rows
+
+
+def select(a: argparse.Namespace) -> list[ModelSpec]:
+    if a.models and a.subset:
+        raise SystemExit("--models and --subset exclude each other")
+    if a.subset == "breaking":
+        return specs(breaking_rows(a.from_json), variants=False)
+    names = [n.strip() for n in a.models.split(",") if n.strip()] if a.models else None
+    return specs(names, variants=a.variants)
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="zoo", description=__doc__.splitlines()[0])
+    ap.add_argument("--models", help="comma-separated types or rows (type:variant); default: every type")
+    ap.add_argument("--variants", action=argparse.BooleanOptionalAction, default=True,
+                    help="add each type's variants after its base row (default: on)")
+    ap.add_argument("--subset", choices=["breaking"], help="only the rows that break (checked-in list or --from-json)")
+    ap.add_argument("--from-json", type=Path, help="a previous result to take --subset from")
+    ap.add_argument("--sources", default="original,safe,unsafe", help=f"comma-separated of {', '.join(SOURCES)}")
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"])
+    ap.add_argument("--profile", default="tiny", choices=["tiny", "real"])
+    ap.add_argument("--backend", default="eager", help="torch.compile backend (breaks are Dynamo's either way)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes at a time")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per row")
+    ap.add_argument("--json", type=Path, help="write every record here (versioned schema)")
+    ap.add_argument("--out", type=Path, help="folder for outputs (.pt) and worker logs (default: a temp folder)")
+    ap.add_argument("--cache-dir", type=Path, help="repaired copies (default: $MEND_ZOO_CACHE or ~/.cache/mend/zoo)")
+    ap.add_argument("--scope", help="comma-separated package paths to fix (default: the whole package)")
+    ap.add_argument("--no-second-fix", action="store_true", help="skip the check that a second mend fix changes nothing")
+    ap.add_argument("--write-breaking", type=Path, help="write the rows that break (original) as a subset list")
+    ap.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    ap.add_argument("--show", type=Path, help="print the table of a previous --json result; run nothing")
+    ap.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    if a.show:
+        results = R.load(a.show)
+    else:
+        sources = [s.strip() for s in a.sources.split(",") if s.strip()]
+        bad = [s for s in sources if s not in SOURCES]
+        if bad:
+            raise SystemExit(f"unknown source(s) {', '.join(bad)}; choose from {', '.join(SOURCES)}")
+        rows = select(a)
+        total = len(rows) * len(sources)
+        done = [0]
+
+        def progress(r: R.Record) -> None:
+            done[0] += 1
+            if not a.quiet:
+                what = (f"graphs {r.graphs} breaks {len(r.breaks)}" if r.status == R.OK else r.error[:100])
+                print(f"[{done[0]}/{total}] {r.source:<8} {r.name:<32} {r.status:<14} {what} "
+                      f"({r.seconds.get('total', 0):.1f} s)", file=sys.stderr, flush=True)
+
+        settings = Settings(dtype=a.dtype, profile=a.profile, backend=a.backend, device=a.device,
+                            timeout=a.timeout, jobs=a.jobs)
+        scope = [s for s in a.scope.split(",") if s] if a.scope else None
+        results = run_zoo(rows, sources, settings, out_dir=a.out, cache_dir=a.cache_dir, scope=scope,
+                          check_idempotent=not a.no_second_fix, progress=progress,
+                          log=lambda m: print(m, file=sys.stderr, flush=True))
+        if a.json:
+            R.save(results, a.json)
+        if a.write_breaking:
+            write_breaking(results, a.write_breaking)
+    summary = summarize(results)
+    print(render(summary, markdown=a.markdown))
+    safe_changes = [c for c in summary.changed if c.source == "safe"]
+    return 1 if safe_changes else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,238 @@
+"""Run the zoo: rows x sources over a pool of worker processes, with a timeout per row.
+
+Each worker serves one source (its ``PYTHONPATH``) and many rows in sequence; a worker that crashes or
+runs past a row's timeout is killed and the next row of that source gets a fresh one. ``jobs`` workers
+run at a time; a free slot takes the next row of the source its worker already serves, else the next row
+of any source (then it starts a worker for that source). When every row has run, the parent compares
+each repaired source's eager outputs with the original's (bitwise and max |diff|).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mend.zoo import records as R
+from mend.zoo.records import Record, Results, SourceInfo
+from mend.zoo.sources import prepare
+from mend.zoo.specs import ModelSpec
+
+STARTUP_TIMEOUT = 300.0  # importing torch and transformers on a loaded machine
+
+
+@dataclass(frozen=True)
+class Settings:
+    dtype: str = "fp32"
+    profile: str = "tiny"
+    backend: str = "eager"
+    device: str = "cpu"
+    timeout: float = 300.0
+    jobs: int = 1
+    threads: int = 1  # torch threads per worker
+
+
+class WorkerDied(Exception):
+    """The worker exited, timed out or answered nonsense; the message says which."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _readline(fd: int, buf: bytearray, deadline: float) -> bytes | None:
+    """One line from ``fd`` before ``deadline`` (None on timeout); b"" at end of file."""
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b""
+        buf += chunk
+    line, _, rest = bytes(buf).partition(b"\n")
+    buf[:] = rest
+    return line
+
+
+class Worker:
+    """One ``python -m mend.zoo.worker`` process serving rows of one source."""
+
+    def __init__(self, source: SourceInfo, settings: Settings, out: Path, log: Path) -> None:
+        env = dict(os.environ, HF_HUB_OFFLINE="1")
+        if source.pythonpath:
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (source.pythonpath, env.get("PYTHONPATH")) if p)
+        cmd = [sys.executable, "-m", "mend.zoo.worker", "--source", source.name, "--out", str(out),
+               "--dtype", settings.dtype, "--profile", settings.profile, "--backend", settings.backend,
+               "--device", settings.device, "--threads", str(settings.threads)]
+        self.source = source
+        self.log = log
+        self._err = open(log, "ab")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
+                                     env=env, start_new_session=True)
+        self._buf = bytearray()
+        ready = self._reply(STARTUP_TIMEOUT)
+        if ready.get("ready") and Path(ready["ready"]).resolve() != Path(source.path).resolve():
+            self.close()
+            raise WorkerDied(R.WRONG_SOURCE, f"the worker imported {ready['ready']}, not {source.path}")
+
+    def _reply(self, timeout: float) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = _readline(self.proc.stdout.fileno(), self._buf, time.monotonic() + timeout)
+        if line is None:
+            self.close()
+            raise WorkerDied(R.TIMEOUT, f"no result within {timeout:.0f} s")
+        if not line:
+            code = self.proc.wait()
+            self.close()
+            raise WorkerDied(R.CRASH, f"worker exited with {code}: {self.tail()}")
+        return json.loads(line)
+
+    def tail(self) -> str:
+        try:
+            lines = [ln for ln in self.log.read_text(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            return ""
+        return lines[-1][:300] if lines else ""
+
+    def ask(self, name: str, timeout: float) -> Record:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((name + "\n").encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            self.close()
+            raise WorkerDied(R.CRASH, f"worker gone: {self.tail()}") from None
+        return Record.from_dict(self._reply(timeout))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # the worker and anything it started
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        self._err.close()
+
+
+class _Queue:
+    """Rows to run; a slot prefers rows of the source its worker serves."""
+
+    def __init__(self, tasks: list[tuple[ModelSpec, str]]) -> None:
+        self.tasks = list(tasks)
+        self.lock = threading.Lock()
+
+    def take(self, prefer: str | None) -> tuple[ModelSpec, str] | None:
+        with self.lock:
+            if not self.tasks:
+                return None
+            i = next((i for i, (_, s) in enumerate(self.tasks) if s == prefer), 0)
+            return self.tasks.pop(i)
+
+
+def _failed(spec: ModelSpec, source: str, settings: Settings, status: str, error: str) -> Record:
+    return Record(name=spec.name, model_type=spec.model_type, variant=spec.variant, source=source,
+                  dtype=settings.dtype, profile=settings.profile, status=status, error=error)
+
+
+def _slot(queue: _Queue, sources: dict[str, SourceInfo], settings: Settings, out: Path, results: list[Record],
+          progress: Callable[[Record], None], slot: int) -> None:
+    worker: Worker | None = None
+    started = 0
+    while (task := queue.take(worker.source.name if worker else None)) is not None:
+        spec, source = task
+        try:
+            if worker is None or worker.source.name != source:
+                if worker is not None:
+                    worker.close()
+                started += 1
+                worker = None
+                worker = Worker(sources[source], settings, out, out / f"worker-{slot}-{source}-{started}.log")
+            rec = worker.ask(spec.name, settings.timeout)
+        except WorkerDied as exc:
+            worker = None
+            rec = _failed(spec, source, settings, exc.status, str(exc))
+        results.append(rec)
+        progress(rec)
+    if worker is not None:
+        worker.close()
+
+
+def compare_sources(records: list[Record], reference: str = "original") -> None:
+    """Fill ``eager_same``/``eager_max_abs_diff`` of every repaired record against the reference source."""
+    import torch
+
+    from mend.zoo.compare import compare
+
+    ref = {r.name: r for r in records if r.source == reference}
+    for r in records:
+        base = ref.get(r.name)
+        if r.source == reference or base is None:
+            continue
+        if not (base.outputs and r.outputs):
+            r.eager_note = "not compared: " + ("the original did not run" if not base.outputs else "it did not run")
+            continue
+        a = torch.load(base.outputs, weights_only=True)["eager"]
+        b = torch.load(r.outputs, weights_only=True)["eager"]
+        diff = compare(a, b)
+        r.eager_same, r.eager_max_abs_diff, r.eager_note = diff.same, diff.max_abs_diff, diff.note
+        if not diff.same and base.eager_deterministic is False:
+            r.eager_note = "the original's eager output is not deterministic; " + diff.note
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for pkg in ("transformers", "torch", "mend"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = ""
+    return out
+
+
+def run_zoo(specs: Sequence[ModelSpec], sources: Sequence[str] = ("original", "safe", "unsafe"),
+            settings: Settings | None = None, out_dir: str | Path | None = None, cache_dir: str | Path | None = None,
+            scope: Sequence[str] | None = None, check_idempotent: bool = True,
+            progress: Callable[[Record], None] | None = None, log: Callable[[str], None] = print) -> Results:
+    """Run every spec in every source; the records come back in (spec, source) order."""
+    settings = settings or Settings()
+    t0 = time.perf_counter()
+    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="mend-zoo-"))
+    out.mkdir(parents=True, exist_ok=True)
+    infos = {name: prepare(name, Path(cache_dir) if cache_dir else None, scope, check_idempotent, log)
+             for name in sources}
+    tasks = [(spec, src) for src in sources for spec in specs]
+    queue, records = _Queue(tasks), []  # type: ignore[var-annotated]
+    slots = [threading.Thread(target=_slot, args=(queue, infos, settings, out, records, progress or (lambda r: None), i),
+                              daemon=True) for i in range(max(1, settings.jobs))]
+    for t in slots:
+        t.start()
+    for t in slots:
+        t.join()
+    order = {(s.name, src): i for i, (s, src) in enumerate((s, src) for s in specs for src in sources)}
+    records.sort(key=lambda r: order.get((r.name, r.source), len(order)))
+    if "original" in sources:
+        compare_sources(records)
+    return Results(records=records, sources=infos, versions=_versions(), command=list(sys.argv),
+                   settings={"dtype": settings.dtype, "profile": settings.profile, "backend": settings.backend,
+                             "device": settings.device, "timeout": settings.timeout, "jobs": settings.jobs,
+                             "outputs": str(out)},
+                   created=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+                   wall_s=round(time.perf_counter() - t0, 1))

@@ -1,0 +1,217 @@
+"""The generic config shrinker: a transformers config dict in, the same config at a size profile out.
+
+It works on ``config.to_dict()`` (plain Python, no transformers or torch import), so it is cheap and
+testable on its own; :func:`mend.zoo.build.build_config` turns the result back into a config object.
+
+What it changes, by attribute name (one table, :data:`RULES`), in the config and in every nested
+sub-config (the ``text_config``/``vision_config``/``audio_config``/``encoder``/``decoder``/``backbone_config``
+dicts of multimodal and encoder-decoder models):
+
+* scalars are capped at the profile's value (never grown): hidden sizes, layers, heads, key/value heads,
+  head dims, feed-forward sizes, vocabularies, experts, position tables, image and patch sizes;
+* per-stage lists of hierarchical models keep their length and widths: depths become 1, heads at most 2;
+* lists with one entry per layer (``layer_types``, a per-layer ``attention_window``) are cut to the new
+  number of layers, and layer indices (``out_indices``, ``global_attn_indexes``) are clamped into it;
+* special token ids at or above the new vocabulary are remapped below it, consistently over the whole
+  tree (an ``image_token_index`` of the top config and the text config's ids stay distinct);
+* divisibility is restored: heads divide the hidden size, key/value heads divide the heads;
+* options that need a package or a download the zoo does without are switched off (:data:`SWITCHES`).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+from mend.zoo.profiles import Profile
+
+_PREFIX = r"^((encoder|decoder|vision|text|audio|speech|t2u|qformer|cross|fusion|prompt|mask|unit|adapter)_)?"
+
+# (pattern over the attribute name, profile field): scalars are capped at the profile's value; first match wins
+RULES: list[tuple[str, str]] = [
+    (r"^(num_key_value_heads|num_kv_heads|n_kv_heads|multi_query_group_num|num_key_value_groups)$", "kv_heads"),
+    (_PREFIX + r"(num_attention_heads|num_heads|n_heads?|attention_heads|num_attn_heads)$", "heads"),
+    (_PREFIX + r"(num_(encoder|decoder)_attention_heads|(encoder|decoder)_num_attention_heads)$", "heads"),
+    (_PREFIX + r"(head_dim|d_kv|d_head|attention_head_dim|dim_head|kv_channels|v_head_dim|qk_nope_head_dim|"
+     r"qk_rope_head_dim|attention_head_size|rotary_dim)$", "head_dim"),
+    (_PREFIX + r"(intermediate_size|ffn_dim|d_ff|d_inner|n_inner|dff|mlp_dim|ffn_hidden_size|feedforward_dim|"
+     r"moe_intermediate_size|shared_expert_intermediate_size|ffn_embedding_dim|feed_forward_size)$", "intermediate"),
+    (_PREFIX + r"(num_hidden_layers|num_layers|n_layers?|layers|num_(encoder|decoder)_layers|"
+     r"(encoder|decoder)_num_hidden_layers)$", "layers"),
+    (_PREFIX + r"(hidden_size|d_model|n_embd|n_embed|emb_dim|embed_dim|embedding_size|embedding_dim|hidden_dim|"
+     r"dim|projection_dim|word_embed_proj_dim|d_embed|model_dim|output_hidden_size|pooler_output_size|"
+     r"pooler_hidden_size|mm_hidden_size|attention_hidden_size|image_text_hidden_size|projection_hidden_size|"
+     r"encoder_hidden_size|decoder_hidden_size)$", "hidden"),
+    (r"^(.*_)?vocab_size$", "vocab"),
+    (r"^(num_local_experts|num_experts|moe_num_experts|n_routed_experts)$", "experts"),
+    (r"^(num_experts_per_tok|moe_topk|num_selected_experts|moe_k)$", "experts_per_token"),
+    (r"^(max_position_embeddings|n_positions|max_target_positions|n_ctx|max_2d_position_embeddings)$", "positions"),
+    (r"^max_source_positions$", "audio_positions"),
+    (r"^(.*_)?(image_size|img_size)$", "image"),
+    (r"^(.*_)?patch_size$", "patch"),
+    (r"^attention_window$", "window"),
+    (r"^num_queries$", "queries"),
+]
+_COMPILED = [(re.compile(p), f) for p, f in RULES]
+
+# settings that need a package or a download the zoo does without (timm backbones, CUDA-only Mamba kernels)
+# (a set option -> what replaces it: a timm backbone becomes the config's default transformers backbone)
+SWITCHES: dict[str, dict[str, Any]] = {
+    "use_timm_backbone": {"use_timm_backbone": False, "backbone": None, "backbone_kwargs": None},
+    "use_pretrained_backbone": {"use_pretrained_backbone": False},
+    "use_mamba_kernels": {"use_mamba_kernels": False},
+}
+
+# per-stage lists of hierarchical models (their length is the number of stages and stays); their widths stay
+# too: channel counts are tied together across stages, stems, necks and heads in ways no name tells
+STAGE_DEPTHS = re.compile(r"^(depths|depth|num_layers|stage_num_blocks|num_block_repeats|num_blocks|blocks)$")
+STAGE_HEADS = re.compile(_PREFIX + r"(num_attention_heads|num_heads|heads)$")
+LAYER_INDICES = re.compile(r"^(out_indices|.*_indexes|.*_layer_indices|global_attn_indexes)$")
+TOKEN_ID = re.compile(r"^(.*_)?token_(id|index|ids)$")
+
+
+def _field(key: str) -> str | None:
+    for pattern, name in _COMPILED:
+        if pattern.match(key):
+            return name
+    return None
+
+
+def _target(p: Profile, name: str) -> int:
+    if name == "audio_positions":
+        return max(1, p.audio_frames // 2)
+    return int(getattr(p, name))
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_subconfig(v: Any) -> bool:
+    """A nested config dict (it names its model type)."""
+    return isinstance(v, dict) and isinstance(v.get("model_type"), str)
+
+
+def token_ids(d: dict[str, Any]) -> set[int]:
+    """Every special token id in a config dict and its sub-configs."""
+    out: set[int] = set()
+    for k, v in d.items():
+        if is_subconfig(v):
+            out |= token_ids(v)
+        elif TOKEN_ID.match(k):
+            out |= {x for x in (v if isinstance(v, list) else [v]) if _is_int(x) and x >= 0}
+    return out
+
+
+def _remap_ids(d: dict[str, Any], remap: dict[int, int]) -> None:
+    for k, v in d.items():
+        if is_subconfig(v):
+            _remap_ids(v, remap)
+        elif TOKEN_ID.match(k):
+            if _is_int(v):
+                d[k] = remap.get(v, v)
+            elif isinstance(v, list):
+                d[k] = [remap.get(x, x) if _is_int(x) else x for x in v]
+
+
+def token_remap(d: dict[str, Any], vocab: int) -> dict[int, int]:
+    """Ids at or above ``vocab`` -> distinct ids just below it (largest first), keeping equal ids equal."""
+    high = sorted((i for i in token_ids(d) if i >= vocab), reverse=True)
+    return {old: vocab - 1 - n for n, old in enumerate(high)}
+
+
+def _largest_divisor(n: int, at_most: int) -> int:
+    return max(k for k in range(1, max(1, min(n, at_most)) + 1) if n % k == 0)
+
+
+def _shrink_list(key: str, v: list[Any], p: Profile) -> list[Any]:
+    if not v or not all(_is_int(x) for x in v):
+        return v
+    if STAGE_DEPTHS.match(key):
+        return [min(x, 1) for x in v]
+    if STAGE_HEADS.match(key):
+        return [min(x, 2) for x in v]
+    name = _field(key)
+    if name in ("image", "patch", "window"):
+        return [min(x, _target(p, name)) for x in v]
+    return v
+
+
+def _shrink_one(d: dict[str, Any], p: Profile) -> None:
+    """Shrink one config level in place (sub-configs are handled by the caller)."""
+    old_layers: set[int] = set()
+    new_layers = p.layers
+    # a hierarchical model counts its layers in a per-stage depth list (its ``num_layers`` is the stage count)
+    staged = any(STAGE_DEPTHS.match(k) and isinstance(v, list) for k, v in d.items())
+    for k, v in list(d.items()):
+        if is_subconfig(v) or TOKEN_ID.match(k):
+            continue
+        if k in SWITCHES:
+            if v:
+                d.update(SWITCHES[k])
+            continue
+        if isinstance(v, list):
+            d[k] = _shrink_list(k, v, p)
+            continue
+        name = _field(k)
+        if name is None or not _is_int(v) or v <= 0 or (staged and name == "layers"):
+            continue
+        target = _target(p, name)
+        if name == "layers" and v > target:
+            old_layers.add(v)
+        d[k] = min(v, target)
+    for k, v in list(d.items()):  # one entry per layer: cut; layer indices: clamp
+        if isinstance(v, list) and len(v) in old_layers and not STAGE_DEPTHS.match(k) and not LAYER_INDICES.match(k):
+            d[k] = v[:new_layers]
+        elif isinstance(v, list) and LAYER_INDICES.match(k) and old_layers and all(_is_int(x) for x in v):
+            d[k] = sorted({min(x, new_layers) if x >= 0 else x for x in v})
+    if old_layers and "out_indices" in d:  # backbones recompute their stage names from the layers
+        d.pop("stage_names", None)
+        d["out_features"] = None
+    _restore_divisibility(d)
+
+
+def _restore_divisibility(d: dict[str, Any]) -> None:
+    hidden = next((d[k] for k in ("hidden_size", "d_model", "n_embd", "embed_dim", "dim") if _is_int(d.get(k))), None)
+    head_dim = d.get("head_dim")
+    for hk in [k for k in d if _field(k) == "heads" and _is_int(d[k]) and d[k] > 0]:
+        if hidden and not _is_int(head_dim) and hidden % d[hk]:
+            d[hk] = _largest_divisor(hidden, d[hk])
+    heads = d.get("num_attention_heads")
+    for kk in [k for k in d if _field(k) == "kv_heads" and _is_int(d[k]) and d[k] > 0]:
+        if _is_int(heads) and heads > 0 and heads % d[kk]:
+            d[kk] = math.gcd(heads, d[kk])
+
+
+def _walk(d: dict[str, Any], fn: Callable[[dict[str, Any]], None]) -> None:
+    fn(d)
+    for v in d.values():
+        if is_subconfig(v):
+            _walk(v, fn)
+
+
+def shrink(config: dict[str, Any], p: Profile) -> dict[str, Any]:
+    """A shrunk copy of a config dict (``PretrainedConfig.to_dict()``); the input is not changed."""
+    d = copy.deepcopy(config)
+    remap = token_remap(d, p.vocab)
+    _remap_ids(d, remap)
+    _walk(d, lambda level: _shrink_one(level, p))
+    return d
+
+
+def set_path(d: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``"vision_config.image_size"``-style dotted paths in a config dict (creating nothing but the leaf)."""
+    *parents, leaf = path.split(".")
+    for part in parents:
+        d = d[part]
+    d[leaf] = value(d) if callable(value) else value
+
+
+def apply_overrides(d: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Apply per-family or per-variant overrides (dotted paths; a callable value gets the dict it lands in)."""
+    for path, value in overrides.items():
+        set_path(d, path, value)
+    return d

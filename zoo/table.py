@@ -1,0 +1,158 @@
+"""The zoo's report: what builds and runs, breaks before -> after per reason class, every changed eager output.
+
+``summarize(results)`` computes the numbers (plain data, no torch); ``render(summary)`` prints them as text
+(or Markdown, for the README). Breaks are distinct break sites (file:line and reason; frame skips
+included), summed over rows; "before -> after" columns count only the rows that ran compiled in every
+source, so a row that fails in one source does not move the totals.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from mend.zoo import records as R
+from mend.zoo.reasons import CLASSES
+from mend.zoo.records import Record, Results
+
+
+@dataclass
+class Changed:
+    name: str
+    source: str
+    what: str  # "raises now: ..." / "max |diff| 1e-3" / ...
+
+
+@dataclass
+class Summary:
+    sources: list[str]
+    rows: int
+    types: int
+    runs: dict[str, int]  # rows whose eager forward ran
+    types_run: dict[str, int]  # model types with at least one row that ran (original source)
+    compiled: dict[str, int]  # rows whose compiled forward ran too
+    common: int  # rows that ran compiled in every source
+    breaking: dict[str, int]  # common rows with at least one break
+    breaks: dict[str, int]  # break sites over common rows
+    graphs: dict[str, int]
+    recompiles: dict[str, int]
+    by_class: dict[str, dict[str, int]]  # class -> source -> break sites
+    compiled_mismatch: dict[str, list[str]]  # rows whose compiled output is off eager's
+    changed: list[Changed]  # repaired rows whose eager output differs from the original's (or that fail now)
+    nondeterministic: list[str]
+    failures: dict[str, list[tuple[str, str, str]]]  # source -> (row, status, error)
+    statuses: dict[str, dict[str, int]]
+    fix: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+
+def _changed(rec: Record, base: Record) -> str | None:
+    if base.runs and not rec.runs:
+        return f"fails now ({rec.status}): {rec.error}"
+    if rec.eager_same is False:
+        return f"max |diff| {rec.eager_max_abs_diff:.3g}" + (f" ({rec.eager_note})" if rec.eager_note else "")
+    return None
+
+
+def summarize(results: Results) -> Summary:
+    sources = list(dict.fromkeys(r.source for r in results.records))
+    by = {s: results.by(s) for s in sources}
+    names = list(dict.fromkeys(r.name for r in results.records))
+    first = by[sources[0]]
+    common = [n for n in names if all(n in by[s] and by[s][n].status == R.OK for s in sources)]
+    count = lambda s, fn: sum(fn(by[s][n]) for n in common)  # noqa: E731
+    by_class: dict[str, dict[str, int]] = {c: {s: 0 for s in sources} for c in CLASSES}
+    for s in sources:
+        for n in common:
+            for b in by[s][n].breaks:
+                by_class[b.reason_class][s] += 1
+    changed = []
+    for s in sources[1:]:
+        for n in names:
+            if n in by[s] and n in first and (what := _changed(by[s][n], first[n])):
+                changed.append(Changed(n, s, what))
+    return Summary(
+        sources=sources, rows=len(names), types=len({r.model_type for r in results.records}),
+        runs={s: sum(r.runs for r in by[s].values()) for s in sources},
+        types_run={s: len({r.model_type for r in by[s].values() if r.runs}) for s in sources},
+        compiled={s: sum(r.status == R.OK for r in by[s].values()) for s in sources},
+        common=len(common),
+        breaking={s: count(s, lambda r: r.break_count > 0) for s in sources},
+        breaks={s: count(s, lambda r: r.break_count) for s in sources},
+        graphs={s: count(s, lambda r: r.graphs or 0) for s in sources},
+        recompiles={s: count(s, lambda r: sum(x.count for x in r.recompiles)) for s in sources},
+        by_class=by_class,
+        compiled_mismatch={s: [r.name for r in by[s].values() if r.compiled_matches is False] for s in sources},
+        changed=changed,
+        nondeterministic=[r.name for r in first.values() if r.eager_deterministic is False],
+        failures={s: [(r.name, r.status, r.error) for r in by[s].values() if not r.runs] for s in sources},
+        statuses={s: dict(Counter(r.status for r in by[s].values())) for s in sources},
+        fix={k: v.fix for k, v in results.sources.items() if v.fix is not None},
+        settings=results.settings, versions=results.versions, wall_s=results.wall_s,
+    )
+
+
+def _arrow(values: dict[str, int], sources: list[str]) -> str:
+    return " -> ".join(str(values[s]) for s in sources)
+
+
+def render(s: Summary, markdown: bool = False) -> str:
+    """The report as text (or Markdown tables)."""
+    out: list[str] = []
+    v, st = s.versions, s.settings
+    out.append(f"transformers {v.get('transformers', '?')}, torch {v.get('torch', '?')}, dtype {st.get('dtype')}, "
+               f"profile {st.get('profile')}, backend {st.get('backend')}; sources: {' -> '.join(s.sources)}; "
+               f"wall {s.wall_s:.0f} s")
+    head = ["", *s.sources]
+    rows = [
+        ["rows (types + variants)", *[str(s.rows)] * len(s.sources)],
+        ["rows that build and run (eager)", *[f"{s.runs[x]} ({100 * s.runs[x] / max(1, s.rows):.1f}%)" for x in s.sources]],
+        ["model types that build and run", *[f"{s.types_run[x]} of {s.types}" for x in s.sources]],
+        ["rows that also run compiled", *[str(s.compiled[x]) for x in s.sources]],
+        [f"rows that break (of {s.common} compiled in every source)", *[str(s.breaking[x]) for x in s.sources]],
+        ["break sites", *[str(s.breaks[x]) for x in s.sources]],
+        ["graphs", *[str(s.graphs[x]) for x in s.sources]],
+        ["recompiles", *[str(s.recompiles[x]) for x in s.sources]],
+        ["compiled output off eager", *[str(len(s.compiled_mismatch[x])) for x in s.sources]],
+        ["eager output changed vs original", "-", *[str(sum(c.source == x for c in s.changed)) for x in s.sources[1:]]],
+    ]
+    out += _table(head, rows, markdown)
+    out.append("")
+    out.append("break sites by Dynamo reason class (" + " -> ".join(s.sources) + "):")
+    out += _table(["reason class", *s.sources],
+                  [[c, *[str(s.by_class[c][x]) for x in s.sources]] for c in CLASSES] +
+                  [["all", *[str(s.breaks[x]) for x in s.sources]]], markdown)
+    for name, fix in s.fix.items():
+        again = ("not checked" if fix.second_run_changed is None else
+                 "changes nothing" if not fix.second_run_changed else f"CHANGES {len(fix.second_run_changed)} files")
+        out.append(f"\nmend fix ({name}): {fix.seconds:.0f} s over {fix.files} files; {fix.changed} changed, "
+                   f"{fix.applied} fixes applied, {fix.remaining} findings left; {len(fix.errors)} file errors; "
+                   f"{len(fix.unparsable)} unparsable outputs; a second run {again}")
+        out += [f"  error: {p}: {m}" for p, m in fix.errors]
+        out += [f"  unparsable: {p}" for p in fix.unparsable]
+    out.append("\neager output changed by the repair (" + (", ".join(s.sources[1:]) or "no repaired source") + "):")
+    out += [f"  {c.source}: {c.name}: {c.what}" for c in s.changed] or ["  none"]
+    for x in s.sources:
+        if s.compiled_mismatch[x]:
+            out.append(f"\ncompiled output off eager ({x}): {', '.join(s.compiled_mismatch[x])}")
+    if s.nondeterministic:
+        out.append(f"\neager output not deterministic (two runs differ): {', '.join(s.nondeterministic)}")
+    for x in s.sources:
+        fails = s.failures[x]
+        if fails:
+            counts = ", ".join(f"{k} {n}" for k, n in sorted(s.statuses[x].items()) if k not in R.RUNS)
+            out.append(f"\nrows that do not run ({x}): {counts}")
+            out += [f"  {n}: {status}: {err[:160]}" for n, status, err in fails]
+    return "\n".join(out)
+
+
+def _table(head: list[str], rows: list[list[str]], markdown: bool) -> list[str]:
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(head))) + "|"]
+        return lines + ["| " + " | ".join(r) + " |" for r in rows]
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    fmt = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return [fmt(head), *[fmt(r) for r in rows]]
