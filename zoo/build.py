@@ -44,44 +44,53 @@ def model_class_name(model_type: str) -> str:
     raise LookupError(f"no model class for model type {model_type!r}")
 
 
-def default_config_dict(model_type: str) -> dict[str, Any]:
-    """The default config of a type as a dict; composite types without defaults get theirs from the family table."""
+def default_config(model_type: str) -> Any:
+    """The default config of a type; composite types without defaults get their parts from the family table."""
     from transformers import CONFIG_MAPPING
 
     fam = family(model_type)
-    if fam.base_config is not None:
-        return CONFIG_MAPPING[model_type](**fam.base_config()).to_dict()
-    return CONFIG_MAPPING[model_type]().to_dict()
+    return CONFIG_MAPPING[model_type](**(fam.base_config() if fam.base_config is not None else {}))
 
 
-def config_dict(spec: ModelSpec, p: Profile, base: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The shrunk config dict of a spec: defaults -> generic shrinker -> family overrides -> variant overrides."""
-    d = shrink(base if base is not None else default_config_dict(spec.model_type), p)
+def config_dict(spec: ModelSpec, p: Profile, base: Any = None) -> dict[str, Any]:
+    """The shrunk config dict of a spec: a config (the defaults unless ``base``) -> generic shrinker -> what
+    ``__init__`` takes -> family overrides -> variant overrides (overrides may add attributes a config class
+    does not declare)."""
+    config = base if base is not None else default_config(spec.model_type)
+    d = init_kwargs(shrink(config.to_dict(), p), config)
     apply_overrides(d, family(spec.model_type).config)
     return apply_overrides(d, dict(spec.config))
 
 
 @functools.cache
-def _init_keys(model_type: str) -> frozenset[str] | None:
-    """What a config class takes: its ``__init__`` parameters and PretrainedConfig's own attributes."""
-    from transformers import CONFIG_MAPPING, PretrainedConfig
-
-    if model_type not in CONFIG_MAPPING:
-        return None
-    own = inspect.signature(CONFIG_MAPPING[model_type].__init__).parameters
-    return frozenset(own) | frozenset(PretrainedConfig().to_dict())
+def _init_params(cls: type) -> frozenset[str]:
+    return frozenset(inspect.signature(cls.__init__).parameters)
 
 
-def init_kwargs(d: dict[str, Any]) -> dict[str, Any]:
-    """Drop what a config computes in ``__init__`` (``stage_names``, ``qk_head_dim``...): passed back, the
-    value computed from the original sizes would win over the one computed from the shrunk ones."""
-    keys = _init_keys(d.get("model_type", ""))
+def init_kwargs(d: dict[str, Any], config: Any) -> dict[str, Any]:
+    """What to pass back to ``config``'s class (``d`` is its shrunk dict): its own ``__init__`` parameters, and
+    PretrainedConfig's attributes where they differ from PretrainedConfig's defaults, likewise in every
+    sub-config. What a config computes in ``__init__`` (``stage_names``, ``qk_head_dim``...) is dropped:
+    passed back, the value computed from the original sizes would win over the one from the shrunk sizes."""
+    from transformers import PretrainedConfig
+
+    base = _base_attributes()
+    params = _init_params(type(config))
     out = {}
     for k, v in d.items():
-        if keys is not None and k not in keys:
-            continue
-        out[k] = init_kwargs(v) if is_subconfig(v) else v
+        sub = getattr(config, k, None)
+        if is_subconfig(v) and isinstance(sub, PretrainedConfig):
+            out[k] = init_kwargs(v, sub)
+        elif k in params or k == "model_type" or is_subconfig(v) or (k in base and base[k] != v):
+            out[k] = v
     return out
+
+
+@functools.cache
+def _base_attributes() -> dict[str, Any]:
+    from transformers import PretrainedConfig
+
+    return PretrainedConfig().to_dict()
 
 
 def build_config(spec: ModelSpec, p: Profile | str = "tiny") -> Any:
@@ -91,11 +100,8 @@ def build_config(spec: ModelSpec, p: Profile | str = "tiny") -> Any:
 
     p = profile(p) if isinstance(p, str) else p
     cls = CONFIG_MAPPING[spec.model_type]
-    config = cls.from_dict(init_kwargs(config_dict(spec, p)))
-    again = config_dict(spec, p, config.to_dict())
-    if again != config.to_dict():
-        config = cls.from_dict(init_kwargs(again))
-    return config
+    config = cls(**config_dict(spec, p))  # not from_dict: it logs the config's repr, which fails for some types
+    return cls(**config_dict(spec, p, config))
 
 
 def torch_dtype(name: str) -> Any:
@@ -113,7 +119,13 @@ def build_model(spec: ModelSpec, dtype: str = "fp32", p: Profile | str = "tiny",
     import transformers
 
     config = build_config(spec, p)
+    fam = family(spec.model_type)
+    if fam.subconfig:
+        config = getattr(config, fam.subconfig)
     cls = getattr(transformers, spec.model_class or model_class_name(spec.model_type))
     torch.manual_seed(seed)
-    model = cls(config).eval()
+    if hasattr(config, "_attn_implementation_internal"):
+        model = cls._from_config(config, **fam.model_kwargs).eval()
+    else:  # a deprecated model's config that skips PretrainedConfig.__init__
+        model = cls(config, **fam.model_kwargs).eval()
     return model.to(torch_dtype(dtype)), config

@@ -11,6 +11,7 @@ A family's input hook (``mend.zoo.families``) edits the result where the generic
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any
 
 from mend.zoo.profiles import Profile
@@ -18,7 +19,7 @@ from mend.zoo.specs import ModelSpec, family
 
 IMAGE_TOKEN_ATTRS = ("image_token_index", "image_token_id")
 SUB_CONFIGS = ("text_config", "decoder", "vision_config", "audio_config", "encoder", "text_encoder",
-               "speech_config", "backbone_config")
+               "speech_config", "encoder_config", "backbone_config")
 
 
 class InputError(Exception):
@@ -104,7 +105,7 @@ def audio_features(config: Any, p: Profile, batch: int, gen: Any) -> Any:
     if per_channel:
         feats = per_channel * (config_attr(config, "input_channels", default=1) or 1)
     else:
-        feats = config_attr(config, "feature_size", "input_dim", default=80)
+        feats = config_attr(config, "feature_projection_input_dim", "input_dim", "feature_size", default=80)
     return torch.randn(batch, p.audio_frames, feats, generator=gen)
 
 
@@ -116,6 +117,14 @@ def audio_values(config: Any, p: Profile, batch: int, gen: Any) -> Any:
     return torch.randn(*shape, generator=gen)
 
 
+def boxes(shape: tuple[int, ...], gen: Any) -> Any:
+    """Layout boxes (x0, y0, x1, y1) on a 0-1000 page, one per token, each with x0 <= x1 and y0 <= y1."""
+    import torch
+
+    a = torch.randint(0, 500, (*shape, 2), generator=gen)
+    return torch.cat([a, a + torch.randint(0, 500, (*shape, 2), generator=gen)], dim=-1)
+
+
 def image_token(config: Any) -> int | None:
     for a in IMAGE_TOKEN_ATTRS:
         v = getattr(config, a, None)
@@ -124,25 +133,44 @@ def image_token(config: Any) -> int | None:
     return None
 
 
+def _image_features_fn(model: Any) -> Any:
+    """``get_image_features`` of the model, or of its inner model (task heads wrap the base model)."""
+    for m in (model, getattr(model, "model", None)):
+        fn = getattr(m, "get_image_features", None)
+        if callable(fn):
+            return fn
+    return None
+
+
+def _required_by_image_features(model: Any) -> set[str]:
+    fn = _image_features_fn(model)
+    if fn is None:
+        return set()
+    return {n for n, p in inspect.signature(fn).parameters.items() if p.default is inspect.Parameter.empty}
+
+
 def image_feature_counts(model: Any, config: Any, inputs: dict[str, Any]) -> list[int]:
     """Tokens each image becomes, from one call of the model's ``get_image_features`` (its other required
     arguments from the inputs or, by name, from the config: ``vision_feature_layer``...)."""
     import torch
 
+    fn = _image_features_fn(model)
     pixels = inputs["pixel_values"]
     kwargs = {}
-    for name, prm in inspect.signature(model.get_image_features).parameters.items():
+    for name, prm in inspect.signature(fn).parameters.items():
         if name in inputs:
             kwargs[name] = inputs[name]
         elif prm.default is inspect.Parameter.empty and prm.kind not in (prm.VAR_POSITIONAL, prm.VAR_KEYWORD):
-            kwargs[name] = getattr(config, name)
+            kwargs[name] = config_attr(config, name)
     with torch.no_grad():
-        feats = model.get_image_features(**kwargs)
-    if isinstance(feats, (list, tuple)):
-        return [int(f.shape[0] if f.dim() == 2 else f.shape[-2]) for f in feats]
-    if feats.dim() == 3:
-        return [int(feats.shape[1])] * int(feats.shape[0])
-    return [int(feats.shape[0]) // pixels.shape[0]] * int(pixels.shape[0])
+        feats = fn(**kwargs)
+    if isinstance(feats, (list, tuple)):  # one tensor per image: (tokens, dim)
+        return [int(f.shape[0] if f.dim() == 2 else math.prod(f.shape[-3:-1]) if f.dim() == 4 else f.shape[-2])
+                for f in feats]
+    images = int(pixels.shape[0])
+    if feats.dim() >= 3:  # (images, ..., dim): every middle dimension is tokens
+        return [math.prod(feats.shape[1:-1])] * int(feats.shape[0])
+    return [int(feats.shape[0]) // images] * images
 
 
 def with_image_tokens(ids: Any, token: int, counts: list[int]) -> Any:
@@ -167,10 +195,10 @@ def make_inputs(model: Any, config: Any, spec: ModelSpec, p: Profile, dtype: Any
     out: dict[str, Any] = {}
     if "input_ids" in names:
         out["input_ids"] = token_ids(config, (batch, sizes["seq"]), gen)
-    vision = image_token(config) is not None or getattr(config, "vision_config", None) is not None
+    vision = image_token(config) is not None or config_attr(config, "image_size") is not None
     if "pixel_values" in names and ("pixel_values" in need or "input_ids" not in out or vision):
         out["pixel_values"] = pixel_values(config, p, batch, gen)
-        if "image_sizes" in names:
+        if "image_sizes" in names and "image_sizes" in _required_by_image_features(model):
             out["image_sizes"] = image_sizes(out["pixel_values"])
     if "input_features" in names:
         out["input_features"] = audio_features(config, p, batch, gen)
@@ -178,16 +206,22 @@ def make_inputs(model: Any, config: Any, spec: ModelSpec, p: Profile, dtype: Any
         out["input_values"] = audio_values(config, p, batch, gen)
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in names:
         out["decoder_input_ids"] = token_ids(config, (batch, sizes["decoder_seq"]), gen)
+    fam = family(spec.model_type)
+    hook_args = dict(model=model, config=config, profile=p, gen=gen, sizes=sizes)
+    if fam.pre_inputs is not None:
+        out = fam.pre_inputs(out, **hook_args)
     if dtype is not None:
         out = {k: v.to(dtype) if v.is_floating_point() else v for k, v in out.items()}
     token = image_token(config)
-    if token is not None and "input_ids" in out and "pixel_values" in out and hasattr(model, "get_image_features"):
-        out["input_ids"] = with_image_tokens(out["input_ids"], token, image_feature_counts(model, config, out))
+    if token is not None and "input_ids" in out and "pixel_values" in out and _image_features_fn(model):
+        counts = (fam.image_tokens or image_feature_counts)(model, config, out)
+        out["input_ids"] = with_image_tokens(out["input_ids"], token, counts)
+    if "bbox" in names and "input_ids" in out:
+        out["bbox"] = boxes(out["input_ids"].shape, gen)
     if "attention_mask" in names and "input_ids" in out:
         out["attention_mask"] = torch.ones_like(out["input_ids"])
-    hook = family(spec.model_type).inputs
-    if hook is not None:
-        out = hook(out, model=model, config=config, profile=p, gen=gen, sizes=sizes)
+    if fam.inputs is not None:
+        out = fam.inputs(out, **hook_args)
     missing = [n for n in need if n not in out]
     if missing:
         raise InputError(f"cannot generate required input(s) {', '.join(missing)}")

@@ -85,6 +85,7 @@ class Record:
     status: str = OK
     error: str = ""  # the last line of the error (status != ok), or of the compile error
     model_class: str = ""
+    params: int | None = None  # parameters of the built model
     transformers: str = ""  # the package folder the worker imported
     graphs: int | None = None
     breaks: list[Break] = field(default_factory=list)

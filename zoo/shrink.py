@@ -32,23 +32,26 @@ _PREFIX = r"^((encoder|decoder|vision|text|audio|speech|t2u|qformer|cross|fusion
 
 # (pattern over the attribute name, profile field): scalars are capped at the profile's value; first match wins
 RULES: list[tuple[str, str]] = [
-    (r"^(num_key_value_heads|num_kv_heads|n_kv_heads|multi_query_group_num|num_key_value_groups)$", "kv_heads"),
+    (_PREFIX + r"(num_key_value_heads|num_kv_heads|n_kv_heads|multi_query_group_num|num_key_value_groups)$",
+     "kv_heads"),
     (_PREFIX + r"(num_attention_heads|num_heads|n_heads?|attention_heads|num_attn_heads)$", "heads"),
     (_PREFIX + r"(num_(encoder|decoder)_attention_heads|(encoder|decoder)_num_attention_heads)$", "heads"),
     (_PREFIX + r"(head_dim|d_kv|d_head|attention_head_dim|dim_head|kv_channels|v_head_dim|qk_nope_head_dim|"
      r"qk_rope_head_dim|attention_head_size|rotary_dim)$", "head_dim"),
     (_PREFIX + r"(intermediate_size|ffn_dim|d_ff|d_inner|n_inner|dff|mlp_dim|ffn_hidden_size|feedforward_dim|"
      r"moe_intermediate_size|shared_expert_intermediate_size|ffn_embedding_dim|feed_forward_size)$", "intermediate"),
-    (_PREFIX + r"(num_hidden_layers|num_layers|n_layers?|layers|num_(encoder|decoder)_layers|"
+    (_PREFIX + r"(num_hidden_layers|num_layers|n_layers?|layers|depth|num_(encoder|decoder)_layers|"
      r"(encoder|decoder)_num_hidden_layers)$", "layers"),
     (_PREFIX + r"(hidden_size|d_model|n_embd|n_embed|emb_dim|embed_dim|embedding_size|embedding_dim|hidden_dim|"
      r"dim|projection_dim|word_embed_proj_dim|d_embed|model_dim|output_hidden_size|pooler_output_size|"
      r"pooler_hidden_size|mm_hidden_size|attention_hidden_size|image_text_hidden_size|projection_hidden_size|"
-     r"encoder_hidden_size|decoder_hidden_size)$", "hidden"),
+     r"encoder_hidden_size|decoder_hidden_size|projection_size|codebook_dim|upsample_groups|mit_hidden_size|"
+     r"out_hidden_size|reassemble_hidden_size|d_latents)$",
+     "hidden"),
     (r"^(.*_)?vocab_size$", "vocab"),
     (r"^(num_local_experts|num_experts|moe_num_experts|n_routed_experts)$", "experts"),
     (r"^(num_experts_per_tok|moe_topk|num_selected_experts|moe_k)$", "experts_per_token"),
-    (r"^(max_position_embeddings|n_positions|max_target_positions|n_ctx|max_2d_position_embeddings)$", "positions"),
+    (r"^(max_position_embeddings|n_positions|max_target_positions|n_ctx)$", "positions"),
     (r"^max_source_positions$", "audio_positions"),
     (r"^(.*_)?(image_size|img_size)$", "image"),
     (r"^(.*_)?patch_size$", "patch"),
@@ -60,6 +63,7 @@ _COMPILED = [(re.compile(p), f) for p, f in RULES]
 # settings that need a package or a download the zoo does without (timm backbones, CUDA-only Mamba kernels)
 # (a set option -> what replaces it: a timm backbone becomes the config's default transformers backbone)
 SWITCHES: dict[str, dict[str, Any]] = {
+    "torch_dtype": {"torch_dtype": "float32"},  # a model builds in float32 and is cast to the zoo's dtype
     "use_timm_backbone": {"use_timm_backbone": False, "backbone": None, "backbone_kwargs": None},
     "use_pretrained_backbone": {"use_pretrained_backbone": False},
     "use_mamba_kernels": {"use_mamba_kernels": False},
@@ -69,7 +73,7 @@ SWITCHES: dict[str, dict[str, Any]] = {
 # too: channel counts are tied together across stages, stems, necks and heads in ways no name tells
 STAGE_DEPTHS = re.compile(r"^(depths|depth|num_layers|stage_num_blocks|num_block_repeats|num_blocks|blocks)$")
 STAGE_HEADS = re.compile(_PREFIX + r"(num_attention_heads|num_heads|heads)$")
-LAYER_INDICES = re.compile(r"^(out_indices|.*_indexes|.*_layer_indices|global_attn_indexes)$")
+LAYER_INDICES = re.compile(r"^(out_indices|.*_indexes|.*_indices)$")
 TOKEN_ID = re.compile(r"^(.*_)?token_(id|index|ids)$")
 
 
@@ -140,10 +144,18 @@ def _shrink_list(key: str, v: list[Any], p: Profile) -> list[Any]:
     return v
 
 
+def _layer_count(d: dict[str, Any], p: Profile) -> int:
+    """Layers of this level after shrinking: the profile's, or as many as a backbone's ``out_indices`` need."""
+    out = d.get("out_indices")
+    return max(p.layers, len(out)) if isinstance(out, list) else p.layers
+
+
 def _shrink_one(d: dict[str, Any], p: Profile) -> None:
     """Shrink one config level in place (sub-configs are handled by the caller)."""
     old_layers: set[int] = set()
-    new_layers = p.layers
+    widths: dict[int, int] = {}  # a hidden size before -> after (lists of it follow)
+    new_layers = _layer_count(d, p)
+    before = dict(d)
     # a hierarchical model counts its layers in a per-stage depth list (its ``num_layers`` is the stage count)
     staged = any(STAGE_DEPTHS.match(k) and isinstance(v, list) for k, v in d.items())
     for k, v in list(d.items()):
@@ -159,19 +171,46 @@ def _shrink_one(d: dict[str, Any], p: Profile) -> None:
         name = _field(k)
         if name is None or not _is_int(v) or v <= 0 or (staged and name == "layers"):
             continue
-        target = _target(p, name)
+        target = new_layers if name == "layers" else _target(p, name)
         if name == "layers" and v > target:
             old_layers.add(v)
+        if name == "hidden" and v > target:
+            widths[v] = target
         d[k] = min(v, target)
-    for k, v in list(d.items()):  # one entry per layer: cut; layer indices: clamp
-        if isinstance(v, list) and len(v) in old_layers and not STAGE_DEPTHS.match(k) and not LAYER_INDICES.match(k):
+    _keep_attention_kind(d, before)
+    _follow_layers(d, old_layers, new_layers)
+    for k, v in list(d.items()):  # channel lists that repeat a shrunk hidden size ([256, 256, 256]) follow it
+        if isinstance(v, list) and len(v) > 1 and all(_is_int(x) and x in widths for x in v) and len(set(v)) == 1:
+            d[k] = [widths[x] for x in v]
+    _restore_divisibility(d)
+
+
+def _keep_attention_kind(d: dict[str, Any], before: dict[str, Any]) -> None:
+    """Multi-head attention stays multi-head: key/value heads that equalled the heads still do (some models,
+    e.g. multi-head latent attention, have no grouped-query form)."""
+    for k in [k for k in d if _field(k) == "kv_heads"]:
+        heads = k.replace("key_value", "attention").replace("kv_heads", "heads")
+        heads = heads if heads in d else "num_attention_heads"
+        if _is_int(before.get(heads)) and before.get(k) == before[heads]:
+            d[k] = d[heads]
+
+
+def _follow_layers(d: dict[str, Any], old_layers: set[int], new_layers: int) -> None:
+    """Per-layer lists are cut to the new layer count; layer indices are moved inside it."""
+    if not old_layers:
+        return
+    for k, v in list(d.items()):
+        if not isinstance(v, list):
+            continue
+        if k == "out_indices" and all(_is_int(x) for x in v):  # the last stages, as many as before
+            d[k] = list(range(new_layers - len(v) + 1, new_layers + 1))
+        elif LAYER_INDICES.match(k) and all(_is_int(x) for x in v):
+            d[k] = sorted({min(x, new_layers - 1) if x >= 0 else x for x in v})
+        elif len(v) in old_layers and not STAGE_DEPTHS.match(k):
             d[k] = v[:new_layers]
-        elif isinstance(v, list) and LAYER_INDICES.match(k) and old_layers and all(_is_int(x) for x in v):
-            d[k] = sorted({min(x, new_layers) if x >= 0 else x for x in v})
-    if old_layers and "out_indices" in d:  # backbones recompute their stage names from the layers
+    if "out_indices" in d:  # backbones recompute their stage names from the layers
         d.pop("stage_names", None)
         d["out_features"] = None
-    _restore_divisibility(d)
 
 
 def _restore_divisibility(d: dict[str, Any]) -> None:
@@ -203,9 +242,12 @@ def shrink(config: dict[str, Any], p: Profile) -> dict[str, Any]:
 
 
 def set_path(d: dict[str, Any], path: str, value: Any) -> None:
-    """Set ``"vision_config.image_size"``-style dotted paths in a config dict (creating nothing but the leaf)."""
+    """Set ``"vision_config.image_size"``-style dotted paths in a config dict (creating nothing but the leaf;
+    a path through a sub-config that is still None is skipped)."""
     *parents, leaf = path.split(".")
     for part in parents:
+        if d[part] is None:  # a sub-config the config creates only in __init__ (set on the second pass)
+            return
         d = d[part]
     d[leaf] = value(d) if callable(value) else value
 

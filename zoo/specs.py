@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mend.zoo.families import FAMILIES, Family
+from mend.zoo.families import FAMILIES, GENERIC, Family
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,15 @@ def _longrope(d: dict[str, Any]) -> dict[str, Any]:
     return {"type": "longrope", "short_factor": [1.0] * half, "long_factor": [1.5] * half}
 
 
+def _longrope_mscale(d: dict[str, Any]) -> dict[str, Any]:
+    return {**_longrope(d), "short_mscale": 1.0, "long_mscale": 1.2, "original_max_position_embeddings": 8}
+
+
 VARIANTS: list[ModelSpec] = [
     variant("phi3", "longrope", "LongRoPE scaling: a branch on the sequence length picks the factors",
             rope_scaling=_longrope, original_max_position_embeddings=8),
-    variant("phimoe", "longrope", "LongRoPE scaling, as phi3", rope_scaling=_longrope,
-            original_max_position_embeddings=8),
+    variant("phimoe", "longrope", "LongRoPE scaling (its own form: scales and the original length inside)",
+            rope_scaling=_longrope_mscale),
     variant("longformer", "pad", "attention window 6 does not divide 16 tokens: the input is padded (and logged)",
             attention_window=6),
     variant("led", "pad", "attention window 6 does not divide 16 tokens: the input is padded (and logged)",
@@ -60,7 +64,7 @@ VARIANTS: list[ModelSpec] = [
 
 
 def family(model_type: str) -> Family:
-    return FAMILIES.get(model_type, Family())
+    return FAMILIES.get(model_type, GENERIC)
 
 
 def model_types() -> list[str]:

@@ -103,6 +103,7 @@ class Runner:
         try:
             rec.model_class = spec.model_class or model_class_name(spec.model_type)
             model, config = self._stage(rec, "build", lambda: build_model(spec, self.dtype, p))
+            rec.params = sum(t.numel() for t in model.parameters())
             model = model.to(self.device)
             stage = "inputs"
             inputs = self._stage(rec, "inputs", lambda: make_inputs(model, config, spec, p, torch_dtype(self.dtype)))
