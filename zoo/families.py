@@ -20,6 +20,7 @@ class Family:
     model_class: str | None = None
     subconfig: str | None = None  # build the model from this sub-config (a sub-model of a composite type)
     model_kwargs: Mapping[str, Any] = field(default_factory=dict)  # extra arguments of the model class
+    sizes: Mapping[str, int] = field(default_factory=dict)  # input sizes other than the profile's: batch, seq...
     # input hooks, each ``hook(out, model=, config=, profile=, gen=, sizes=) -> out``: ``pre_inputs`` runs before
     # image tokens are counted and placed (reshapes pixel values), ``inputs`` at the end
     pre_inputs: Callable[..., dict[str, Any]] | None = None
@@ -518,8 +519,8 @@ FAMILIES: dict[str, Family] = {
         "keypoint_encoder_sizes": [32, 64], "gnn_layers_types": ["self", "cross"],
         "keypoint_detector_config.descriptor_decoder_dim": 64}, pre_inputs=_image_pair),
     "tvp": Family("video frames; the text embeddings read type_vocab_size, which the config does not declare; "
-                  "the visual prompt must fit the frame", {"type_vocab_size": 2, "visual_prompt_size": 8},
-                  pre_inputs=_tvp),
+                  "the visual prompt must fit the frame; the 2-D position embeddings hold for batch 1 only",
+                  {"type_vocab_size": 2, "visual_prompt_size": 8}, sizes={"batch": 1}, pre_inputs=_tvp),
     "decision_transformer": Family("states, actions, rewards, returns and timesteps", inputs=_decision_transformer),
     "trajectory_transformer": Family("discretised trajectories", inputs=_trajectory_transformer),
     "pop2piano": Family("audio features take the place of input embeddings", inputs=_pop2piano),
@@ -528,7 +529,8 @@ FAMILIES: dict[str, Family] = {
     "oneformer": Family("task tokens; the pixel decoder's width is a free size the shrinker does not know",
                         {"conv_dim": 64}, inputs=_task_inputs),
     "seggpt": Family("a prompt image and its mask, stacked above the input: the model's height is twice the "
-                     "image's", {"image_size": [128, 64]}, inputs=_seggpt),
+                     "image's; prompt and input merge before the first feature layer",
+                     {"image_size": [128, 64], "merge_index": 0}, inputs=_seggpt),
     "instructblip": Family("the Q-Former's own text ids; image tokens (the default config has no id for them)",
                            {"image_token_index": _last_text_id}, inputs=_qformer_inputs(1, "image_token_index")),
     "instructblipvideo": Family("the Q-Former's own text ids; image tokens (the default config has no id for "

@@ -188,7 +188,8 @@ def make_inputs(model: Any, config: Any, spec: ModelSpec, p: Profile, dtype: Any
     import torch
 
     gen = torch.Generator().manual_seed(seed)
-    sizes = {"batch": p.batch, "seq": p.seq, "decoder_seq": p.decoder_seq, **dict(spec.inputs)}
+    fam = family(spec.model_type)
+    sizes = {"batch": p.batch, "seq": p.seq, "decoder_seq": p.decoder_seq, **fam.sizes, **dict(spec.inputs)}
     batch = sizes["batch"]
     names = params(model)
     need = set(required(model))
@@ -206,7 +207,6 @@ def make_inputs(model: Any, config: Any, spec: ModelSpec, p: Profile, dtype: Any
         out["input_values"] = audio_values(config, p, batch, gen)
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in names:
         out["decoder_input_ids"] = token_ids(config, (batch, sizes["decoder_seq"]), gen)
-    fam = family(spec.model_type)
     hook_args = dict(model=model, config=config, profile=p, gen=gen, sizes=sizes)
     if fam.pre_inputs is not None:
         out = fam.pre_inputs(out, **hook_args)

@@ -46,9 +46,9 @@ RULES: list[tuple[str, str]] = [
      r"dim|projection_dim|word_embed_proj_dim|d_embed|model_dim|output_hidden_size|pooler_output_size|"
      r"pooler_hidden_size|mm_hidden_size|attention_hidden_size|image_text_hidden_size|projection_hidden_size|"
      r"encoder_hidden_size|decoder_hidden_size|projection_size|codebook_dim|upsample_groups|mit_hidden_size|"
-     r"out_hidden_size|reassemble_hidden_size|d_latents)$",
+     r"out_hidden_size|reassemble_hidden_size|d_latents|base_channels)$",
      "hidden"),
-    (r"^(.*_)?vocab_size$", "vocab"),
+    (r"^(.*_)?vocab_size$|^codebook_size$|^num_embeddings$", "vocab"),
     (r"^(num_local_experts|num_experts|moe_num_experts|n_routed_experts)$", "experts"),
     (r"^(num_experts_per_tok|moe_topk|num_selected_experts|moe_k)$", "experts_per_token"),
     (r"^(max_position_embeddings|n_positions|max_target_positions|n_ctx)$", "positions"),
