@@ -7,8 +7,8 @@
 Every model is built from a config with random weights (nothing is downloaded). The models were chosen
 because they break the graph under torch.compile on torch 2.13 with transformers 5.23 *and* `mend fix
 --unsafe-fixes` removes at least one of those breaks (measured with mend's runtime recorder,
-backend="eager", the ``tiny`` harnesses below, no_grad; the survey of ~50 architectures behind the choice
-is ``benchmarks/repair_rate.py --models all --both --model-folders-only``):
+backend="eager", the ``tiny`` harnesses below, no_grad; the choice came from a hand-picked survey of ~50
+architectures, since replaced by the model zoo, ``benchmarks/zoo.py``):
 
 | model | graph breaks (original) | after `mend fix --unsafe-fixes` |
 |---|---|---|

@@ -2,9 +2,9 @@
 
     python benchmarks/compiler_zoo.py [--models a,b] [--device cpu|cuda] [--jobs N]
 
-Every transformers architecture of ``benchmarks/repair_rate.py`` (small configs, random weights, no
-downloads) runs once eagerly and once under ``torch.compile(backend="mend")`` (graph breaks allowed), each
-model in its own process. The table shows the largest absolute difference of the first output, the
+Transformers architectures built by the model zoo (``mend.zoo``: small configs, random weights, no
+downloads; :data:`MODELS` by default, any zoo row with ``--models``) run once eagerly and once under
+``torch.compile(backend="mend")`` (graph breaks allowed), each model in its own process. The table shows the largest absolute difference of the first output, the
 graphs, kernels and ATen calls mend compiled, what fell back (graphs run eagerly, kernels interpreted),
 the first-call time, and how many graphs were traced directly instead of through aot_autograd. A row is
 ``ok`` when the difference is within 1e-4 of an output of scale ~1, ``DIFF`` otherwise, ``error`` when
@@ -26,26 +26,30 @@ HERE = Path(__file__).resolve()
 TOL = 1e-4
 
 
+# the architectures of the earlier hand-picked survey, now built by the zoo
+MODELS = ("longformer", "led", "bart", "bert", "gpt2", "t5", "big_bird", "bigbird_pegasus", "funnel", "deberta",
+          "deberta-v2", "xlnet", "reformer", "xlm", "flaubert", "mpnet", "fsmt", "prophetnet", "switch_transformers",
+          "nllb-moe", "m2m_100", "marian", "pegasus_x", "esm", "luke", "canine", "squeezebert", "mra", "yoso",
+          "nystromformer", "ctrl", "tapas", "longt5", "electra", "roformer", "xglm", "opt", "bloom", "mixtral",
+          "qwen2_moe", "rwkv", "mamba", "umt5", "plbart", "whisper", "detr")
+
+
 def measure(name: str, device: str) -> dict:
     import torch
-    import transformers
-
-    sys.path.insert(0, str(HERE.parent))
-    import repair_rate as rr
 
     from mend.compiler import backend
+    from mend.zoo import build_model, make_inputs, profile, spec_by_name
+    from mend.zoo.compare import flatten
 
-    cfg_cls, model_cls, extra, kind = rr.MODELS[name]
-    torch.manual_seed(0)
-    kwargs = {k: v for k, v in {**rr.SMALL, **extra}.items() if v is not None}
-    cfg = getattr(transformers, cfg_cls)(**kwargs)
-    model = getattr(transformers, model_cls)(cfg).eval().to(device)
-    inputs = {k: v.to(device) for k, v in rr._inputs(name, kind, cfg).items()}
+    spec, p = spec_by_name(name), profile("tiny")
+    model, config = build_model(spec, "fp32", p)
+    model = model.to(device)
+    inputs = {k: v.to(device) if hasattr(v, "to") else v for k, v in make_inputs(model, config, spec, p).items()}
     with torch.no_grad():
-        want = rr._first(model(**inputs))
+        want = flatten(model(**inputs))[0][1]
         before = dict(backend.STATS)
         t0 = time.perf_counter()
-        got = rr._first(torch.compile(model, backend="mend")(**inputs))
+        got = flatten(torch.compile(model, backend="mend")(**inputs))[0][1]
         first = time.perf_counter() - t0
     st = {k: backend.STATS[k] - before[k] for k in ("graphs", "fallback_graphs", "kernels", "interpreted_kernels",
                                                      "extern_calls", "direct_inference_graphs")}
@@ -70,17 +74,14 @@ def run(name: str, device: str, timeout: int) -> dict:
 
 
 def main(argv=None) -> int:
-    sys.path.insert(0, str(HERE.parent))
-    import repair_rate as rr
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default=None, help="comma-separated (default: all of repair_rate.py)")
+    ap.add_argument("--models", default=None, help="comma-separated zoo rows (default: MODELS)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args(argv)
-    names = a.models.split(",") if a.models else list(rr.MODELS)
+    names = a.models.split(",") if a.models else list(MODELS)
     with ThreadPoolExecutor(a.jobs) as ex:
         results = dict(zip(names, ex.map(lambda n: run(n, a.device, a.timeout), names)))
     print(f"{'model':<22}{'verdict':>8}{'max |diff|':>12}{'graphs':>8}{'kernels':>9}{'aten':>6}"

@@ -67,7 +67,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--json", type=Path, help="write every record here (versioned schema)")
     ap.add_argument("--out", type=Path, help="folder for outputs (.pt) and worker logs (default: a temp folder)")
     ap.add_argument("--cache-dir", type=Path, help="repaired copies (default: $MEND_ZOO_CACHE or ~/.cache/mend/zoo)")
-    ap.add_argument("--scope", help="comma-separated package paths to fix (default: the whole package)")
+    ap.add_argument("--scope", help="what mend fix repairs: comma-separated package paths, or 'traced' (the files "
+                    "Dynamo traced for the selected rows; the original source runs first); default: the whole package")
     ap.add_argument("--no-second-fix", action="store_true", help="skip the check that a second mend fix changes nothing")
     ap.add_argument("--write-breaking", type=Path, help="write the rows that break (original) as a subset list")
     ap.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
         settings = Settings(dtype=a.dtype, profile=a.profile, backend=a.backend, device=a.device,
                             timeout=a.timeout, jobs=a.jobs)
-        scope = [s for s in a.scope.split(",") if s] if a.scope else None
+        scope = a.scope if a.scope in (None, "traced") else [s for s in a.scope.split(",") if s]
         results = run_zoo(rows, sources, settings, out_dir=a.out, cache_dir=a.cache_dir, scope=scope,
                           check_idempotent=not a.no_second_fix, progress=progress,
                           log=lambda m: print(m, file=sys.stderr, flush=True))

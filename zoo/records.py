@@ -90,6 +90,7 @@ class Record:
     graphs: int | None = None
     breaks: list[Break] = field(default_factory=list)
     recompiles: list[Recompile] = field(default_factory=list)
+    traced: list[list[Any]] = field(default_factory=list)  # [path, first line, last line, function] Dynamo traced
     eager_deterministic: bool | None = None  # two eager runs gave the same bits
     compiled_max_abs_diff: float | None = None
     compiled_matches: bool | None = None  # compiled output within tolerance of eager
@@ -127,6 +128,7 @@ class FixSummary:
     seconds: float = 0.0
     files: int = 0
     changed: int = 0
+    changed_files: list[str] = field(default_factory=list)
     applied: int = 0
     remaining: int = 0
     errors: list[list[str]] = field(default_factory=list)  # [path, message]

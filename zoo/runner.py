@@ -207,25 +207,55 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def run_zoo(specs: Sequence[ModelSpec], sources: Sequence[str] = ("original", "safe", "unsafe"),
-            settings: Settings | None = None, out_dir: str | Path | None = None, cache_dir: str | Path | None = None,
-            scope: Sequence[str] | None = None, check_idempotent: bool = True,
-            progress: Callable[[Record], None] | None = None, log: Callable[[str], None] = print) -> Results:
-    """Run every spec in every source; the records come back in (spec, source) order."""
-    settings = settings or Settings()
-    t0 = time.perf_counter()
-    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="mend-zoo-"))
-    out.mkdir(parents=True, exist_ok=True)
-    infos = {name: prepare(name, Path(cache_dir) if cache_dir else None, scope, check_idempotent, log)
-             for name in sources}
-    tasks = [(spec, src) for src in sources for spec in specs]
-    queue, records = _Queue(tasks), []  # type: ignore[var-annotated]
-    slots = [threading.Thread(target=_slot, args=(queue, infos, settings, out, records, progress or (lambda r: None), i),
-                              daemon=True) for i in range(max(1, settings.jobs))]
+TRACED = "traced"  # scope: the package files Dynamo traced for the rows in the original source
+
+
+def traced_files(records: Sequence[Record]) -> list[str]:
+    """Package-relative files Dynamo traced in any of the records."""
+    return sorted({t[0] for r in records for t in r.traced})
+
+
+def _run_tasks(specs: Sequence[ModelSpec], sources: Sequence[str], infos: dict[str, SourceInfo], settings: Settings,
+               out: Path, progress: Callable[[Record], None]) -> list[Record]:
+    queue, records = _Queue([(spec, src) for src in sources for spec in specs]), []  # type: ignore[var-annotated]
+    slots = [threading.Thread(target=_slot, args=(queue, infos, settings, out, records, progress, i), daemon=True)
+             for i in range(max(1, settings.jobs))]
     for t in slots:
         t.start()
     for t in slots:
         t.join()
+    return records
+
+
+def run_zoo(specs: Sequence[ModelSpec], sources: Sequence[str] = ("original", "safe", "unsafe"),
+            settings: Settings | None = None, out_dir: str | Path | None = None, cache_dir: str | Path | None = None,
+            scope: Sequence[str] | str | None = None, check_idempotent: bool = True,
+            progress: Callable[[Record], None] | None = None, log: Callable[[str], None] = print) -> Results:
+    """Run every spec in every source; the records come back in (spec, source) order.
+
+    ``scope``: the package paths ``mend fix`` repairs (None: all of it); ``"traced"``: the files Dynamo traced
+    for these specs in the original source, which then runs first.
+    """
+    settings = settings or Settings()
+    progress = progress or (lambda r: None)
+    t0 = time.perf_counter()
+    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="mend-zoo-"))
+    out.mkdir(parents=True, exist_ok=True)
+    cache = Path(cache_dir) if cache_dir else None
+    records: list[Record] = []
+    if scope == TRACED:
+        if "original" not in sources:
+            raise ValueError("scope 'traced' needs the original source (its run says which files are traced)")
+        first = {"original": prepare("original", log=log)}
+        records += _run_tasks(specs, ["original"], first, settings, out, progress)
+        scope = traced_files(records)
+        log(f"scope: {len(scope)} files Dynamo traced")
+        rest = [s for s in sources if s != "original"]
+        infos = {**first, **{s: prepare(s, cache, scope, check_idempotent, log) for s in rest}}
+        records += _run_tasks(specs, rest, infos, settings, out, progress)
+    else:
+        infos = {s: prepare(s, cache, scope, check_idempotent, log) for s in sources}
+        records += _run_tasks(specs, sources, infos, settings, out, progress)
     order = {(s.name, src): i for i, (s, src) in enumerate((s, src) for s in specs for src in sources)}
     records.sort(key=lambda r: order.get((r.name, r.source), len(order)))
     if "original" in sources:
@@ -233,6 +263,7 @@ def run_zoo(specs: Sequence[ModelSpec], sources: Sequence[str] = ("original", "s
     return Results(records=records, sources=infos, versions=_versions(), command=list(sys.argv),
                    settings={"dtype": settings.dtype, "profile": settings.profile, "backend": settings.backend,
                              "device": settings.device, "timeout": settings.timeout, "jobs": settings.jobs,
+                             "scope": scope if scope is None or isinstance(scope, str) else "paths",
                              "outputs": str(out)},
                    created=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
                    wall_s=round(time.perf_counter() - t0, 1))

@@ -93,6 +93,7 @@ def run_fix(package: Path, options: dict[str, bool], scope: Sequence[str] | None
     t0 = time.perf_counter()
     run = fix_paths(targets, FixOptions(**options), isolated=True)
     summary = FixSummary(seconds=round(time.perf_counter() - t0, 2), files=files, changed=len(run.written),
+                         changed_files=sorted(rel(p) for p in run.written),
                          applied=run.applied, remaining=run.remaining,
                          errors=[[rel(p), msg] for p, msg in run.errors],
                          unparsable=[rel(p) for p in _unparsable(run.written)],

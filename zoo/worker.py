@@ -123,17 +123,21 @@ class Runner:
         rec.outputs = str(path)
 
     def _compile(self, model: Any, inputs: dict[str, Any], rec: R.Record) -> list | None:
-        from mend.analyzers.runtime import record
+        from mend.analyzers.runtime.recorder import Recorder
         from mend.zoo.compare import flatten
 
         t0 = time.perf_counter()
         compiled = None
-        with record(source=[self.tf_dir], root=self.tf_dir, fast=self.backend == "eager") as run:
+        # track_lines: the functions Dynamo traced are recorded too (what a static finding can be scored on)
+        with Recorder(source=[self.tf_dir], root=self.tf_dir, fast=self.backend == "eager", track_lines=True) as run:
             try:
                 compiled = flatten(self._forward(self.torch.compile(model, backend=self._backend()), inputs))
             except Exception as exc:
                 rec.status, rec.error = R.COMPILE_ERROR, last_line(exc)
         rec.seconds["compile"] = round(time.perf_counter() - t0, 3)
+        root = self.tf_dir + os.sep
+        rec.traced = sorted([os.path.relpath(f, self.tf_dir), first, last, fn] for f, first, last, fn in run.traced
+                            if os.path.realpath(f).startswith(root))
         rec.graphs = run.graphs
         rec.breaks = [R.Break(path=b.path, line=b.line, function=b.function, gb_type=b.gb_type,
                               registry_id=b.registry_id, reason=b.message, count=b.count, frame_skip=b.frame_skip,
