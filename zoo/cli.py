@@ -25,19 +25,34 @@ from mend.zoo.table import render, summarize
 BREAKING = Path(__file__).resolve().parent / "breaking.json"
 
 
+def _breaking(results: R.Results) -> list[str]:
+    return [r.name for r in results.records if r.source == "original" and r.status == R.OK and r.breaks]
+
+
 def breaking_rows(from_json: Path | None = None) -> list[str]:
     """Rows that break in the original source: from a previous result, else the checked-in list."""
     if from_json is not None:
-        res = R.load(from_json)
-        return [r.name for r in res.records if r.source == "original" and r.status == R.OK and r.breaks]
+        return _breaking(R.load(from_json))
     return list(json.loads(BREAKING.read_text())["rows"])
 
 
+def ci_rows() -> list[str]:
+    """The part of the checked-in breaking rows that CI runs: those whose traced code the safe fix changes."""
+    return list(json.loads(BREAKING.read_text())["ci"])
+
+
 def write_breaking(results: R.Results, path: Path) -> list[str]:
-    rows = [r.name for r in results.records if r.source == "original" and r.status == R.OK and r.breaks]
-    path.write_text(json.dumps({"about": "zoo rows whose original source breaks the graph (fp32, tiny profile)",
-                                "command": " ".join(results.command), "versions": results.versions,
-                                "created": results.created, "rows": rows}, indent=1) + "\n")
+    """Write the rows that break (original source) and, as ``ci``, those of them that run code the safe fix
+    changed (where a fix could change an eager output)."""
+    rows = _breaking(results)
+    safe = results.sources.get("safe")
+    changed = set(safe.fix.changed_files) if safe and safe.fix else set()
+    by = results.by("original")
+    ci = [n for n in rows if changed & {t[0] for t in by[n].traced}]
+    path.write_text(json.dumps({
+        "about": "zoo rows whose original source breaks the graph (fp32, tiny profile); ci: those of them whose "
+                 "traced code the safe fix changes", "command": " ".join(results.command),
+        "versions": results.versions, "created": results.created, "rows": rows, "ci": ci}, indent=1) + "\n")
     return rows
 
 

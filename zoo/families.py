@@ -337,6 +337,10 @@ def _chroma(out, *, config, gen, sizes, **_):
     return {**out, "input_features": _randn(sizes["batch"], 16, config.num_chroma, gen=gen)}
 
 
+def _no_cache(out, **_):
+    return {**out, "use_cache": False}
+
+
 def _text_only(out, **_):
     return {k: v for k, v in out.items() if k in ("input_ids", "attention_mask")}
 
@@ -394,6 +398,9 @@ def _decoder(model_type: str) -> dict[str, Any]:
 
 GENERIC = Family("no entry: the generic shrinker and input generator do")
 
+STATIC_CACHE = ("no cache: the default cache is made inside forward and calls torch._dynamo.mark_static_address, "
+                "which Dynamo refuses to trace (torch.compile raises)")
+
 SWIN_WINDOW = "at 64 pixels the last stage is 2x2: a larger window than that breaks the relative position bias"
 
 FAMILIES: dict[str, Family] = {
@@ -444,9 +451,16 @@ FAMILIES: dict[str, Family] = {
                          {"backbone_featmap_shape": [1, 1024, 4, 4]}, model_kwargs={"use_mask_token": True}),
     "vipllava": Family("the projector reads hidden states of these layers", {"vision_feature_layers": [-2, -1]}),
     "aria": Family("the projector maps a known patch count to queries", {"projector_patch_to_query_dict": {64: 4}}),
-    "gemma3": Family("image tokens are pooled from the patches (8 x 8 at 64 pixels)", {"mm_tokens_per_image": 4}),
-    "shieldgemma2": Family("image tokens are pooled from the patches (8 x 8 at 64 pixels)",
-                           {"mm_tokens_per_image": 4}),
+    "gemma3": Family("image tokens are pooled from the patches (8 x 8 at 64 pixels); " + STATIC_CACHE,
+                     {"mm_tokens_per_image": 4}, inputs=_no_cache),
+    "shieldgemma2": Family("image tokens are pooled from the patches (8 x 8 at 64 pixels); " + STATIC_CACHE,
+                           {"mm_tokens_per_image": 4}, inputs=_no_cache),
+    "aya_vision": Family(STATIC_CACHE, inputs=_no_cache),
+    "cohere2": Family(STATIC_CACHE, inputs=_no_cache),
+    "gemma2": Family(STATIC_CACHE, inputs=_no_cache),
+    "gemma3_text": Family(STATIC_CACHE, inputs=_no_cache),
+    "mamba": Family(STATIC_CACHE, inputs=_no_cache),
+    "falcon_mamba": Family(STATIC_CACHE, inputs=_no_cache),
     "zamba": Family("the layer pattern starts with two Mamba layers and a hybrid one; attention runs on the hidden "
                     "state concatenated with the embeddings", {"num_hidden_layers": 3, "attention_hidden_size": 128}),
     "align": Family("image embeddings are the vision tower's pooled output: the projection must match its width",
@@ -457,9 +471,9 @@ FAMILIES: dict[str, Family] = {
                      "no cache: its default cache is bfloat16 whatever the model's dtype",
                      {"vision_config.intermediate_size": 256, "vision_config.projector_input_dim": 64,
                       "vision_config.projector_output_dim": 64, "vision_config.vision_output_dim": 64},
-                     inputs=lambda out, **_: {**out, "use_cache": False}),
+                     inputs=_no_cache),
     "llama4_text": Family("no cache: its default cache is bfloat16 whatever the model's dtype",
-                          inputs=lambda out, **_: {**out, "use_cache": False}),
+                          inputs=_no_cache),
     "layoutlmv3": Family("the 2-D position embedding is 4 coordinates and 2 shapes wide: it must sum to hidden",
                          {"coordinate_size": 12, "shape_size": 8}),
     "lilt": Family("the layout embedding is 6 tables of hidden // 6: hidden must divide by 6", {"hidden_size": 96}),

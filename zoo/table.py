@@ -35,13 +35,17 @@ class Summary:
     common: int  # rows that ran compiled in every source
     breaking: dict[str, int]  # common rows with at least one break
     breaks: dict[str, int]  # break sites over common rows
+    occurrences: dict[str, int]  # how often Dynamo hit those sites (per layer, per compiled version)
+    graph_breaks: dict[str, int]  # graphs - 1 per row, summed over common rows
     graphs: dict[str, int]
     recompiles: dict[str, int]
     by_class: dict[str, dict[str, int]]  # class -> source -> break sites
+    by_class_hits: dict[str, dict[str, int]]  # class -> source -> occurrences
     compiled_mismatch: dict[str, list[str]]  # rows whose compiled output is off eager's
     changed: list[Changed]  # repaired rows whose eager output differs from the original's (or that fail now)
     nondeterministic: list[str]
-    failures: dict[str, list[tuple[str, str, str]]]  # source -> (row, status, error)
+    failures: dict[str, list[tuple[str, str, str]]]  # source -> (row, status, error): rows that do not run
+    compile_errors: dict[str, list[tuple[str, str]]]  # source -> (row, error): eager runs, torch.compile raised
     statuses: dict[str, dict[str, int]]
     fix: dict[str, Any] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
@@ -65,10 +69,12 @@ def summarize(results: Results) -> Summary:
     common = [n for n in names if all(n in by[s] and by[s][n].status == R.OK for s in sources)]
     count = lambda s, fn: sum(fn(by[s][n]) for n in common)  # noqa: E731
     by_class: dict[str, dict[str, int]] = {c: {s: 0 for s in sources} for c in CLASSES}
+    by_class_hits: dict[str, dict[str, int]] = {c: {s: 0 for s in sources} for c in CLASSES}
     for s in sources:
         for n in common:
             for b in by[s][n].breaks:
                 by_class[b.reason_class][s] += 1
+                by_class_hits[b.reason_class][s] += b.count
     changed = []
     for s in sources[1:]:
         for n in names:
@@ -82,13 +88,16 @@ def summarize(results: Results) -> Summary:
         common=len(common),
         breaking={s: count(s, lambda r: r.break_count > 0) for s in sources},
         breaks={s: count(s, lambda r: r.break_count) for s in sources},
+        occurrences={s: count(s, lambda r: sum(b.count for b in r.breaks)) for s in sources},
+        graph_breaks={s: count(s, lambda r: max(0, (r.graphs or 0) - 1)) for s in sources},
         graphs={s: count(s, lambda r: r.graphs or 0) for s in sources},
         recompiles={s: count(s, lambda r: sum(x.count for x in r.recompiles)) for s in sources},
-        by_class=by_class,
+        by_class=by_class, by_class_hits=by_class_hits,
         compiled_mismatch={s: [r.name for r in by[s].values() if r.compiled_matches is False] for s in sources},
         changed=changed,
         nondeterministic=[r.name for r in first.values() if r.eager_deterministic is False],
         failures={s: [(r.name, r.status, r.error) for r in by[s].values() if not r.runs] for s in sources},
+        compile_errors={s: [(r.name, r.error) for r in by[s].values() if r.status == R.COMPILE_ERROR] for s in sources},
         statuses={s: dict(Counter(r.status for r in by[s].values())) for s in sources},
         fix={k: v.fix for k, v in results.sources.items() if v.fix is not None},
         settings=results.settings, versions=results.versions, wall_s=results.wall_s,
@@ -113,7 +122,9 @@ def render(s: Summary, markdown: bool = False) -> str:
         ["model types that build and run", *[f"{s.types_run[x]} of {s.types}" for x in s.sources]],
         ["rows that also run compiled", *[str(s.compiled[x]) for x in s.sources]],
         [f"rows that break (of {s.common} compiled in every source)", *[str(s.breaking[x]) for x in s.sources]],
-        ["break sites", *[str(s.breaks[x]) for x in s.sources]],
+        ["break sites (distinct per row)", *[str(s.breaks[x]) for x in s.sources]],
+        ["break occurrences", *[str(s.occurrences[x]) for x in s.sources]],
+        ["graph breaks (graphs - 1 per row)", *[str(s.graph_breaks[x]) for x in s.sources]],
         ["graphs", *[str(s.graphs[x]) for x in s.sources]],
         ["recompiles", *[str(s.recompiles[x]) for x in s.sources]],
         ["compiled output off eager", *[str(len(s.compiled_mismatch[x])) for x in s.sources]],
@@ -121,10 +132,10 @@ def render(s: Summary, markdown: bool = False) -> str:
     ]
     out += _table(head, rows, markdown)
     out.append("")
-    out.append("break sites by Dynamo reason class (" + " -> ".join(s.sources) + "):")
-    out += _table(["reason class", *s.sources],
-                  [[c, *[str(s.by_class[c][x]) for x in s.sources]] for c in CLASSES] +
-                  [["all", *[str(s.breaks[x]) for x in s.sources]]], markdown)
+    out.append("break sites (occurrences) by Dynamo reason class (" + " -> ".join(s.sources) + "):")
+    cell = lambda c, x: f"{s.by_class[c][x]} ({s.by_class_hits[c][x]})"  # noqa: E731
+    out += _table(["reason class", *s.sources], [[c, *[cell(c, x) for x in s.sources]] for c in CLASSES] +
+                  [["all", *[f"{s.breaks[x]} ({s.occurrences[x]})" for x in s.sources]]], markdown)
     for name, fix in s.fix.items():
         again = ("not checked" if fix.second_run_changed is None else
                  "changes nothing" if not fix.second_run_changed else f"CHANGES {len(fix.second_run_changed)} files")
@@ -140,6 +151,10 @@ def render(s: Summary, markdown: bool = False) -> str:
             out.append(f"\ncompiled output off eager ({x}): {', '.join(s.compiled_mismatch[x])}")
     if s.nondeterministic:
         out.append(f"\neager output not deterministic (two runs differ): {', '.join(s.nondeterministic)}")
+    for x in s.sources:
+        if s.compile_errors[x]:
+            out.append(f"\nrows whose eager forward runs but torch.compile raises ({x}):")
+            out += [f"  {n}: {err[:160]}" for n, err in s.compile_errors[x]]
     for x in s.sources:
         fails = s.failures[x]
         if fails:
