@@ -37,21 +37,20 @@ def breaking_rows(from_json: Path | None = None) -> list[str]:
 
 
 def ci_rows() -> list[str]:
-    """The part of the checked-in breaking rows that CI runs: those whose traced code the safe fix changes."""
+    """The part of the checked-in breaking rows that CI runs: those the safe repair reaches (see write_breaking)."""
     return list(json.loads(BREAKING.read_text())["ci"])
 
 
 def write_breaking(results: R.Results, path: Path) -> list[str]:
-    """Write the rows that break (original source) and, as ``ci``, those of them that run code the safe fix
-    changed (where a fix could change an eager output)."""
+    """Write the rows that break (original source) and, as ``ci``, those of them the safe repair reaches: their
+    break sites change, their eager output changes or they stop running (where a fix can go wrong)."""
     rows = _breaking(results)
-    safe = results.sources.get("safe")
-    changed = set(safe.fix.changed_files) if safe and safe.fix else set()
-    by = results.by("original")
-    ci = [n for n in rows if changed & {t[0] for t in by[n].traced}]
+    original, safe = results.by("original"), results.by("safe")
+    ci = [n for n in rows if n in safe and (safe[n].status != R.OK or safe[n].eager_same is False
+                                          or len(safe[n].breaks) != len(original[n].breaks))]
     path.write_text(json.dumps({
         "about": "zoo rows whose original source breaks the graph (fp32, tiny profile); ci: those of them whose "
-                 "traced code the safe fix changes", "command": " ".join(results.command),
+                 "break sites or eager output the safe fix changes", "command": " ".join(results.command),
         "versions": results.versions, "created": results.created, "rows": rows, "ci": ci}, indent=1) + "\n")
     return rows
 
