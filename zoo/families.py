@@ -1,8 +1,10 @@
 """Per-family knowledge: only what the generic shrinker and input generator get wrong, each with its reason.
 
 A :class:`Family` can carry config overrides (dotted paths, applied after shrinking), a ``base_config`` for
-composite types whose config has no defaults, a model class, and an input hook that edits the generated
-inputs (``inputs(inputs, model, config, profile, gen) -> inputs``).
+composite types whose config has no defaults, a model class (or a sub-model built from a sub-config), input
+sizes, input hooks that edit the generated inputs, and a count of image tokens where ``get_image_features``
+does not give it. :data:`FAMILIES` is grouped by what the entry fixes: the config, the inputs, a composite
+config, the model class.
 """
 
 from __future__ import annotations
