@@ -28,6 +28,7 @@ import sympy
 from .. import ir
 from ..ir import ComputedBuffer, ExternKernel, Kernel, Load, Local, Stage
 from ..ir.symbolic import simplify_index, unravel, variables
+from .split import split_reductions
 
 WINDOW = 64
 MAX_STAGES = 64
@@ -105,8 +106,9 @@ def _ranges(size):
 
 
 def schedule(g: ir.GraphIR, device: str = "cpu"):
-    """Returns (ScheduledGraph, decisions) where decisions are human-readable fusion notes."""
-    decisions: list[str] = []
+    """Returns (ScheduledGraph, decisions) where decisions are human-readable fusion notes. On a GPU, long
+    reductions over few rows are split first (``split.py``)."""
+    g, decisions = split_reductions(g, device)
     units: list = []  # _Group | ExternKernel
     unit_of: dict[str, int] = {}
     external = {i.name for i in g.inputs} | {c.name for c in g.constants}

@@ -63,7 +63,7 @@ def check(fn, *args, dtype=None, allow_extern=False, allow_interpreted=False):
     """Run ``fn`` eagerly and through mend; assert equal outputs; return the compiled callable."""
     want = tuple(torch.utils._pytree.tree_leaves(fn(*args)))
     got, call = run_mend(fn, *args)
-    assert call.__dict__.get("mend_graph") is not None, "graph fell back to eager"
+    assert getattr(call, "mend_graph", None) is not None, "graph fell back to eager"
     if not allow_interpreted:
         assert call.mend_interpreted == [], f"kernels interpreted: {call.mend_interpreted}"
     if not allow_extern:

@@ -35,8 +35,10 @@ from mend.compiler.codegen.triton.module import render_module  # noqa: E402
 from mend.compiler.codegen.triton.plan import next_pow2  # noqa: E402
 from mend.compiler.debug import Dump  # noqa: E402
 from mend.compiler.ir.symbolic import variables  # noqa: E402
+from mend.compiler.lowering import Lowering  # noqa: E402
 from mend.compiler.lowering.decomps import decomposition_table  # noqa: E402
 from mend.compiler.runtime import wrapper  # noqa: E402
+from mend.compiler.schedule import split as split_pass  # noqa: E402
 
 from .helpers import assert_same, lower_and_schedule  # noqa: E402
 from .models import ResidualLN  # noqa: E402
@@ -358,6 +360,57 @@ def test_dependent_reductions_are_not_split():
     check(lambda x: torch.softmax(x, -1), x, split_min=4096, templates=["looped"])
 
 
+# -------------------------------------------------- split reductions (schedule/split.py, before fusion)
+
+
+@pytest.fixture
+def small_split(monkeypatch):
+    """Split reductions at interpreter-sized shapes (the defaults start at 2**20 elements)."""
+    monkeypatch.setattr(split_pass, "MIN_NUMEL", 1 << 14)
+    monkeypatch.setattr(split_pass, "MIN_RNUMEL", 256)
+    monkeypatch.setattr(split_pass, "MIN_CHUNK", 64)
+
+
+def _split_notes(fn, *args, device="cuda"):
+    gm = make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*args)
+    return split_pass.split_reductions(Lowering(gm, list(args)).run(), device)[1]
+
+
+def test_tall_column_reduction_with_a_pointwise_epilogue_is_split(small_split):
+    """x.abs().mean(0) of a tall x, broadcast back into a pointwise expression: partial sums over chunks of
+    rows, their combine, and the epilogue as a pointwise kernel of its own (not walked by the few programs
+    of a column reduction)."""
+    x, b, c = torch.randn(2048, 48), torch.randn(48), torch.randn(48)
+    fn = lambda x, b, c: F.gelu(x + b, approximate="tanh") * c - x.abs().mean(0)  # noqa: E731
+    sg, fns = check(fn, x, b, c)
+    kinds = [(k.size, k.rdims) for k in sg.kernels]
+    assert kinds == [((32, 64, 48), (1,)), ((32, 48), (0,)), ((2048, 48), ())], kinds
+    assert [f.template for f, _ in fns.values()] == ["persistent", "persistent", "pointwise"]
+    assert _split_notes(fn, x, b, c) == ["buf1: split reduction, 32 partials over dim 0 (buf1_part)"]
+    assert _split_notes(fn, x, b, c, device="cpu") == []  # the CPU's column kernels keep the fused form
+
+
+def test_split_reductions_of_every_kind_and_shape(small_split):
+    x = torch.randn(1024, 40)
+    x[700, 3] = float("nan")
+    check(lambda x: (x.sum(0), x.amax(0), x.amin(0), (x > 2).any(0), (x > -4).all(0), x.mean(0) * 2,
+                     (x * 0.001 + 1).prod(0)), x)
+    y = torch.randn(64, 32, 12)  # over the two leading dims: split along the first
+    check(lambda y: (y.sum((0, 1)), y - y.mean((0, 1), keepdim=True)), y)
+    z = torch.randn(3, 9000)  # few long rows (the last dim): split into contiguous chunks
+    sg, _ = check(lambda z: (z.sum(-1), z - z.amax(-1, keepdim=True)), z)
+    assert any(k.size[0] > 1 and len(k.size) == 3 for k in sg.kernels)
+    h = torch.randn(4096, 8).to(torch.bfloat16)  # partial sums stay in float32
+    check(lambda h: (h.sum(0), h.float().mean(0)), h, dtype=torch.bfloat16)
+
+
+def test_argmax_and_short_or_many_rows_are_not_split(small_split):
+    assert _split_notes(lambda x: x.argmax(0), torch.randn(4096, 8)) == []
+    assert _split_notes(lambda x: x.sum(0), torch.randn(100, 400)) == []  # rows of 100: short
+    assert _split_notes(lambda x: x.sum(-1), torch.randn(512, 1024)) == []  # 512 rows: enough programs
+    assert _split_notes(lambda x: x.sum(0), torch.randn(16384, 4)) != []
+
+
 # ----------------------------------------------------------------- through Dynamo + aot_autograd
 
 
@@ -554,6 +607,23 @@ def test_split_template_compiles_for_sm90(monkeypatch):
 
 
 @pytest.mark.slow
+def test_split_reduction_kernels_compile_for_sm90(monkeypatch):
+    """The benchmark's tall column reduction at its real size (default thresholds): partial, combine and
+    epilogue kernels, every launch configuration, compiled for sm_90."""
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    x, b, c = torch.empty(65536, 1024), torch.empty(1024), torch.empty(1024)
+    _, sg = scheduled(lambda x, b, c: F.gelu(x + b, approximate="tanh") * c - x.abs().mean(0), x, b, c)
+    assert [(k.size, k.rdims) for k in sg.kernels] == [((32, 2048, 1024), (1,)), ((32, 1024), (0,)),
+                                                       ((65536, 1024), ())]
+    sources, bad = TritonGenerator(interpret=False).sources(sg.kernels)
+    assert not bad
+    assert [s.plan.template for s in sources] == ["looped", "persistent", "pointwise"]
+    assert sources[0].plan.xnumel // sources[0].plan.configs[0].XBLOCK >= 264  # programs: two waves or more
+    module = triton_build.load_module(render_module(sources, interpret=False))
+    assert _compile_sm90(sources, module) >= 3
+
+
+@pytest.mark.slow
 def test_looped_templates_compile_for_sm90(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     x = torch.randn(6, 300)
@@ -584,7 +654,7 @@ def test_int64_kernel_compiles_for_sm90(monkeypatch):
 
 def _compile_with_triton(monkeypatch, fn, *args):
     monkeypatch.setattr(backend, "generator_for", lambda device_type: TritonGenerator())
-    monkeypatch.setenv("MEND_COMPILER_STRICT", "1")
+    monkeypatch.setenv("MEND_STRICT", "1")
     gm = make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*args)
     before = dict(backend.STATS)
     call = backend.compile_graph(gm, list(args))
