@@ -119,6 +119,16 @@ def test_expand_and_scalar_and_permute():
     check(lambda x: x[:, :1].expand(2, 3, 4, 5) + x, x)
 
 
+def test_outputs_keep_eagers_strides():
+    """Transposed, permuted, channels-last, expanded and sliced inputs; reductions over them; outputs that
+    are views of computed values (``check`` compares strides and values)."""
+    base = torch.randn(6, 10, 8)
+    cl = torch.randn(2, 5, 4, 3).to(memory_format=torch.channels_last)
+    for x in (base[0].t(), base.permute(2, 0, 1), cl, torch.randn(10, 1).expand(10, 7), base[:, 2:9:2, 1:]):
+        check(lambda x: ((x * 2 + 1).sigmoid(), x.sum(-1), torch.softmax(x, -1)), x)
+    check(lambda x: (F.layer_norm(x, (3,)), (x * 2)[:, 1:], (x + 1).transpose(0, 1).unsqueeze(0)), cl)
+
+
 def test_multiple_pointwise_kernels_of_different_sizes():
     x, y = torch.randn(50), torch.randn(8, 9)
     check(lambda x, y: (x * 3, y.sin() + 1, (y > 0).float()), x, y)
