@@ -27,6 +27,7 @@ import torch.utils._pytree
 from . import compat, debug
 from .codegen import KernelCompileError, NoGenerator, generator_for
 from .codegen.triton import aot as triton_aot
+from .ir import ExternKernel
 from .ir.verify import verify_graph, verify_scheduled
 from .lowering import Lowering, graph_device, log_once
 from .lowering.decomps import decomposition_table
@@ -195,7 +196,7 @@ def _front_end(gm, example_inputs, device, dump):
         dump.write("fusion.txt", "\n".join(decisions))
     if debug.verify_enabled():
         verify_scheduled(sg)
-    return sg, list(lowering.extern_ops)
+    return sg, [str(s.op) for s in sg.steps if isinstance(s, ExternKernel)]
 
 
 def _build_kernels(gm, dump, device, gen, sg, extern_ops, defer: bool = False):

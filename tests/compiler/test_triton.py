@@ -40,7 +40,7 @@ from mend.compiler.lowering.decomps import decomposition_table  # noqa: E402
 from mend.compiler.runtime import wrapper  # noqa: E402
 from mend.compiler.schedule import split as split_pass  # noqa: E402
 
-from .helpers import assert_same, lower_and_schedule  # noqa: E402
+from .helpers import assert_same, lower_and_schedule, same_strides  # noqa: E402
 from .models import ResidualLN  # noqa: E402
 
 
@@ -421,6 +421,96 @@ def test_argmax_and_short_or_many_rows_are_not_split(small_split):
     assert _split_notes(lambda x: x.sum(0), torch.randn(16384, 4)) != []
 
 
+# ------------------------------------------- matrix products with their epilogues (schedule/matmul.py)
+
+
+def _as_accurate_as_eager(fn, args, got):
+    """Each output no further from a float64 evaluation of ``fn`` than twice eager's own distance (half
+    precision rounds the product once here, maybe twice in eager: the results differ by an ulp)."""
+    want = pytree.tree_leaves(fn(*args))
+    ref = pytree.tree_leaves(fn(*[a.double() for a in args]))
+    for g, w, r in zip(got, want, ref):
+        assert g.dtype == w.dtype and g.shape == w.shape and same_strides(g, w)
+        mine, eager = (g.double() - r).abs().max().item(), (w.double() - r).abs().max().item()
+        assert mine <= 2 * eager + 1e-6, (mine, eager)
+
+
+MATMUL_CASES = {
+    "linear_gelu_residual": (lambda x, w, b, r: F.gelu(F.linear(x, w, b)) + r, [(64, 48), (80, 48), (80,), (64, 80)]),
+    "mlp_3d": (lambda x, w1, b1, w2: F.linear(F.gelu(F.linear(x, w1, b1), approximate="tanh"), w2) + x,
+               [(2, 24, 48), (96, 48), (96,), (48, 96)]),
+    "swiglu": (lambda x, wg, wu: F.silu(F.linear(x, wg)) * F.linear(x, wu), [(2, 24, 48), (96, 48), (96, 48)]),
+    "bmm_scale": (lambda q, k: (torch.bmm(q, k.transpose(1, 2)) * 0.25).relu(), [(6, 40, 16), (6, 40, 16)]),
+    "odd_sizes_column_major": (lambda a, b: (a.t().contiguous().t() @ b).float() * 2, [(33, 70), (70, 17)]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MATMUL_CASES))
+def test_matrix_products_take_their_epilogues(case):
+    fn, shapes = MATMUL_CASES[case]
+    args = [torch.randn(*sh).to(torch.float16) for sh in shapes]
+    got, sg, fns = run_triton(fn, *args)
+    _as_accurate_as_eager(fn, args, got)
+    assert not [s for s in sg.steps if isinstance(s, ir.ExternKernel)]  # no cuBLAS call left
+    assert "matmul" in {f.template for f, _ in fns.values()}
+    products = [k for k in sg.kernels if len(k.size) >= 3 and k.rdims == (len(k.size) - 1,)]
+    assert products and all(len(k.stages) >= 2 for k in products)  # each with its epilogue
+
+
+def test_linear_gelu_residual_is_one_kernel_in_bfloat16():
+    fn, shapes = MATMUL_CASES["linear_gelu_residual"]
+    args = [torch.randn(*sh).to(torch.bfloat16) for sh in shapes]
+    got, sg, fns = run_triton(fn, *args)
+    _as_accurate_as_eager(fn, args, got)
+    (k,) = sg.kernels
+    assert [st.kind for st in k.stages] == ["reduction", "outer", "outer"]
+    f = fns[k.name][0]
+    assert f.template == "matmul" and "tl.dot(" in f.kernel_text and "tl.math.erf" in f.kernel_text
+
+
+def test_products_stay_aten_calls_without_an_epilogue_in_float32_or_when_switched_off(monkeypatch):
+    x, w = torch.randn(16, 32), torch.randn(24, 32)
+    _, sg = scheduled(lambda x, w: F.gelu(F.linear(x, w)), x, w)  # float32: cuBLAS keeps it
+    assert [str(s.op) for s in sg.steps if isinstance(s, ir.ExternKernel)] == ["aten.mm.default"]
+    h, hw = x.half(), w.half()
+    _, sg = scheduled(lambda x, w: F.linear(x, w).sum(), h, hw)  # read by a reduction only
+    assert any(isinstance(s, ir.ExternKernel) for s in sg.steps)
+    monkeypatch.setenv("MEND_MATMUL_EPILOGUE", "0")
+    _, sg = scheduled(lambda x, w: F.gelu(F.linear(x, w)), h, hw)
+    assert any(isinstance(s, ir.ExternKernel) for s in sg.steps)
+
+
+def test_two_products_of_one_input_stay_two_kernels():
+    """q, k and v projections read the same input: each product is its kernel's only reduction."""
+    x, wq, wk = torch.randn(32, 48).half(), torch.randn(40, 48).half(), torch.randn(40, 48).half()
+    fn = lambda x, wq, wk: (F.linear(x, wq).relu(), F.linear(x, wk).sigmoid())  # noqa: E731
+    got, sg, fns = run_triton(fn, x, wq, wk)
+    _as_accurate_as_eager(fn, [x, wq, wk], got)
+    assert len(sg.kernels) == 2 and {f.template for f, _ in fns.values()} == {"matmul"}
+
+
+def test_the_reference_interpreter_runs_a_product_as_a_matrix_product():
+    from mend.compiler.runtime.interpret import run_kernel
+
+    fn, shapes = MATMUL_CASES["bmm_scale"]
+    args = [torch.randn(*sh).half() for sh in shapes]
+    _, sg = scheduled(fn, *args)
+    (k,) = sg.kernels
+    out = torch.empty(6, 40, 40, dtype=torch.float16)
+    run_kernel(k, *args, out)
+    _as_accurate_as_eager(fn, args, [out])
+
+
+def test_identical_kernels_share_one_function_and_one_launcher():
+    """Four layers of the same shapes render four identical kernels: one function, one launcher."""
+    args = [torch.randn(16, 32) for _ in range(4)] + [torch.randn(32) for _ in range(4)]
+    fn = lambda *a: tuple(F.layer_norm(a[i] * 2, (32,), a[4 + i]) for i in range(4))  # noqa: E731
+    got, sg, fns = run_triton(fn, *args)
+    for g, e in zip(got, fn(*args)):
+        assert_same(g, e)
+    assert len(sg.kernels) == 4 and len({id(f) for f, _ in fns.values()}) == 1
+
+
 # ----------------------------------------------------------------- through Dynamo + aot_autograd
 
 
@@ -571,9 +661,9 @@ def _compile_sm90(sources, module):
     for s in sources:
         for name, sig, launches in s.compile_units():
             fn = getattr(module, name)
-            for constexprs, num_warps in launches:
+            for constexprs, options in launches:
                 src = ASTSource(fn=fn, signature=sig, constexprs=constexprs)
-                out = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
+                out = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
                 assert out.asm["cubin"], name
                 assert out.metadata.shared <= 228 * 1024
                 compiled += 1
@@ -631,6 +721,36 @@ def test_split_reduction_kernels_compile_for_sm90(monkeypatch):
     assert sources[0].plan.xnumel // sources[0].plan.configs[0].XBLOCK >= 264  # programs: two waves or more
     module = triton_build.load_module(render_module(sources, interpret=False))
     assert _compile_sm90(sources, module) >= 3
+
+
+@pytest.mark.slow
+def test_matmul_template_compiles_for_sm90_with_tensor_cores(monkeypatch):
+    """A BERT-sized MLP in bfloat16: both products with their epilogues, every configuration, compiled
+    for sm_90 the way the compile workers do (16-byte aligned pointers: pipelined loads, wgmma)."""
+    from mend.compiler.codegen.triton import aot
+    from mend.compiler.codegen.triton.worker import compile_job
+
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    bf = torch.bfloat16
+    x, w1, b1, w2 = (torch.empty(*s, dtype=bf) for s in ((8, 512, 768), (3072, 768), (3072,), (768, 3072)))
+    _, sg = scheduled(lambda x, w1, b1, w2: F.linear(F.gelu(F.linear(x, w1, b1)), w2) + x, x, w1, b1, w2)
+    sources, bad = TritonGenerator(interpret=False).sources(sg.kernels)
+    assert not bad and [s.plan.template for s in sources] == ["matmul", "matmul"]
+    module = triton_build.load_module(render_module(sources, interpret=False))
+    for s in sources:
+        (name, sig, launches), = s.compile_units()
+        for constexprs, options in launches:
+            r = compile_job(aot.job_for(module, name, sig, constexprs, options, ("cuda", 90, 32)))
+            assert "error" not in r, r.get("error")
+            assert 0 < r["shared"] <= 228 * 1024
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    name, sig, launches = sources[0].compile_units()[0]
+    ck = triton.compile(ASTSource(fn=getattr(module, name), signature=sig, constexprs=launches[0][0]),
+                        target=GPUTarget("cuda", 90, 32), options=launches[0][1])
+    assert "wgmma.mma_async" in ck.asm["ptx"]
 
 
 @pytest.mark.slow
