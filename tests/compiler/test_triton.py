@@ -468,6 +468,24 @@ def test_linear_gelu_residual_is_one_kernel_in_bfloat16():
     assert f.template == "matmul" and "tl.dot(" in f.kernel_text and "tl.math.erf" in f.kernel_text
 
 
+@pytest.mark.parametrize("case", sorted(MATMUL_CASES))
+def test_the_cublas_candidate_computes_the_same_epilogue(case):
+    """The matmul launcher's other candidate: torch.matmul on views of the operands, then the epilogue
+    kernel alone (the launcher times it against the fused kernel on a GPU and keeps the faster)."""
+    fn, shapes = MATMUL_CASES[case]
+    args = [torch.randn(*sh).to(torch.float16) for sh in shapes]
+    gm, sg = scheduled(fn, *args)
+    fns = TritonGenerator().compile(sg.kernels, Dump("t"))
+    products = [f for f, _ in fns.values() if f.template == "matmul"]
+    assert products
+    for f in products:
+        assert f.epilogue.template == "pointwise" and len(f.source.compile_units()) == 2
+        f.config = triton_launch.CUBLAS
+    call, _ = wrapper.build(sg, fns, {}, torch.device("cpu"))
+    _as_accurate_as_eager(fn, args, call(list(args)))
+    assert all(f.epilogue.config is not None for f in products)  # the epilogue kernel ran
+
+
 def test_products_stay_aten_calls_without_an_epilogue_in_float32_or_when_switched_off(monkeypatch):
     x, w = torch.randn(16, 32), torch.randn(24, 32)
     _, sg = scheduled(lambda x, w: F.gelu(F.linear(x, w)), x, w)  # float32: cuBLAS keeps it
@@ -738,11 +756,11 @@ def test_matmul_template_compiles_for_sm90_with_tensor_cores(monkeypatch):
     assert not bad and [s.plan.template for s in sources] == ["matmul", "matmul"]
     module = triton_build.load_module(render_module(sources, interpret=False))
     for s in sources:
-        (name, sig, launches), = s.compile_units()
-        for constexprs, options in launches:
-            r = compile_job(aot.job_for(module, name, sig, constexprs, options, ("cuda", 90, 32)))
-            assert "error" not in r, r.get("error")
-            assert 0 < r["shared"] <= 228 * 1024
+        for name, sig, launches in s.compile_units():  # the fused kernel, then the epilogue alone
+            for constexprs, options in launches:
+                r = compile_job(aot.job_for(module, name, sig, constexprs, options, ("cuda", 90, 32)))
+                assert "error" not in r, r.get("error")
+                assert r["shared"] <= 228 * 1024
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource

@@ -21,7 +21,7 @@ from .. import KernelCompileError
 from . import aot
 from .build import interpret_mode, load_module
 from .kernel import KernelSource
-from .launch import TritonLauncher, TritonSplitLauncher
+from .launch import TritonLauncher, TritonMatmulLauncher, TritonSplitLauncher
 from .module import render_module
 from .plan import PERSISTENT_RMAX, SPLIT_MIN_RNUMEL
 
@@ -101,6 +101,8 @@ class TritonGenerator:
                     if s.plan.template == "split":
                         fns = [getattr(m, n) for n in s.fn_names]
                         shared[key] = TritonSplitLauncher(s.k, fns[0], fns[1], s)
+                    elif s.plan.template == "matmul":
+                        shared[key] = TritonMatmulLauncher(s.k, getattr(m, s.fn_name), getattr(m, s.epilogue.fn_name), s)
                     else:
                         shared[key] = TritonLauncher(s.k, getattr(m, s.fn_name), s)
                     if not interp:

@@ -67,6 +67,11 @@ class KernelSource:
                 self.workspaces.append((f"ws{j}", acc_dtype(st)))
                 if st.reduction in ("argmax", "argmin"):
                     self.workspaces.append((f"wsi{j}", torch.int64))
+        # matmul template: the epilogue alone, after a cuBLAS product (the launcher keeps the faster)
+        self.epilogue = None
+        if self.plan.template == "matmul":
+            self.epilogue = KernelSource(matmul.epilogue_kernel(kernel, self.plan.mm), persistent_rmax,
+                                         split_min_rnumel, nan_combine, native_dot)
         self.stage = {s.name: s for s in kernel.stages}
         self.row_values: dict[str, str] = {}  # reduction/outer stage -> [XBLOCK, 1] value
         self.pw_values: dict[str, str] = {}  # persistent: pointwise stage -> tile value
@@ -106,6 +111,9 @@ class KernelSource:
         needed to compile the kernel's functions ahead of time."""
         p = self.plan
         base = self.signature()
+        if p.template == "matmul":
+            return [(self.fn_name, base, [(c.constexprs(p.template), c.options()) for c in p.configs]),
+                    *self.epilogue.compile_units()]
         if p.template != "split":
             return [(self.fn_name, base, [(c.constexprs(p.template), c.options()) for c in p.configs])]
         sig = {k: v for k, v in base.items() if v != "constexpr"}
@@ -131,6 +139,8 @@ class KernelSource:
         if self._text is None:
             self.row_values, self.pw_values, self.n = {}, {}, 0
             text = TEMPLATES[self.plan.template].render(self)
+            if self.epilogue is not None:
+                text += "\n\n" + self.epilogue.render()
             digest = hashlib.sha256(text.encode()).hexdigest()[:16]
             self._names = [n.replace(NAME_SLOT, digest) for n in self._names]
             self._text = text.replace(NAME_SLOT, digest)

@@ -314,7 +314,7 @@ class TritonLauncher:
                     STATS["autotune_hits"] += 1
                     return c
         best, best_t, times = None, float("inf"), {}
-        for c in configs:
+        for c in self._candidates_to_time():
             try:
                 t = self._time(c, tensors)
             except Exception as exc:  # noqa: BLE001 - a config that does not build (resources) is skipped
@@ -330,6 +330,9 @@ class TritonLauncher:
                           "kernel": self.kernel.name})
         return best
 
+    def _candidates_to_time(self) -> list:
+        return list(self.plan.configs)
+
     def _time(self, cfg, tensors, reps: int = 10) -> float:
         self.launch(cfg, tensors)  # compiles
         torch.cuda.synchronize()
@@ -344,6 +347,81 @@ class TritonLauncher:
             end.synchronize()
             best = min(best, start.elapsed_time(end) / reps)
         return best
+
+
+class _Cublas:
+    """The candidate of a matmul kernel that is cuBLAS's product followed by the epilogue kernel."""
+
+    def key(self) -> list:
+        return ["cublas"]
+
+    def __repr__(self) -> str:
+        return "cublas+epilogue"
+
+
+CUBLAS = _Cublas()
+
+
+class TritonMatmulLauncher(TritonLauncher):
+    """Launcher of the ``matmul`` template. Its candidates are the fused kernel's tile configurations and
+    cuBLAS's product (``torch.matmul`` on views of the operands) followed by the epilogue kernel; the first
+    launch on a GPU times them all once (like any autotuned kernel) and keeps the faster, recorded on disk.
+    A float32 product stays with cuBLAS anyway (``schedule/matmul.py``)."""
+
+    def __init__(self, kernel, fn, epilogue_fn, source):
+        super().__init__(kernel, fn, source)
+        self.epilogue = TritonLauncher(source.epilogue.k, epilogue_fn, source.epilogue)
+        self.mm = self.plan.mm
+        names = list(kernel.inputs) + list(kernel.outputs)
+        ek = source.epilogue.k
+        tmp = ek.inputs[0]
+        self._slots = [names.index(n) if n != tmp else None for n in list(ek.inputs) + list(ek.outputs)]
+        self._operands = (names.index(self.mm.a.buf), names.index(self.mm.b.buf))
+
+    def candidates(self, dev) -> list[int]:
+        hit = read_tuned(_tune_key(self.kernel_text, dev)) if autotune_enabled() else None
+        if hit is not None and hit.get("config") == CUBLAS.key():
+            return []
+        return super().candidates(dev)
+
+    def precompile(self, module, target, dev) -> None:
+        (name, sig, launches), *_ = self.source.compile_units()
+        for i in self.candidates(dev):
+            constexprs, options = launches[i]
+            self.aot[i] = aot.submit(aot.job_for(module, name, sig, constexprs, options, target))
+        self.epilogue.precompile(module, target, dev)
+
+    def _choose(self, tensors):
+        dev = next((t.device for t in reversed(tensors) if isinstance(t, torch.Tensor)), torch.device("cpu"))
+        if dev.type == "cuda" and not interpret_mode() and autotune_enabled():
+            hit = read_tuned(_tune_key(self.kernel_text, dev))
+            if hit is not None and hit.get("config") == CUBLAS.key():
+                STATS["autotune_hits"] += 1
+                return CUBLAS
+        return super()._choose(tensors)
+
+    def _candidates_to_time(self) -> list:
+        return list(self.plan.configs) + [CUBLAS]
+
+    def launch(self, cfg, tensors):
+        if cfg is CUBLAS:
+            return self.cublas(tensors)
+        return super().launch(cfg, tensors)
+
+    def cublas(self, tensors) -> None:
+        """The product by ``torch.matmul`` (cuBLAS on a GPU) in the operands' dtype, then the epilogue."""
+        mm = self.mm
+        nb = len(mm.batch)
+
+        def view(op, t, rows, cols, shape):
+            st = op.strides[:nb] + (op.strides[rows], op.strides[cols])
+            return t.as_strided((*mm.batch, *shape), st, t.storage_offset() + op.offset)
+
+        ia, ib = self._operands
+        prod = torch.matmul(view(mm.a, tensors[ia], nb, nb + 2, (mm.m, mm.k)),
+                            view(mm.b, tensors[ib], nb + 2, nb + 1, (mm.k, mm.n)))
+        self.epilogue(*[prod if i is None else tensors[i] for i in self._slots])
+        return None
 
 
 class TritonSplitLauncher:

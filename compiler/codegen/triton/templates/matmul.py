@@ -10,6 +10,9 @@ Variables: the tile's rows ``rm`` (``[BLOCK_M, 1]``), columns ``rn`` (``[1, BLOC
 ``rb``; loads and stores of the epilogue are masked by ``mmask``/``nmask``. Operand rows and columns
 wrap modulo ``M``/``N`` (rows past the end are computed and never stored), so the loop loads without
 masks unless ``K`` is not a multiple of ``BLOCK_K``.
+
+A second function holds the epilogue alone (:func:`epilogue_kernel`, the ``pointwise`` template): the
+launcher times the fused kernel against cuBLAS's product followed by that epilogue and keeps the faster.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import sympy
 import torch
 
 from .... import ir
-from ....ir.symbolic import FloorDiv, IMod, variables
+from ....ir.symbolic import FloorDiv, IMod, contiguous_strides, variables
 from ..emit import TritonEmitter
 
 RM = sympy.Symbol("rm", integer=True, nonnegative=True)
@@ -39,6 +42,29 @@ def symbols(k: ir.Kernel, mm):
         acc *= mm.batch[d]
     ranges = {RM: mm.m, RN: mm.n, RB: max(acc, 1)}
     return mapping, ranges, {RM: "mmask", RN: "nmask", RB: None}
+
+
+def epilogue_kernel(k: ir.Kernel, mm) -> ir.Kernel:
+    """The kernel's epilogue alone, over ``(*batch, m, n)``, reading the product from an input buffer
+    ``<name>_product`` (in the operands' dtype, as cuBLAS returns it): what runs after a cuBLAS product
+    when that is faster than the fused kernel (the launcher times both)."""
+    dot = next(st for st in k.stages if st.kind == "reduction")
+    size = k.size[:-1]
+    tmp = f"{k.name}_product"
+    index = sum((st * x for st, x, n in zip(contiguous_strides(size), variables(len(size)), size) if n != 1),
+                sympy.Integer(0))
+    value = ir.Op("cast", (ir.Load(tmp, index, mm.a.dtype),), dot.dtype)
+    stages = []
+    for st in k.stages:
+        if st is dot:
+            continue
+        expr = ir.map_expr(st.expr, lambda e: value if isinstance(e, ir.Local) and e.name == dot.name else None)
+        stages.append(ir.Stage(st.name, "pointwise", expr, st.dtype, st.store, None, st.local_users,
+                               st.store_index))
+    read = {ld.buf for st in stages for ld in ir.loads(st.expr)}
+    inputs = (tmp,) + tuple(b for b in k.inputs if b in read)
+    dtypes = ((tmp, mm.a.dtype),) + tuple((b, dt) for b, dt in k.dtypes if b in read or b in k.outputs)
+    return ir.Kernel(f"{k.name}_epilogue", size, (), tuple(stages), inputs, tuple(k.outputs), dtypes)
 
 
 def _offset(op, batch: str | None, rows: str, cols: str, row_dim: int, col_dim: int) -> str:
