@@ -380,7 +380,12 @@ def measure(row: str, device: str, dtype_name: str, size_name: str, compilers: t
             run = _runner(fn, inp, train)
             _sync(device)
             t0 = time.perf_counter()
-            got = run()
+            try:
+                got = run()
+            except Exception as exc:  # noqa: BLE001 - a compiler that fails on this model is reported, not fatal
+                res[f"{c}_error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
+                model.zero_grad(set_to_none=True)
+                continue
             _sync(device)
             res[f"{c}_cold_s"] = time.perf_counter() - t0
             if train:
@@ -397,11 +402,11 @@ def measure(row: str, device: str, dtype_name: str, size_name: str, compilers: t
         runners.update({c: _runner(fn, inp, train, opt) for c, fn in compiled.items()})
         if device == "cuda":
             runners.update({f"{c}-cg": _runner(torch.compile(model, backend=c, mode="reduce-overhead"), inp, train, opt)
-                            for c in compilers})
+                            for c in compiled})
         res["ms"] = _timed(runners, device, rounds, reps)
         if profile:
-            res["profile"] = {c: _profile(runners[c], device) for c in compilers}
-        if "mend" in compilers and not train:
+            res["profile"] = {c: _profile(runners[c], device) for c in compiled}
+        if "mend" in compiled and not train:
             _fresh_caches("async")
             fn = torch.compile(model, backend="mend", options={"async_compile": True})
             _sync(device)
@@ -453,6 +458,8 @@ def verdict(r: dict) -> str:
         key, floor = "diff", (1e-2 if half else 1e-5) * max(1.0, r.get("scale", 0.0))
     mine, theirs = r.get(f"mend_{key}"), r.get(f"inductor_{key}")
     tol = max(2 * theirs, floor) if theirs is not None else floor
+    if r.get("mend_error"):
+        return "error"
     if mine is None or not mine <= tol:
         return "DIFF"
     if r.get("mend_fallback_graphs") or r.get("mend_interpreted_kernels") or r.get("mend_runtime_fallbacks"):
@@ -493,6 +500,7 @@ def table(results: dict, a) -> str:
             f"{r.get('mend_cold_s', math.nan):>10.2f}{cold:>8.1f}x{r.get('mend_async_first_s', math.nan):>10.2f}"
             f"{asy:>7.1f}x  {r.get('mend_graphs', 0)}g/{r.get('mend_kernels', 0)}k/{r.get('mend_extern_calls', 0)}a"
             + (f" eager:{r['mend_fallback_graphs']}" if r.get("mend_fallback_graphs") else "")
+            + "".join(f" [{c} failed: {r[c + '_error']}]" for c in ("inductor", "mend") if r.get(c + "_error"))
             + (f" runtime:{r['mend_runtime_fallbacks']}" if r.get("mend_runtime_fallbacks") else ""))
     lines.append("-" * len(head))
     lines.append(f"geomean mend/inductor runtime {_geo(cols['rt']):.3f}x (target <= 0.95); with CUDA graphs "

@@ -236,7 +236,9 @@ def _kernel_futures(fns, defer: bool = False) -> list:
     thread at its first launch; with ``defer`` (asynchronous compilation) those compiles run on the
     background thread instead, and are waited for like the workers' (the first call must not compile)."""
     futures = []
-    for fn, _ in fns.values():
+    launchers = [fn for fn, _ in fns.values()]
+    launchers += [fn.epilogue for fn in launchers if getattr(fn, "epilogue", None) is not None]  # matmul
+    for fn in launchers:
         for f in getattr(fn, "aot", {}).values():
             if isinstance(f, Future):
                 futures.append(f)

@@ -12,6 +12,7 @@ ATen's ``mm``/``addmm``/``bmm`` on a GPU, so that pointwise epilogues fuse into 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import sympy
@@ -50,22 +51,24 @@ def _operand(e, nvars: int) -> Operand | None:
     if not isinstance(e, Load) or e.dtype not in FLOAT:
         return None
     xs = variables(nvars)
-    zero = {x: 0 for x in xs}
-    offset = e.index.xreplace(zero)
+    zero = {x: sympy.Integer(0) for x in xs}
+    index = sympy.sympify(e.index)
+    offset = sympy.sympify(index.xreplace(zero))
     if not offset.is_Integer:
         return None
     strides = []
     for x in xs:
-        s = e.index.xreplace({**zero, x: 1}) - offset
+        s = sympy.sympify(index.xreplace({**zero, x: sympy.Integer(1)})) - offset
         if not s.is_Integer:
             return None
         strides.append(int(s))
     linear = sympy.Integer(offset) + sum((s * x for s, x in zip(strides, xs)), sympy.Integer(0))
-    if sympy.expand(e.index - linear) != 0:  # floor divisions, clamps: not one strided view
+    if sympy.expand(index - linear) != 0:  # floor divisions, clamps: not one strided view
         return None
     return Operand(e.buf, e.dtype, int(offset), tuple(strides))
 
 
+@functools.lru_cache(maxsize=4096)
 def contraction(kind: str, size, rdims, expr) -> Contraction | None:
     """The matrix product a reduction ``kind`` over ``rdims`` of ``expr`` in the space ``size`` computes,
     or None when it is not one."""
@@ -90,4 +93,4 @@ def of_stage(k, st) -> Contraction | None:
     """The contraction a kernel's reduction stage computes (its loads read other buffers, not stages)."""
     if st.kind != "reduction":
         return None
-    return contraction(st.reduction, k.size, k.rdims, st.expr)
+    return contraction(st.reduction, tuple(k.size), tuple(k.rdims), st.expr)

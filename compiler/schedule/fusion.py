@@ -189,7 +189,7 @@ def schedule(g: ir.GraphIR, device: str = "cpu"):
 
 def _is_product(node: ComputedBuffer) -> bool:
     b = node.body
-    return isinstance(b, ir.Reduction) and contraction(b.kind, b.size, b.rdims, b.expr) is not None
+    return isinstance(b, ir.Reduction) and contraction(b.kind, tuple(b.size), tuple(b.rdims), b.expr) is not None
 
 
 def _product_rule(grp: _Group, node: ComputedBuffer, kind: str) -> str | None:
