@@ -22,9 +22,9 @@ mend's verdict is ``ok`` when it is within twice Inductor's difference (or withi
 scale in fp32, 1e-2 in fp16 and bf16): the tolerance Inductor meets. A row also counts what fell back
 (graphs run eagerly, kernels interpreted, compiled graphs that failed at run time).
 
-Several model processes run at once (``--jobs``, default 2): imports, model building and the warm-up
-overlap, while everything timed (compiles and runs) holds one lock, so no two timed regions share the
-GPU. ``--budget-s``: no model starts after that many seconds (the rest are listed as skipped), and
+Several model processes run at once (``--jobs``, default 2): imports and model building overlap, while
+everything else (the warm-up, which starts compile workers, and everything timed) holds one lock, so no two
+timed regions share the GPU or the CPUs. ``--budget-s``: no model starts after that many seconds (the rest are listed as skipped), and
 ``--deadline-s`` stops a model process still running then, so a run fits a time limit. ``--profile`` adds
 each compiler's longest GPU kernels per model to the raw results (where mend trails, what to look at).
 ``--out DIR``: ``zoo_<dtype>.json`` (raw results) and ``zoo_<dtype>.txt`` (the table).
@@ -137,8 +137,10 @@ KINDS = {"gpt2": "decoder", "llama": "decoder", "mistral": "decoder", "qwen2": "
          "phi": "decoder", "bert": "encoder", "roberta": "encoder", "deberta-v2": "encoder", "t5": "seq2seq",
          "bart": "seq2seq", "vit": "vision", "swin": "vision", "convnext": "vision", "whisper": "speech"}
 # the order a run takes them in (a budget cuts the tail): the models of the first report first
-MODELS = ("gpt2", "llama", "mistral", "bert", "t5", "vit", "gpt2:train", "bert:train", "vit:train", "bart",
-          "qwen2", "gemma", "phi", "roberta", "deberta-v2", "swin", "convnext", "whisper")
+INFERENCE = ("gpt2", "llama", "mistral", "bert", "t5", "vit", "bart", "whisper", "qwen2", "gemma", "phi",
+             "roberta", "deberta-v2", "swin", "convnext")
+TRAINING = ("gpt2:train", "bert:train", "vit:train")
+MODELS = INFERENCE + TRAINING
 
 
 # --------------------------------------------------------------------------------------- building
@@ -360,14 +362,14 @@ def measure(row: str, device: str, dtype_name: str, size_name: str, compilers: t
     model, inp = build(name, size, device, dtype)
     if train:
         model.train()
-    _warm_up(device, compilers)
     gpu = GpuLock(lock)
     res: dict = {"model": name, "kind": KINDS[name], "train": train, "dtype": dtype_name,
                  "attention": getattr(model.config, "_attn_implementation", "?")}
     stats0 = dict(mend_backend.STATS)
     rf0 = guard.STATS["runtime_fallbacks"]
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6, fused=device == "cuda") if train else None
-    with gpu.held():
+    with gpu.held():  # the warm-up too: it starts compile workers, which would slow another model's compile
+        _warm_up(device, compilers)
         ref_run = _runner(model, inp, train)
         want = ref_run()
         if train:
@@ -518,7 +520,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
     ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
     ap.add_argument("--size", default=None, choices=sorted(SIZES), help="default: real on cuda, tiny on cpu")
-    ap.add_argument("--models", default=None, help=f"comma-separated rows (default: {','.join(MODELS)})")
+    ap.add_argument("--models", default=None, help=f"comma-separated rows, or 'inference' or 'training' "
+                                                   f"(default: all, {','.join(MODELS)})")
     ap.add_argument("--compilers", default="inductor,mend")
     ap.add_argument("--jobs", type=int, default=2, help="model processes at once (timed regions never overlap)")
     ap.add_argument("--budget-s", type=float, default=None, help="start no model after this many seconds")
@@ -530,7 +533,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="folder for zoo_<dtype>.json and zoo_<dtype>.txt")
     a = ap.parse_args(argv)
     a.size = a.size or ("real" if a.device == "cuda" else "tiny")
-    rows = a.models.split(",") if a.models else list(MODELS)
+    groups = {"inference": list(INFERENCE), "training": list(TRAINING)}
+    rows = [r for m in (a.models or "inference,training").split(",") for r in groups.get(m, [m])]
     unknown = [r for r in rows if r.split(":")[0] not in CONFIGS]
     if unknown:
         ap.error(f"unknown models {unknown}; choose from {', '.join(CONFIGS)}")

@@ -3,7 +3,7 @@
 # a package shim on PYTHONPATH maps mend.* to the source folders, as pyproject's package-dir does).
 #
 #   bash benchmarks/gpu_check.sh 1   # GPU tests, micro-benchmarks (tall reduction, matmul epilogues), zoo bf16
-#   bash benchmarks/gpu_check.sh 2   # zoo fp32 (inference and training rows)
+#   bash benchmarks/gpu_check.sh 2   # zoo fp32 (inference), then the training rows
 #
 # Each part stops starting work at its deadline (PART_SECONDS, default 520) so the command ends within 9
 # minutes; the zoo lists the models it had no time for as skipped. Logs and tables go to $OUT (default
@@ -51,7 +51,7 @@ print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', tr
 if [ "$PART" = "1" ]; then
     echo "== GPU tests ($(left) s left)"
     if "$PY" -c "import pytest" 2>/dev/null; then
-        timeout 260 "$PY" -m pytest -q -p no:cacheprovider -o addopts="-ra" \
+        timeout 240 "$PY" -m pytest -q -p no:cacheprovider -o addopts="-ra" \
             tests/compiler/test_triton_gpu.py tests/compiler/test_gpu_models.py > "$OUT/gpu_tests.log" 2>&1
         echo "pytest exit $?"; tail -25 "$OUT/gpu_tests.log"
     else
@@ -66,12 +66,12 @@ if [ "$PART" = "1" ]; then
             --cases gelu_mlp_bf16
     } > "$OUT/bench_micro.txt" 2>&1
     cat "$OUT/bench_micro.txt" | grep -v "^\s*$" | tail -30
-    DTYPE=bf16
+    DTYPE=bf16 ROWS=inference
 else
-    DTYPE=fp32
+    DTYPE=fp32 ROWS=inference,training
 fi
 
 echo "== GPU zoo $DTYPE ($(left) s left)"
-"$PY" benchmarks/compiler_zoo.py --device cuda --dtype "$DTYPE" --jobs 2 --profile \
-    --budget-s $(( $(left) - 120 )) --deadline-s $(( $(left) - 15 )) --out "$OUT"
+"$PY" benchmarks/compiler_zoo.py --device cuda --dtype "$DTYPE" --models "$ROWS" --jobs 2 --rounds 3 --profile \
+    --budget-s $(( $(left) - 100 )) --deadline-s $(( $(left) - 15 )) --out "$OUT"
 echo "== done in $(( $(date +%s) - START )) s"
