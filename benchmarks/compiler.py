@@ -97,8 +97,16 @@ def cases(device, quick):
     out["layernorm"] = (lambda x: ln(x), (r,), False)
     r2 = torch.randn_like(r)
     out["residual_ln"] = (lambda x, y: F.relu(ln(x + y)), (r, r2), False)
+    # a column reduction over a tall input, broadcast back into a pointwise expression (split on a GPU)
+    t, tb, tc = torch.randn(65536 // s, 1024, **dev), torch.randn(1024, **dev), torch.randn(1024, **dev)
+    out["tall_colmean"] = (lambda x, b, c: F.gelu(x + b, approximate="tanh") * c - x.abs().mean(0), (t, tb, tc),
+                           False)
     mlp = nn.Sequential(nn.Linear(512, 2048), nn.GELU(), nn.Linear(2048, 512)).to(device)
     out["gelu_mlp"] = (mlp, (torch.randn(512 // s, 512, **dev),), False)
+    # a transformer MLP in bf16 at BERT's sizes: matmuls whose epilogues (bias, GELU) mend fuses on a GPU
+    mlp16 = nn.Sequential(nn.Linear(768, 3072), nn.GELU(), nn.Linear(3072, 768)).to(device, torch.bfloat16)
+    x16 = torch.randn(4096 // s, 768, **dev).to(torch.bfloat16)
+    out["gelu_mlp_bf16"] = (lambda x: mlp16(x) + x, (x16,), False)
     blk = Block(256, 8).to(device)
     xb = torch.randn(4 // min(s, 2), 128, 256, **dev)
     out["block_fwd"] = (blk, (xb,), False)

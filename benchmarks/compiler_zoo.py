@@ -1,6 +1,7 @@
 """The bundled compiler over many real architectures: does ``backend="mend"`` give eager's answer?
 
-    python benchmarks/compiler_zoo.py [--models a,b] [--device cpu|cuda] [--jobs N]
+    python benchmarks/compiler_zoo.py [--models a,b] [--jobs N]
+    python benchmarks/compiler_zoo.py --device cuda --dtype bf16|fp16|fp32 ...   (the GPU zoo: compiler_gpu_zoo.py)
 
 Transformers architectures built by the model zoo (``mend.zoo``: small configs, random weights, no
 downloads; :data:`MODELS` by default, any zoo row with ``--models``) run once eagerly and once under
@@ -73,7 +74,17 @@ def run(name: str, device: str, timeout: int) -> dict:
     return {"error": tail[0][:160]}
 
 
+def _on_gpu(argv) -> bool:
+    return any(x == "--device=cuda" or (x == "--device" and argv[i + 1:i + 2] == ["cuda"]) for i, x in enumerate(argv))
+
+
 def main(argv=None) -> int:
+    sys.path.insert(0, str(HERE.parent))
+    argv = sys.argv[1:] if argv is None else argv
+    if _on_gpu(argv):
+        import compiler_gpu_zoo  # real sizes, timings, CUDA graphs: the GPU zoo
+
+        return compiler_gpu_zoo.main(argv)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=None, help="comma-separated zoo rows (default: MODELS)")
     ap.add_argument("--device", default="cpu")

@@ -8,7 +8,8 @@ backward and inference ATen graphs each go through :func:`compile_graph`: loweri
 (``codegen/cpp/`` for CPU tensors, ``codegen/triton/`` for CUDA; chosen in ``codegen.generator_for``) -> a
 Python wrapper (``runtime/wrapper.py``). Fallbacks, each logged once: an op without lowering becomes an ATen call (op level); a
 kernel that cannot be generated or built runs in the reference interpreter (kernel level); a graph that
-cannot be lowered runs eagerly (graph level).
+cannot be lowered runs eagerly (graph level); a compiled graph that fails when it runs is run again, and
+from then on, as its ATen graph (run time, ``runtime/guard.py``).
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ import torch.utils._pytree
 from . import compat, debug
 from .codegen import KernelCompileError, NoGenerator, generator_for
 from .codegen.triton import aot as triton_aot
+from .ir import ExternKernel
 from .ir.verify import verify_graph, verify_scheduled
 from .lowering import Lowering, graph_device, log_once
 from .lowering.decomps import decomposition_table
-from .runtime import cache, graph_cache, specialize, tiered, wrapper
+from .runtime import cache, graph_cache, guard, specialize, tiered, wrapper
 from .runtime import cudagraphs as cuda_graphs
 from .runtime.interpret import run_kernel
 from .schedule import schedule
@@ -81,6 +83,7 @@ def _build(gm, example_inputs, kind: str, cudagraphs: bool, defer: bool = False,
         fn = _compile(gm, example_inputs, dump, defer, preloaded)
         if cudagraphs and _device_of(example_inputs, gm).type == "cuda":
             fn = _carry_inspection(fn, cuda_graphs.wrap(fn, gm, fn.mend_graph, example_inputs, f"{kind} graph {tag}"))
+        fn = guard.GuardedGraph(fn, compat.make_boxed_func(gm.forward), f"{kind} graph {tag}")
     except Exception as exc:  # graph-level fallback
         fn = _fallback(gm, dump, exc)
     STATS["compile_seconds"] += time.perf_counter() - t0
@@ -88,10 +91,10 @@ def _build(gm, example_inputs, kind: str, cudagraphs: bool, defer: bool = False,
 
 
 def _fallback(gm, dump, exc: Exception):
-    """The graph-level fallback: ``gm`` runs eagerly (logged once); ``MEND_COMPILER_STRICT=1`` raises."""
+    """The graph-level fallback: ``gm`` runs eagerly (logged once); ``MEND_STRICT=1`` raises."""
     STATS["fallback_graphs"] += 1
     log_once(f"mend: graph runs eagerly ({type(exc).__name__}: {exc})")
-    if os.environ.get("MEND_COMPILER_STRICT") == "1":
+    if debug.strict():
         raise exc
     dump.write("fallback.txt", f"{type(exc).__name__}: {exc}")
     return compat.make_boxed_func(gm.forward)
@@ -193,7 +196,7 @@ def _front_end(gm, example_inputs, device, dump):
         dump.write("fusion.txt", "\n".join(decisions))
     if debug.verify_enabled():
         verify_scheduled(sg)
-    return sg, list(lowering.extern_ops)
+    return sg, [str(s.op) for s in sg.steps if isinstance(s, ExternKernel)]
 
 
 def _build_kernels(gm, dump, device, gen, sg, extern_ops, defer: bool = False):
@@ -233,7 +236,9 @@ def _kernel_futures(fns, defer: bool = False) -> list:
     thread at its first launch; with ``defer`` (asynchronous compilation) those compiles run on the
     background thread instead, and are waited for like the workers' (the first call must not compile)."""
     futures = []
-    for fn, _ in fns.values():
+    launchers = [fn for fn, _ in fns.values()]
+    launchers += [fn.epilogue for fn in launchers if getattr(fn, "epilogue", None) is not None]  # matmul
+    for fn in launchers:
         for f in getattr(fn, "aot", {}).values():
             if isinstance(f, Future):
                 futures.append(f)

@@ -8,6 +8,8 @@
 * ``MEND_COMPILER_FALLBACK=eager``: run every graph eagerly (whole-graph fallback), for comparison.
 * ``MEND_COMPILER_VERIFY=1``: check the IR between the stages (``ir/verify.py``; on by default under
   ``MEND_COMPILER_DEBUG``, ``0`` turns it off); a violation is a compiler bug and fails the graph.
+* ``MEND_STRICT=1`` (or its older name ``MEND_COMPILER_STRICT=1``): raise instead of falling back, for a
+  graph that cannot be compiled and for a compiled graph that fails at run time (the tests set it).
 """
 
 from __future__ import annotations
@@ -26,6 +28,14 @@ def warn_once(msg: str) -> None:
     if msg not in _warned:
         _warned.add(msg)
         logging.getLogger("mend.compiler").warning(msg)
+
+
+def strict() -> bool:
+    """``MEND_STRICT=1``: a graph-level or run-time fallback raises instead (so tests see every failure)."""
+    v = os.environ.get("MEND_STRICT")
+    if v is None:
+        v = os.environ.get("MEND_COMPILER_STRICT", "")
+    return v.strip() == "1"
 
 
 def debug_dir() -> Path | None:

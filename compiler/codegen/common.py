@@ -30,12 +30,26 @@ def _linear_coeff(e: sympy.Expr, v) -> int | None:
     return int(d)
 
 
+def _memory_order(kernel: ir.Kernel, dims: list[int], xs) -> list[int]:
+    """``dims`` in the order the kernel's first store walks memory, outermost first (a transposed or
+    channels-last output is written in its own order: contiguous stores, the loads following where the
+    inputs share that layout). Ties and non-linear stores keep the logical order."""
+    st = next((s for s in kernel.stages if s.store is not None), None)
+    if st is None:
+        return list(dims)
+    coef = {d: _linear_coeff(st.store_index, xs[d]) for d in dims}
+    if any(c is None for c in coef.values()):
+        return list(dims)
+    return sorted(dims, key=lambda d: -abs(coef[d]))
+
+
 def coalesce(kernel: ir.Kernel) -> tuple[tuple[int, ...], dict]:
     """For a pointwise kernel (no rdims), merge adjacent dims that every index walks contiguously.
 
     Returns (new sizes, mapping old var -> expr over the new vars ``x0..``). With the mapping applied to
     every index expression, the kernel iterates the new sizes instead; e.g. a contiguous [B, T, C] kernel
-    becomes one flat loop of B*T*C.
+    becomes one flat loop of B*T*C. The dims are first ordered the way the first store walks memory, so a
+    transposed or channels-last output is also one flat loop of contiguous stores.
     """
     assert not kernel.rdims
     size = list(kernel.size)
@@ -50,7 +64,7 @@ def coalesce(kernel: ir.Kernel) -> tuple[tuple[int, ...], dict]:
         else:
             keep.append(i)
     exprs = [e.xreplace(mapping) for e in exprs]
-    groups = [[i] for i in keep]
+    groups = [[i] for i in _memory_order(kernel, keep, xs)]
     j = len(groups) - 1
     while j > 0:
         a = groups[j - 1][-1]  # groups left of j are still single dims

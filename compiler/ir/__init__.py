@@ -107,6 +107,18 @@ class Layout:
             s == 1 or st == c for s, st, c in zip(self.size, self.stride, contiguous_strides(self.size))
         )
 
+    def is_dense(self) -> bool:
+        """Offset 0 and no gaps or overlaps: some order of the dims is contiguous (a transposed, permuted or
+        channels-last layout). An empty layout is dense whatever its strides."""
+        if 0 in self.size:
+            return self.offset == 0
+        expected = 1
+        for st, s in sorted((st, s) for s, st in zip(self.size, self.stride) if s != 1):
+            if st != expected:
+                return False
+            expected *= s
+        return self.offset == 0
+
     def storage_span(self) -> int:
         """Number of elements a storage must hold for this view."""
         if any(s == 0 for s in self.size):
@@ -335,7 +347,8 @@ class ConstantBuffer:
 
 @dataclass(frozen=True)
 class ComputedBuffer:
-    """A realized value: ``body`` stored contiguously in a buffer of ``layout``."""
+    """A realized value: ``body`` stored in a buffer of dense ``layout`` (contiguous, or eager's order of
+    the dims: a transposed, permuted or channels-last result keeps its strides)."""
 
     name: str
     layout: Layout
@@ -453,7 +466,7 @@ class Kernel:
 
 @dataclass(frozen=True)
 class BufferDecl:
-    """A buffer the wrapper allocates (contiguous ``layout``) before the step that first writes it."""
+    """A buffer the wrapper allocates (dense ``layout``) before the step that first writes it."""
 
     name: str
     layout: Layout

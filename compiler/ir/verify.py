@@ -12,7 +12,7 @@ What is checked, like tinygrad's ``type_verify`` checks each op against its spec
   selects on a bool; every ``Load`` reads a buffer defined before it, with that buffer's dtype; index
   expressions use only the iteration variables and are never negative (where their range is known);
 * graphs: names defined once and before use, layouts that fit their nodes (a computed buffer is
-  contiguous, as large as its body's iteration space), reductions over distinct, sorted, in-range dims
+  dense, as large as its body's iteration space), reductions over distinct, sorted, in-range dims
   of a known kind, outputs that name buffers;
 * kernels: stage kinds and reduction kinds, stores exactly for the kernel's outputs and inside their
   buffers, per-row values (``reduction``/``outer`` stages) that do not read the reduced dims, a kernel
@@ -185,8 +185,8 @@ def _computed(c: _Check, node: ComputedBuffer, dtypes: dict) -> None:
         c.fail(f"body {type(body).__name__} is neither Pointwise nor Reduction")
         return
     out = body.out_size if isinstance(body, Reduction) else size
-    if tuple(node.layout.size) != tuple(out) or not node.layout.is_contiguous():
-        c.fail(f"buffer layout {node.layout} does not hold the contiguous result of size {list(out)}")
+    if tuple(node.layout.size) != tuple(out) or not node.layout.is_dense():
+        c.fail(f"buffer layout {node.layout} does not hold the dense result of size {list(out)}")
     c.expr(body.expr, size, dtypes)
 
 

@@ -71,6 +71,7 @@ class Lazy:
     size: tuple
     dtype: torch.dtype
     expr: ir.Expr
+    stride: tuple | None = None  # eager's strides for the value when it is stored (None: contiguous)
 
 
 Value = Realized | Lazy
@@ -106,6 +107,58 @@ def meta_of(node):
     return v
 
 
+def eager_strides(size, meta) -> tuple | None:
+    """The strides eager PyTorch gives a value of ``size`` (``meta``: its FX metadata) when they are dense
+    (contiguous, transposed, permuted, channels-last: no gaps, no overlaps, offset 0), else None. ``meta``
+    may differ from ``size`` by dims of size 1 (a reduction kept with ``keepdim``); those take the strides
+    of a contiguous layout unless the shapes are equal."""
+    if not isinstance(meta, torch.Tensor) or meta.layout != torch.strided:
+        return None
+    try:
+        mshape, mstride, moff = tuple(int(s) for s in meta.shape), tuple(int(s) for s in meta.stride()), \
+            int(meta.storage_offset())
+    except (TypeError, RuntimeError):  # symbolic sizes: the graph is specialized before it is lowered
+        return None
+    size = tuple(size)
+    if mshape == size:
+        stride = mstride
+    else:
+        dims = [i for i, s in enumerate(size) if s != 1]
+        mdims = [j for j, s in enumerate(mshape) if s != 1]
+        if [size[i] for i in dims] != [mshape[j] for j in mdims]:
+            return None
+        stride = list(contiguous_strides(size))
+        for i, j in zip(dims, mdims):
+            stride[i] = mstride[j]
+        stride = tuple(stride)
+    return stride if moff == 0 and Layout(size, stride, 0, meta.dtype).is_dense() else None
+
+
+def _view_targets() -> frozenset:
+    return frozenset(t for t in (
+        aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.permute.default,
+        aten.transpose.int, aten.t.default, aten.expand.default, aten.unsqueeze.default, aten.squeeze.dim,
+        aten.squeeze.dims, aten.squeeze.default, aten.select.int, aten.slice.Tensor, aten.alias.default,
+        aten.detach.default, aten.as_strided.default, aten.diagonal.default, aten.unfold.default,
+        aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int, operator.getitem))
+
+
+def views_of_outputs(gm: torch.fx.GraphModule) -> set:
+    """The view nodes whose result reaches a graph output through views only (``getitem`` of a split
+    included). Eager returns those as views of a buffer, with its strides and offset; so does mend."""
+    views = _view_targets()
+    out = set()
+    stack = [n for n in gm.graph.nodes if n.op == "output"]
+    stack = [a for n in stack for a in torch.utils._pytree.tree_leaves(n.args) if isinstance(a, torch.fx.Node)]
+    while stack:
+        n = stack.pop()
+        if n.op == "call_function" and n.target in views and n not in out:
+            out.add(n)
+            if n.args and isinstance(n.args[0], torch.fx.Node):
+                stack.append(n.args[0])
+    return out
+
+
 def graph_device(gm: torch.fx.GraphModule, example_inputs) -> torch.device:
     """The device the graph's kernels and buffers live on: the first device other than the CPU among the
     inputs and the values the graph computes, else the CPU. A graph on a GPU may still hold CPU tensors
@@ -133,6 +186,7 @@ class Lowering:
         self.counter = 0
         self.extern_ops: list[str] = []
         self.current = None
+        self.views_of_outputs = views_of_outputs(gm)
 
     # ------------------------------------------------------------------------------ helpers
     def new_name(self, prefix="buf") -> str:
@@ -157,10 +211,11 @@ class Lowering:
         return self.load(v, idx, _ranges(out_size))
 
     def realize(self, v: Value) -> Realized:
+        """``v`` stored in a buffer: eager's layout when the value carries it, else contiguous."""
         if isinstance(v, Realized):
             return v
         name = self.new_name()
-        layout = Layout.contiguous(v.size, v.dtype)
+        layout = Layout(tuple(v.size), v.stride, 0, v.dtype) if v.stride else Layout.contiguous(v.size, v.dtype)
         self.nodes.append(ir.ComputedBuffer(name, layout, ir.Pointwise(tuple(v.size), v.expr), self._origin()))
         return Realized(TensorRef(name, layout))
 
@@ -168,11 +223,23 @@ class Lowering:
         return self.current.name if self.current is not None else ""
 
     def realize_shared(self, src_node, v: Value) -> Value:
-        """A lazy value that is viewed and also used elsewhere is stored once, so the view is free."""
-        if isinstance(v, Lazy) and isinstance(src_node, torch.fx.Node) and len(src_node.users) > 1 \
-                and ir.op_count(v.expr) > 0:
+        """A lazy value that is viewed and also used elsewhere is stored once, so the view is free. A value
+        whose view is a graph output is stored too (with eager's layout), so the output is a view of a
+        buffer with eager's strides and offset."""
+        if not isinstance(v, Lazy) or not isinstance(src_node, torch.fx.Node):
+            return v
+        shared = len(src_node.users) > 1 and ir.op_count(v.expr) > 0
+        if shared or self.current in self.views_of_outputs:
             v = self.realize(v)
             self.env[src_node] = v
+        return v
+
+    def with_eager_layout(self, v, node):
+        """A lazy value remembers the strides eager gives ``node``'s result, for when it is stored."""
+        if isinstance(v, Lazy) and v.stride is None:
+            st = eager_strides(v.size, meta_of(node))
+            if st is not None and st != contiguous_strides(v.size):
+                v = Lazy(v.size, v.dtype, v.expr, st)
         return v
 
     def maybe_realize(self, v: Value, node) -> Value:
@@ -221,18 +288,33 @@ class Lowering:
             if isinstance(o, torch.fx.Node):
                 v = self.env[o]
                 if isinstance(v, (Realized, Lazy)):
-                    outputs.append(self.realize(v).ref)
+                    v = self.env[o] = self.output(o, v)
+                    outputs.append(v.ref)
                 else:
                     outputs.append(v)
             else:
                 outputs.append(o)
         return ir.GraphIR(tuple(self.inputs), tuple(self.nodes), tuple(outputs), tuple(self.constants))
 
+    def output(self, node, v: Value) -> Realized:
+        """A graph output, stored with eager's strides: a lazy value in eager's layout; a buffer (a view of
+        one) that mend laid out otherwise, copied into eager's layout where that is dense."""
+        v = self.realize(self.with_eager_layout(v, node))
+        lay = v.ref.layout
+        st = eager_strides(lay.size, meta_of(node))
+        if st is None or all(a == b for a, b, n in zip(lay.stride, st, lay.size) if n != 1):
+            return v
+        self.current = node
+        copy = Lazy(tuple(lay.size), lay.dtype, self.load(v, variables(len(lay.size)), _ranges(lay.size)), st)
+        v = self.realize(copy)
+        self.current = None
+        return v
+
     def call_function(self, node):
         target = node.target
         if target is operator.getitem:
             seq, i = node.args
-            return self.env[seq][i]
+            return self.with_eager_layout(self.env[seq][i], node)
         fn = LOWERINGS.get(target)
         if fn is None and isinstance(target, torch._ops.OpOverload):
             fn = LOWERINGS.get(target.overloadpacket)
@@ -255,7 +337,7 @@ class Lowering:
                 res = None
             if res is not None:
                 if isinstance(res, Lazy):
-                    res = self.maybe_realize(res, node)
+                    res = self.maybe_realize(self.with_eager_layout(res, node), node)
                 return res
         return self.extern(node)
 
@@ -399,9 +481,17 @@ class Lowering:
         if kind in ("any", "all"):
             out_dtype = torch.bool
         name = self.new_name()
-        layout = Layout.contiguous(red.out_size, out_dtype)
+        layout = Layout(red.out_size, self._reduction_strides(red.out_size), 0, out_dtype)
         self.nodes.append(ir.ComputedBuffer(name, layout, red, self._origin()))
         return Realized(TensorRef(name, layout))
+
+    def _reduction_strides(self, out_size) -> tuple:
+        """Eager's strides for the current node's reduced result (the first of its tensors that fits)."""
+        for t in torch.utils._pytree.tree_leaves(meta_of(self.current)):
+            st = eager_strides(out_size, t)
+            if st is not None:
+                return st
+        return contiguous_strides(out_size)
 
     def keepdim(self, r: Value, in_size, rdims) -> Value:
         shape = [1 if i in rdims else s for i, s in enumerate(in_size)]
@@ -638,10 +728,7 @@ def _convert(L, node, a, dtype):
 
 @register(aten.clone.default, aten.lift_fresh_copy.default)
 def _clone(L, node, a, *, memory_format=None):
-    val = meta_of(node)
-    if tuple(val.stride()) != Layout.contiguous(val.shape, val.dtype).stride and val.numel() > 1:
-        if not (memory_format in (None, torch.contiguous_format, torch.preserve_format)):
-            raise Unsupported("non-contiguous clone")
+    # the layout (channels-last, ...) is the node's eager strides, given to the value when it is stored
     return Lazy(tuple(a.size), a.dtype, L.load_broadcast(a, tuple(a.size)))
 
 
@@ -657,8 +744,6 @@ def _full(L, node, size, value, *, dtype=None, layout=None, device=None, pin_mem
 @register(aten.full_like.default)
 def _full_like(L, node, a, value, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
     val = meta_of(node)
-    if tuple(val.stride()) != contiguous_strides(val.shape) and val.numel() > 1:
-        raise Unsupported("full_like with a non-contiguous layout")
     return Lazy(tuple(val.shape), val.dtype, Const(_py_value(value, val.dtype), val.dtype))
 
 
@@ -785,6 +870,7 @@ def _split(L, node, a, sizes, dim=0):
 
 @register(aten.unbind.int)
 def _unbind(L, node, a, dim=0):
+    a = L.realize_shared(node.args[0], a)
     return [L.view(a, lambda t, i=i: t.select(dim, i)) for i in range(a.size[dim])]
 
 

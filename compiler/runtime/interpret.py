@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from .. import ir
+from ..ir.contraction import of_stage
 from ..ir.symbolic import FloorDiv, IMax, IMin, IMod, variables
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -80,6 +81,20 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
     return t.as_strided((max(n, 0),), (1,), t.storage_offset())
 
 
+def _product(mm, flat: dict) -> torch.Tensor:
+    """The contraction ``mm`` in float32, shaped like a reduction kept over ``k``: ``[*batch, m, n, 1]``."""
+    nb = len(mm.batch)
+
+    def view(op, rows: int, cols: int, shape):
+        t = flat[op.buf]
+        st = op.strides[:nb] + (op.strides[rows], op.strides[cols])
+        return t.as_strided((*mm.batch, *shape), st, t.storage_offset() + op.offset).float()
+
+    a = view(mm.a, nb, nb + 2, (mm.m, mm.k))
+    b = view(mm.b, nb + 2, nb + 1, (mm.k, mm.n))
+    return torch.matmul(a, b).unsqueeze(-1)
+
+
 def run_kernel(kernel: ir.Kernel, *tensors: torch.Tensor) -> None:
     """Execute ``kernel``; ``tensors`` are its inputs then outputs (base tensors of the buffers)."""
     names = list(kernel.inputs) + list(kernel.outputs)
@@ -131,6 +146,12 @@ def run_kernel(kernel: ir.Kernel, *tensors: torch.Tensor) -> None:
         return memo[expr]
 
     for st in kernel.stages:
+        mm = of_stage(kernel, st)
+        if mm is not None:  # a matrix product: torch.matmul, not a [.., m, n, k] product tensor
+            locals_[st.name] = _product(mm, flat).to(_cdt(st.dtype))
+            if st.store is not None:
+                raise NotImplementedError("a stored matrix product")  # the scheduler never stores one
+            continue
         v = ev(st.expr)
         v = torch.broadcast_to(v, size) if st.kind != "outer" else v
         if st.kind == "reduction":

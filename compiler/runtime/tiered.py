@@ -118,7 +118,7 @@ class Deferred:
     def _resolve(self):
         try:
             call = self._future.result()
-        except Exception as exc:  # noqa: BLE001 - the graph-level fallback (or MEND_COMPILER_STRICT raises)
+        except Exception as exc:  # noqa: BLE001 - the graph-level fallback (or MEND_STRICT raises)
             call = self._on_error(exc)
         self.mend_interpreted = list(getattr(call, "mend_interpreted", []))
         self._call = call

@@ -59,17 +59,19 @@ def build(sg: ir.ScheduledGraph, kernels: dict, constants: dict, device) -> tupl
             return repr(a)
         return glob(a)
 
-    # last use of each buffer, to free early
+    # last use of each buffer, to free early; an extern output that nothing reads is never bound
     out_bufs = {o.buf for o in sg.outputs if isinstance(o, ir.TensorRef)}
+    read = set(out_bufs)
     last: dict[str, int] = {}
     for si, step in enumerate(sg.steps):
-        used = step.input_names() + step.output_names() if isinstance(step, ir.ExternKernel) else list(
-            step.inputs) + list(step.outputs)
-        for n in used:
+        reads = step.input_names() if isinstance(step, ir.ExternKernel) else list(step.inputs)
+        read.update(reads)
+        writes = step.output_names() if isinstance(step, ir.ExternKernel) else list(step.outputs)
+        for n in reads + writes:
             last[n] = si
     frees: dict[int, list[str]] = {}
     for n, si in last.items():
-        if n not in out_bufs and n not in names and not n.startswith("const"):
+        if n in read and n not in out_bufs and n not in names and not n.startswith("const"):
             frees.setdefault(si, []).append(n)
 
     for si, step in enumerate(sg.steps):
@@ -104,10 +106,14 @@ def build(sg: ir.ScheduledGraph, kernels: dict, constants: dict, device) -> tupl
                     return
                 lay = next(flat_layouts)
                 layouts[o] = lay
+                if o not in read:
+                    return
                 lines.append(f"    {o} = {expr}")
                 if len(lay.size) > 0:
-                    lines.append(f"    if {o}.stride() != {lay.stride!r}: {o} = _restride({o}, {lay.size!r}, "
-                                 f"{lay.stride!r})")
+                    # an ATen op may return None where its meta function promised a tensor (on a GPU, the
+                    # flash-attention kernels' unused debug mask): nothing reads it then, as in eager
+                    lines.append(f"    if {o} is not None and {o}.stride() != {lay.stride!r}: "
+                                 f"{o} = _restride({o}, {lay.size!r}, {lay.stride!r})")
 
             bind(step.outputs, res)
             lines.append(f"    del {res}")

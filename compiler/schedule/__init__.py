@@ -1,5 +1,6 @@
 """Stage 2, scheduling and fusion: :class:`mend.compiler.ir.GraphIR` -> :class:`mend.compiler.ir.ScheduledGraph`.
 
+``split.py`` first cuts long reductions over few rows in two (partials, then a combine: GPU only);
 ``fusion.py`` groups the realized nodes into kernels (pointwise chains, row groups of a reduction with its
 prologue and epilogue, sibling reductions) and orders them with the ATen calls into steps; a value read only
 inside its kernel gets no buffer. Output: a ``ScheduledGraph`` (``scheduled.txt`` in a ``MEND_COMPILER_DEBUG``

@@ -27,7 +27,10 @@ import sympy
 
 from .. import ir
 from ..ir import ComputedBuffer, ExternKernel, Kernel, Load, Local, Stage
+from ..ir.contraction import contraction
 from ..ir.symbolic import simplify_index, unravel, variables
+from .matmul import matmul_epilogues
+from .split import split_reductions
 
 WINDOW = 64
 MAX_STAGES = 64
@@ -105,8 +108,12 @@ def _ranges(size):
 
 
 def schedule(g: ir.GraphIR, device: str = "cpu"):
-    """Returns (ScheduledGraph, decisions) where decisions are human-readable fusion notes."""
-    decisions: list[str] = []
+    """Returns (ScheduledGraph, decisions) where decisions are human-readable fusion notes. On a GPU, long
+    reductions over few rows are split first (``split.py``), and matrix products with a pointwise epilogue
+    become contractions that the epilogue fuses into (``matmul.py``)."""
+    g, decisions = matmul_epilogues(g, device)
+    g, notes = split_reductions(g, device)
+    decisions += notes
     units: list = []  # _Group | ExternKernel
     unit_of: dict[str, int] = {}
     external = {i.name for i in g.inputs} | {c.name for c in g.constants}
@@ -180,11 +187,30 @@ def schedule(g: ir.GraphIR, device: str = "cpu"):
     return sg, decisions
 
 
+def _is_product(node: ComputedBuffer) -> bool:
+    b = node.body
+    return isinstance(b, ir.Reduction) and contraction(b.kind, tuple(b.size), tuple(b.rdims), b.expr) is not None
+
+
+def _product_rule(grp: _Group, node: ComputedBuffer, kind: str) -> str | None:
+    """A matrix product is its kernel's only reduction, with per-row (``outer``) stages after it only: the
+    shape the generators' matrix-multiply templates take."""
+    has_product = any(_is_product(m.node) for m in grp.members)
+    if kind == "reduction" and grp.members and (has_product or _is_product(node)):
+        return "a matrix product is its kernel's only reduction"
+    if has_product and kind == "pointwise":
+        return "a matrix product kernel takes per-row stages only"
+    return None
+
+
 def _try_join(grp: _Group, node: ComputedBuffer, reads, ui, unit_of, external):
     m = _map_into(node, grp.size, grp.rdims)
     if m is None:
         return "iteration spaces differ"
     kind, mapping = m
+    why = _product_rule(grp, node, kind)
+    if why is not None:
+        return why
     rdims = grp.rdims
     if kind == "reduction" and rdims is None:
         rdims = tuple(node.body.rdims)

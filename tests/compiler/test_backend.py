@@ -115,7 +115,7 @@ def test_kernel_level_fallback_when_generation_fails(monkeypatch):
 
 
 def test_graph_level_fallback_runs_eagerly(monkeypatch, tmp_path):
-    monkeypatch.delenv("MEND_COMPILER_STRICT")
+    monkeypatch.delenv("MEND_STRICT")
     monkeypatch.setenv("MEND_CACHE_DIR", str(tmp_path))  # no graph-cache hit may skip the lowering
 
     def boom(self):

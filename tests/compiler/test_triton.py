@@ -35,10 +35,12 @@ from mend.compiler.codegen.triton.module import render_module  # noqa: E402
 from mend.compiler.codegen.triton.plan import next_pow2  # noqa: E402
 from mend.compiler.debug import Dump  # noqa: E402
 from mend.compiler.ir.symbolic import variables  # noqa: E402
+from mend.compiler.lowering import Lowering  # noqa: E402
 from mend.compiler.lowering.decomps import decomposition_table  # noqa: E402
 from mend.compiler.runtime import wrapper  # noqa: E402
+from mend.compiler.schedule import split as split_pass  # noqa: E402
 
-from .helpers import assert_same, lower_and_schedule  # noqa: E402
+from .helpers import assert_same, lower_and_schedule, same_strides  # noqa: E402
 from .models import ResidualLN  # noqa: E402
 
 
@@ -115,6 +117,16 @@ def test_expand_and_scalar_and_permute():
     s = torch.tensor(1.5)
     check(lambda x, s: x.permute(0, 2, 3, 1) * s + x.permute(0, 2, 3, 1).square(), x, s)
     check(lambda x: x[:, :1].expand(2, 3, 4, 5) + x, x)
+
+
+def test_outputs_keep_eagers_strides():
+    """Transposed, permuted, channels-last, expanded and sliced inputs; reductions over them; outputs that
+    are views of computed values (``check`` compares strides and values)."""
+    base = torch.randn(6, 10, 8)
+    cl = torch.randn(2, 5, 4, 3).to(memory_format=torch.channels_last)
+    for x in (base[0].t(), base.permute(2, 0, 1), cl, torch.randn(10, 1).expand(10, 7), base[:, 2:9:2, 1:]):
+        check(lambda x: ((x * 2 + 1).sigmoid(), x.sum(-1), torch.softmax(x, -1)), x)
+    check(lambda x: (F.layer_norm(x, (3,)), (x * 2)[:, 1:], (x + 1).transpose(0, 1).unsqueeze(0)), cl)
 
 
 def test_multiple_pointwise_kernels_of_different_sizes():
@@ -358,6 +370,167 @@ def test_dependent_reductions_are_not_split():
     check(lambda x: torch.softmax(x, -1), x, split_min=4096, templates=["looped"])
 
 
+# -------------------------------------------------- split reductions (schedule/split.py, before fusion)
+
+
+@pytest.fixture
+def small_split(monkeypatch):
+    """Split reductions at interpreter-sized shapes (the defaults start at 2**20 elements)."""
+    monkeypatch.setattr(split_pass, "MIN_NUMEL", 1 << 14)
+    monkeypatch.setattr(split_pass, "MIN_RNUMEL", 256)
+    monkeypatch.setattr(split_pass, "MIN_CHUNK", 64)
+
+
+def _split_notes(fn, *args, device="cuda"):
+    gm = make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*args)
+    return split_pass.split_reductions(Lowering(gm, list(args)).run(), device)[1]
+
+
+def test_tall_column_reduction_with_a_pointwise_epilogue_is_split(small_split):
+    """x.abs().mean(0) of a tall x, broadcast back into a pointwise expression: partial sums over chunks of
+    rows, their combine, and the epilogue as a pointwise kernel of its own (not walked by the few programs
+    of a column reduction)."""
+    x, b, c = torch.randn(2048, 48), torch.randn(48), torch.randn(48)
+    fn = lambda x, b, c: F.gelu(x + b, approximate="tanh") * c - x.abs().mean(0)  # noqa: E731
+    sg, fns = check(fn, x, b, c)
+    kinds = [(k.size, k.rdims) for k in sg.kernels]
+    assert kinds == [((32, 64, 48), (1,)), ((32, 48), (0,)), ((2048, 48), ())], kinds
+    assert [f.template for f, _ in fns.values()] == ["persistent", "persistent", "pointwise"]
+    assert _split_notes(fn, x, b, c) == ["buf1: split reduction, 32 partials over dim 0 (buf1_part)"]
+    assert _split_notes(fn, x, b, c, device="cpu") == []  # the CPU's column kernels keep the fused form
+
+
+def test_split_reductions_of_every_kind_and_shape(small_split):
+    x = torch.randn(1024, 40)
+    x[700, 3] = float("nan")
+    check(lambda x: (x.sum(0), x.amax(0), x.amin(0), (x > 2).any(0), (x > -4).all(0), x.mean(0) * 2,
+                     (x * 0.001 + 1).prod(0)), x)
+    y = torch.randn(64, 32, 12)  # over the two leading dims: split along the first
+    check(lambda y: (y.sum((0, 1)), y - y.mean((0, 1), keepdim=True)), y)
+    z = torch.randn(3, 9000)  # few long rows (the last dim): split into contiguous chunks
+    sg, _ = check(lambda z: (z.sum(-1), z - z.amax(-1, keepdim=True)), z)
+    assert any(k.size[0] > 1 and len(k.size) == 3 for k in sg.kernels)
+    h = torch.randn(4096, 8).to(torch.bfloat16)  # partial sums stay in float32
+    check(lambda h: (h.sum(0), h.float().mean(0)), h, dtype=torch.bfloat16)
+
+
+def test_argmax_and_short_or_many_rows_are_not_split(small_split):
+    assert _split_notes(lambda x: x.argmax(0), torch.randn(4096, 8)) == []
+    assert _split_notes(lambda x: x.sum(0), torch.randn(100, 400)) == []  # rows of 100: short
+    assert _split_notes(lambda x: x.sum(-1), torch.randn(512, 1024)) == []  # 512 rows: enough programs
+    assert _split_notes(lambda x: x.sum(0), torch.randn(16384, 4)) != []
+
+
+# ------------------------------------------- matrix products with their epilogues (schedule/matmul.py)
+
+
+def _as_accurate_as_eager(fn, args, got):
+    """Each output no further from a float64 evaluation of ``fn`` than twice eager's own distance plus one
+    unit in the last place at the output's scale (half precision rounds the product once here, maybe twice
+    in eager, and each rounding may land an ulp apart)."""
+    want = pytree.tree_leaves(fn(*args))
+    ref = pytree.tree_leaves(fn(*[a.double() for a in args]))
+    for g, w, r in zip(got, want, ref):
+        assert g.dtype == w.dtype and g.shape == w.shape and same_strides(g, w)
+        mine, eager = (g.double() - r).abs().max().item(), (w.double() - r).abs().max().item()
+        ulp = torch.finfo(w.dtype).eps * r.abs().max().item()
+        assert mine <= 2 * eager + ulp, (mine, eager, ulp)
+
+
+MATMUL_CASES = {
+    "linear_gelu_residual": (lambda x, w, b, r: F.gelu(F.linear(x, w, b)) + r, [(64, 48), (80, 48), (80,), (64, 80)]),
+    "mlp_3d": (lambda x, w1, b1, w2: F.linear(F.gelu(F.linear(x, w1, b1), approximate="tanh"), w2) + x,
+               [(2, 24, 48), (96, 48), (96,), (48, 96)]),
+    "swiglu": (lambda x, wg, wu: F.silu(F.linear(x, wg)) * F.linear(x, wu), [(2, 24, 48), (96, 48), (96, 48)]),
+    "bmm_scale": (lambda q, k: (torch.bmm(q, k.transpose(1, 2)) * 0.25).relu(), [(6, 40, 16), (6, 40, 16)]),
+    "odd_sizes_column_major": (lambda a, b: (a.t().contiguous().t() @ b).float() * 2, [(33, 70), (70, 17)]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MATMUL_CASES))
+def test_matrix_products_take_their_epilogues(case):
+    fn, shapes = MATMUL_CASES[case]
+    args = [torch.randn(*sh).to(torch.float16) for sh in shapes]
+    got, sg, fns = run_triton(fn, *args)
+    _as_accurate_as_eager(fn, args, got)
+    assert not [s for s in sg.steps if isinstance(s, ir.ExternKernel)]  # no cuBLAS call left
+    assert "matmul" in {f.template for f, _ in fns.values()}
+    products = [k for k in sg.kernels if len(k.size) >= 3 and k.rdims == (len(k.size) - 1,)]
+    assert products and all(len(k.stages) >= 2 for k in products)  # each with its epilogue
+
+
+def test_linear_gelu_residual_is_one_kernel_in_bfloat16():
+    fn, shapes = MATMUL_CASES["linear_gelu_residual"]
+    args = [torch.randn(*sh).to(torch.bfloat16) for sh in shapes]
+    got, sg, fns = run_triton(fn, *args)
+    _as_accurate_as_eager(fn, args, got)
+    (k,) = sg.kernels
+    assert [st.kind for st in k.stages] == ["reduction", "outer", "outer"]
+    f = fns[k.name][0]
+    assert f.template == "matmul" and "tl.dot(" in f.kernel_text and "tl.math.erf" in f.kernel_text
+
+
+@pytest.mark.parametrize("case", sorted(MATMUL_CASES))
+def test_the_cublas_candidate_computes_the_same_epilogue(case):
+    """The matmul launcher's other candidate: torch.matmul on views of the operands, then the epilogue
+    kernel alone (the launcher times it against the fused kernel on a GPU and keeps the faster)."""
+    fn, shapes = MATMUL_CASES[case]
+    args = [torch.randn(*sh).to(torch.float16) for sh in shapes]
+    gm, sg = scheduled(fn, *args)
+    fns = TritonGenerator().compile(sg.kernels, Dump("t"))
+    products = [f for f, _ in fns.values() if f.template == "matmul"]
+    assert products
+    for f in products:
+        assert f.epilogue.template == "pointwise" and len(f.source.compile_units()) == 2
+        f.config = triton_launch.CUBLAS
+    call, _ = wrapper.build(sg, fns, {}, torch.device("cpu"))
+    _as_accurate_as_eager(fn, args, call(list(args)))
+    assert all(f.epilogue.config is not None for f in products)  # the epilogue kernel ran
+
+
+def test_products_stay_aten_calls_without_an_epilogue_in_float32_or_when_switched_off(monkeypatch):
+    x, w = torch.randn(16, 32), torch.randn(24, 32)
+    _, sg = scheduled(lambda x, w: F.gelu(F.linear(x, w)), x, w)  # float32: cuBLAS keeps it
+    assert [str(s.op) for s in sg.steps if isinstance(s, ir.ExternKernel)] == ["aten.mm.default"]
+    h, hw = x.half(), w.half()
+    _, sg = scheduled(lambda x, w: F.linear(x, w).sum(), h, hw)  # read by a reduction only
+    assert any(isinstance(s, ir.ExternKernel) for s in sg.steps)
+    monkeypatch.setenv("MEND_MATMUL_EPILOGUE", "0")
+    _, sg = scheduled(lambda x, w: F.gelu(F.linear(x, w)), h, hw)
+    assert any(isinstance(s, ir.ExternKernel) for s in sg.steps)
+
+
+def test_two_products_of_one_input_stay_two_kernels():
+    """q, k and v projections read the same input: each product is its kernel's only reduction."""
+    x, wq, wk = torch.randn(32, 48).half(), torch.randn(40, 48).half(), torch.randn(40, 48).half()
+    fn = lambda x, wq, wk: (F.linear(x, wq).relu(), F.linear(x, wk).sigmoid())  # noqa: E731
+    got, sg, fns = run_triton(fn, x, wq, wk)
+    _as_accurate_as_eager(fn, [x, wq, wk], got)
+    assert len(sg.kernels) == 2 and {f.template for f, _ in fns.values()} == {"matmul"}
+
+
+def test_the_reference_interpreter_runs_a_product_as_a_matrix_product():
+    from mend.compiler.runtime.interpret import run_kernel
+
+    fn, shapes = MATMUL_CASES["bmm_scale"]
+    args = [torch.randn(*sh).half() for sh in shapes]
+    _, sg = scheduled(fn, *args)
+    (k,) = sg.kernels
+    out = torch.empty(6, 40, 40, dtype=torch.float16)
+    run_kernel(k, *args, out)
+    _as_accurate_as_eager(fn, args, [out])
+
+
+def test_identical_kernels_share_one_function_and_one_launcher():
+    """Four layers of the same shapes render four identical kernels: one function, one launcher."""
+    args = [torch.randn(16, 32) for _ in range(4)] + [torch.randn(32) for _ in range(4)]
+    fn = lambda *a: tuple(F.layer_norm(a[i] * 2, (32,), a[4 + i]) for i in range(4))  # noqa: E731
+    got, sg, fns = run_triton(fn, *args)
+    for g, e in zip(got, fn(*args)):
+        assert_same(g, e)
+    assert len(sg.kernels) == 4 and len({id(f) for f, _ in fns.values()}) == 1
+
+
 # ----------------------------------------------------------------- through Dynamo + aot_autograd
 
 
@@ -508,9 +681,9 @@ def _compile_sm90(sources, module):
     for s in sources:
         for name, sig, launches in s.compile_units():
             fn = getattr(module, name)
-            for constexprs, num_warps in launches:
+            for constexprs, options in launches:
                 src = ASTSource(fn=fn, signature=sig, constexprs=constexprs)
-                out = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
+                out = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
                 assert out.asm["cubin"], name
                 assert out.metadata.shared <= 228 * 1024
                 compiled += 1
@@ -554,6 +727,53 @@ def test_split_template_compiles_for_sm90(monkeypatch):
 
 
 @pytest.mark.slow
+def test_split_reduction_kernels_compile_for_sm90(monkeypatch):
+    """The benchmark's tall column reduction at its real size (default thresholds): partial, combine and
+    epilogue kernels, every launch configuration, compiled for sm_90."""
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    x, b, c = torch.empty(65536, 1024), torch.empty(1024), torch.empty(1024)
+    _, sg = scheduled(lambda x, b, c: F.gelu(x + b, approximate="tanh") * c - x.abs().mean(0), x, b, c)
+    assert [(k.size, k.rdims) for k in sg.kernels] == [((32, 2048, 1024), (1,)), ((32, 1024), (0,)),
+                                                       ((65536, 1024), ())]
+    sources, bad = TritonGenerator(interpret=False).sources(sg.kernels)
+    assert not bad
+    assert [s.plan.template for s in sources] == ["looped", "persistent", "pointwise"]
+    assert sources[0].plan.xnumel // sources[0].plan.configs[0].XBLOCK >= 264  # programs: two waves or more
+    module = triton_build.load_module(render_module(sources, interpret=False))
+    assert _compile_sm90(sources, module) >= 3
+
+
+@pytest.mark.slow
+def test_matmul_template_compiles_for_sm90_with_tensor_cores(monkeypatch):
+    """A BERT-sized MLP in bfloat16: both products with their epilogues, every configuration, compiled
+    for sm_90 the way the compile workers do (16-byte aligned pointers: pipelined loads, wgmma)."""
+    from mend.compiler.codegen.triton import aot
+    from mend.compiler.codegen.triton.worker import compile_job
+
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    bf = torch.bfloat16
+    x, w1, b1, w2 = (torch.empty(*s, dtype=bf) for s in ((8, 512, 768), (3072, 768), (3072,), (768, 3072)))
+    _, sg = scheduled(lambda x, w1, b1, w2: F.linear(F.gelu(F.linear(x, w1, b1)), w2) + x, x, w1, b1, w2)
+    sources, bad = TritonGenerator(interpret=False).sources(sg.kernels)
+    assert not bad and [s.plan.template for s in sources] == ["matmul", "matmul"]
+    module = triton_build.load_module(render_module(sources, interpret=False))
+    for s in sources:
+        for name, sig, launches in s.compile_units():  # the fused kernel, then the epilogue alone
+            for constexprs, options in launches:
+                r = compile_job(aot.job_for(module, name, sig, constexprs, options, ("cuda", 90, 32)))
+                assert "error" not in r, r.get("error")
+                assert r["shared"] <= 228 * 1024
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    name, sig, launches = sources[0].compile_units()[0]
+    ck = triton.compile(ASTSource(fn=getattr(module, name), signature=sig, constexprs=launches[0][0]),
+                        target=GPUTarget("cuda", 90, 32), options=launches[0][1])
+    assert "wgmma.mma_async" in ck.asm["ptx"]
+
+
+@pytest.mark.slow
 def test_looped_templates_compile_for_sm90(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     x = torch.randn(6, 300)
@@ -584,7 +804,7 @@ def test_int64_kernel_compiles_for_sm90(monkeypatch):
 
 def _compile_with_triton(monkeypatch, fn, *args):
     monkeypatch.setattr(backend, "generator_for", lambda device_type: TritonGenerator())
-    monkeypatch.setenv("MEND_COMPILER_STRICT", "1")
+    monkeypatch.setenv("MEND_STRICT", "1")
     gm = make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="fake")(*args)
     before = dict(backend.STATS)
     call = backend.compile_graph(gm, list(args))

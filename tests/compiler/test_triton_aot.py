@@ -79,7 +79,7 @@ def test_workers_compile_every_candidate_for_sm90_and_the_cache_serves_repeats(t
     # the same jobs again: Triton's cache answers, nothing new is built, same binaries
     again = [triton_aot.submit(triton_aot.job_for(module, launcher.source.fn_name, launcher.source.signature(),
                                                   launcher.plan.configs[0].constexprs(launcher.template),
-                                                  launcher.plan.configs[0].num_warps, SM90)).result()
+                                                  launcher.plan.configs[0].options(), SM90)).result()
              for launcher in ls]
     assert _cache_entries(tmp_path) == entries
     assert {r["hash"] for r in again} <= {r["hash"] for r in results}
@@ -110,7 +110,7 @@ def test_a_recorded_autotune_winner_is_the_only_candidate(monkeypatch):
 
 
 def test_split_reduction_compiles_both_kernels():
-    module, ls = launchers(lambda y: y.sum(), torch.randn(3 * 2**20))
+    module, ls = launchers(lambda y: y.argmax(), torch.randn(3 * 2**20))  # the split template (argmax)
     (launcher,) = ls
     assert isinstance(launcher, triton_launch.TritonSplitLauncher)
     launcher.precompile(module, SM90, torch.device("cpu"))
@@ -133,17 +133,17 @@ def test_a_failing_job_reports_its_error_and_the_worker_goes_on():
     sig = launcher.source.signature()
     cfg = launcher.plan.configs[0]
     bad = triton_aot.submit(triton_aot.job_for(module, "no_such_kernel", sig, cfg.constexprs("pointwise"),
-                                               cfg.num_warps, SM90)).result()
+                                               cfg.options(), SM90)).result()
     assert "AttributeError" in bad["error"]
     good = triton_aot.submit(triton_aot.job_for(module, launcher.source.fn_name, sig, cfg.constexprs("pointwise"),
-                                                cfg.num_warps, SM90)).result()
+                                                cfg.options(), SM90)).result()
     assert "error" not in good
 
 
 def test_a_dead_worker_is_replaced():
     module, (launcher,) = launchers(lambda x: x.exp() + 1, torch.randn(100))
     sig, cfg = launcher.source.signature(), launcher.plan.configs[0]
-    job = triton_aot.job_for(module, launcher.source.fn_name, sig, cfg.constexprs("pointwise"), cfg.num_warps, SM90)
+    job = triton_aot.job_for(module, launcher.source.fn_name, sig, cfg.constexprs("pointwise"), cfg.options(), SM90)
     p = triton_aot.pool()
     workers = list(p.idle.queue)
     for w in workers:
@@ -234,7 +234,7 @@ def test_idle_workers_exit_and_come_back(monkeypatch):
     monkeypatch.setenv("MEND_COMPILE_WORKERS_IDLE_S", "0.4")
     module, (launcher,) = launchers(lambda x: x.exp() + 1, torch.randn(100))
     sig, cfg = launcher.source.signature(), launcher.plan.configs[0]
-    job = triton_aot.job_for(module, launcher.source.fn_name, sig, cfg.constexprs("pointwise"), cfg.num_warps, SM90)
+    job = triton_aot.job_for(module, launcher.source.fn_name, sig, cfg.constexprs("pointwise"), cfg.options(), SM90)
     assert "error" not in triton_aot.submit(job).result()
     first = triton_aot._pool
     procs = [w.proc for w in first.idle.queue]
@@ -267,7 +267,7 @@ def test_warm_up_compiles_in_a_throwaway_cache_and_restores_the_environment(tmp_
 def _one_job(module, launcher):
     cfg = launcher.plan.configs[0]
     return triton_aot.job_for(module, launcher.source.fn_name, launcher.source.signature(),
-                              cfg.constexprs(launcher.template), cfg.num_warps, SM90)
+                              cfg.constexprs(launcher.template), cfg.options(), SM90)
 
 
 @pytest.mark.slow

@@ -96,7 +96,9 @@ def test_graph_structure_errors_are_named(stages):
     g, _ = stages
     buf1 = _node(g, "buf1")
     _fails(verify_graph, _with_node(g, "buf2", layout=ir.Layout.contiguous((4, 9), torch.float32)),
-           "does not hold the contiguous result of size [4, 8]")
+           "does not hold the dense result of size [4, 8]")
+    _fails(verify_graph, _with_node(g, "buf2", layout=ir.Layout((4, 8), (16, 1), 0, torch.float32)),
+           "does not hold the dense result of size [4, 8]")  # gaps
     _fails(verify_graph, _with_node(g, "buf1", body=dataclasses.replace(buf1.body, rdims=(1, 1))),
            "reduced dims [1, 1] are not distinct")
     _fails(verify_graph, _with_node(g, "buf1", body=dataclasses.replace(buf1.body, kind="median")),

@@ -322,9 +322,11 @@ def target_for(device) -> tuple:
     return ("cuda", major * 10 + minor, 32)
 
 
-def job_for(module, fn_name: str, signature: dict, constexprs: dict, num_warps: int, target: tuple) -> dict:
+def job_for(module, fn_name: str, signature: dict, constexprs: dict, options: dict, target: tuple) -> dict:
+    """A compile job: ``options`` are Triton's compile options of the configuration (``num_warps``, and
+    ``num_stages`` where set)."""
     return {"path": module.__file__, "module": module.__name__, "fn": fn_name, "signature": dict(signature),
-            "constexprs": dict(constexprs), "num_warps": num_warps, "target": tuple(target)}
+            "constexprs": dict(constexprs), "options": dict(options), "target": tuple(target)}
 
 
 def load(future, device_index: int, what: str):

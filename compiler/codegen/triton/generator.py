@@ -21,7 +21,7 @@ from .. import KernelCompileError
 from . import aot
 from .build import interpret_mode, load_module
 from .kernel import KernelSource
-from .launch import TritonLauncher, TritonSplitLauncher
+from .launch import TritonLauncher, TritonMatmulLauncher, TritonSplitLauncher
 from .module import render_module
 from .plan import PERSISTENT_RMAX, SPLIT_MIN_RNUMEL
 
@@ -46,7 +46,8 @@ class TritonGenerator:
         nan_combine = (not self._interp()) if self.nan_combine is None else self.nan_combine
         for k in kernels:
             try:
-                s = KernelSource(k, self.persistent_rmax, self.split_min_rnumel, nan_combine)
+                s = KernelSource(k, self.persistent_rmax, self.split_min_rnumel, nan_combine,
+                                 native_dot=not self._interp())
                 s.render()
                 good.append(s)
             except NotImplementedError as exc:
@@ -59,8 +60,8 @@ class TritonGenerator:
 
     device = None  # the graph's device (set by the backend): ahead-of-time compiles target it
 
-    def _precompile(self, launchers: dict, mods: dict) -> None:
-        """Start compiling every kernel ahead of its first launch, in parallel (``aot``)."""
+    def _precompile(self, launcher, module) -> None:
+        """Start compiling a kernel ahead of its first launch, in parallel with the others (``aot``)."""
         dev = self.device
         if not aot.enabled() or dev is None or getattr(dev, "type", None) != "cuda":
             return
@@ -68,8 +69,7 @@ class TritonGenerator:
             target = aot.target_for(dev)
         except Exception:  # noqa: BLE001 - no usable CUDA device: Triton's JIT path
             return
-        for name, (launcher, _) in launchers.items():
-            launcher.precompile(mods[name], target, dev)
+        launcher.precompile(module, target, dev)
 
     def compile(self, kernels: list[ir.Kernel], dump) -> dict:
         interp = self._interp()
@@ -91,17 +91,23 @@ class TritonGenerator:
                         bad[s.k.name] = f"{type(exc).__name__}: {exc}"
                 if not mods:
                     bad.setdefault("*", f"{type(whole).__name__}: {whole}")
+            shared: dict = {}  # kernels that render alike share one launcher: one compile, one autotune
             for s in good:
                 m = mods.get(s.k.name)
                 if m is None:
                     continue
-                if s.plan.template == "split":
-                    fns = [getattr(m, n) for n in s.fn_names]
-                    out[s.k.name] = (TritonSplitLauncher(s.k, fns[0], fns[1], s), "tensor")
-                else:
-                    out[s.k.name] = (TritonLauncher(s.k, getattr(m, s.fn_name), s), "tensor")
-            if not interp:
-                self._precompile(out, mods)
+                key = (id(m), s.render())
+                if key not in shared:
+                    if s.plan.template == "split":
+                        fns = [getattr(m, n) for n in s.fn_names]
+                        shared[key] = TritonSplitLauncher(s.k, fns[0], fns[1], s)
+                    elif s.plan.template == "matmul":
+                        shared[key] = TritonMatmulLauncher(s.k, getattr(m, s.fn_name), getattr(m, s.epilogue.fn_name), s)
+                    else:
+                        shared[key] = TritonLauncher(s.k, getattr(m, s.fn_name), s)
+                    if not interp:
+                        self._precompile(shared[key], m)
+                out[s.k.name] = (shared[key], "tensor")
         failed = [n for n in bad if n != "*"]
         if failed:
             msg = "; ".join(f"{n}: {why}" for n, why in bad.items())

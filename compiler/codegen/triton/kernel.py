@@ -12,6 +12,7 @@ Anything the templates do not handle raises ``NotImplementedError``; the generat
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import torch
@@ -19,34 +20,41 @@ import torch
 from ... import ir
 from ...ir.symbolic import simplify_index
 from .emit import SIG_TYPE, TL_TYPE, TritonEmitter, print_index
-from .plan import PERSISTENT_RMAX, SPLIT_MIN_RNUMEL, R, X, plan
+from .plan import PERSISTENT_RMAX, SPLIT_MIN_RNUMEL, Config, R, X, plan
 from .reductions import acc_dtype
-from .templates import looped, persistent, pointwise, split
+from .templates import looped, matmul, persistent, pointwise, split
 
-TEMPLATES = {"pointwise": pointwise, "persistent": persistent, "looped": looped, "split": split}
+NAME_SLOT = "KERNEL_NAME_SLOT"  # in the function names while a template renders
+TEMPLATES = {"pointwise": pointwise, "persistent": persistent, "looped": looped, "split": split, "matmul": matmul}
 
 
 @dataclass(frozen=True)
 class _Index:
     text: str
-    syms: frozenset  # subset of {X, R}
+    syms: frozenset  # the index symbols it uses (X, R; the matmul template's rm, rn, rb)
 
 
 class KernelSource:
     """Triton source of one kernel; ``render()`` returns the text of the ``@triton.jit`` function(s)."""
 
     def __init__(self, kernel: ir.Kernel, persistent_rmax: int = PERSISTENT_RMAX,
-                 split_min_rnumel: int = SPLIT_MIN_RNUMEL, nan_combine: bool = True):
+                 split_min_rnumel: int = SPLIT_MIN_RNUMEL, nan_combine: bool = True, native_dot: bool = True):
         self.k = kernel
         # NaN-propagating max/min: one tl.reduce with a NaN-aware combine (as fast as tl.max on a GPU);
         # False: tl.max plus a NaN-flag reduction (builtin reductions only: 47x faster in the interpreter)
         self.nan_combine = nan_combine
+        # tl.dot on half-precision tiles (tensor cores); False: on float32 copies (Triton's interpreter
+        # multiplies bfloat16 tiles wrong)
+        self.native_dot = native_dot
         self.plan, self.mapping, self.ranges = plan(kernel, persistent_rmax, split_min_rnumel)
+        self.masks = {X: "xmask", R: "rmask"}  # index symbol -> its mask (None: never out of range)
+        if self.plan.template == "matmul":
+            self.mapping, self.ranges, self.masks = matmul.symbols(kernel, self.plan.mm)
         self.ndim = 1 if self.plan.template == "pointwise" else 2
-        self.fn_name = f"mend_{self.plan.template[:3]}_{kernel.name}"
+        # function names are set when rendering: the template's, then a digest of the text (see render())
+        base = f"mend_{self.plan.template[:3]}_{NAME_SLOT}"
         # split template: a partial-reduction kernel and a combine kernel, with workspace buffers
-        self.fn_names = [self.fn_name] if self.plan.template != "split" else [
-            f"{self.fn_name}_part", f"{self.fn_name}_done"]
+        self._names = [base] if self.plan.template != "split" else [f"{base}_part", f"{base}_done"]
         self.workspaces: list[tuple[str, torch.dtype]] = []  # (param name, dtype), split template only
         self.ptr = {}
         for i, b in enumerate(kernel.inputs):
@@ -59,6 +67,11 @@ class KernelSource:
                 self.workspaces.append((f"ws{j}", acc_dtype(st)))
                 if st.reduction in ("argmax", "argmin"):
                     self.workspaces.append((f"wsi{j}", torch.int64))
+        # matmul template: the epilogue alone, after a cuBLAS product (the launcher keeps the faster)
+        self.epilogue = None
+        if self.plan.template == "matmul":
+            self.epilogue = KernelSource(matmul.epilogue_kernel(kernel, self.plan.mm), persistent_rmax,
+                                         split_min_rnumel, nan_combine, native_dot)
         self.stage = {s.name: s for s in kernel.stages}
         self.row_values: dict[str, str] = {}  # reduction/outer stage -> [XBLOCK, 1] value
         self.pw_values: dict[str, str] = {}  # persistent: pointwise stage -> tile value
@@ -74,19 +87,12 @@ class KernelSource:
     def index(self, e) -> _Index:
         ex = simplify_index(e.xreplace(self.mapping), self.ranges)
         syms = frozenset(ex.free_symbols)
-        if syms - {X, R}:
+        if syms - set(self.masks):
             raise NotImplementedError(f"index {e} has unknown symbols")
         return _Index(print_index(ex), syms)
 
     def mask_for(self, idx: _Index) -> str:
-        if self.ndim == 1:
-            return "xmask" if X in idx.syms else ""
-        parts = []
-        if X in idx.syms:
-            parts.append("xmask")
-        if R in idx.syms:
-            parts.append("rmask")
-        return " & ".join(parts)
+        return " & ".join(m for s, m in self.masks.items() if s in idx.syms and m)
 
     def local_value(self, e: ir.Local, em: TritonEmitter) -> str:
         st = self.stage.get(e.name)
@@ -105,31 +111,49 @@ class KernelSource:
         needed to compile the kernel's functions ahead of time."""
         p = self.plan
         base = self.signature()
+        if p.template == "matmul":
+            return [(self.fn_name, base, [(c.constexprs(p.template), c.options()) for c in p.configs]),
+                    *self.epilogue.compile_units()]
         if p.template != "split":
-            return [(self.fn_name, base, [(c.constexprs(p.template), c.num_warps) for c in p.configs])]
+            return [(self.fn_name, base, [(c.constexprs(p.template), c.options()) for c in p.configs])]
         sig = {k: v for k, v in base.items() if v != "constexpr"}
         for name, dt in self.workspaces:
             sig[name] = "*" + SIG_TYPE[dt]
         part = dict(sig, XBLOCK="constexpr", RBLOCK="constexpr")
         done = dict(sig, XBLOCK="constexpr", SBLOCK="constexpr")
         d = p.done_config
-        return [(self.fn_names[0], part, [(c.constexprs("looped"), c.num_warps) for c in p.configs]),
-                (self.fn_names[1], done, [({"XBLOCK": d.XBLOCK, "SBLOCK": d.RBLOCK}, d.num_warps)])]
+        return [(self.fn_names[0], part, [(c.constexprs("looped"), c.options()) for c in p.configs]),
+                (self.fn_names[1], done, [({"XBLOCK": d.XBLOCK, "SBLOCK": d.RBLOCK}, d.options())])]
 
     def signature(self) -> dict:
         sig = {p: "*" + SIG_TYPE[self.k.dtype_of(b)]
                for p, b in zip(self.params, list(self.k.inputs) + list(self.k.outputs))}
-        sig["XBLOCK"] = "constexpr"
-        if self.plan.template != "pointwise":
-            sig["RBLOCK"] = "constexpr"
+        for c in Config(1).constexprs(self.plan.template):
+            sig[c] = "constexpr"
         return sig
 
     # ------------------------------------------------------------------------------- rendering
     def render(self) -> str:
+        """The kernel's function(s). Their names end in a digest of the text: kernels that render alike
+        (the same layer's kernels, four layers deep) share one name, so one compile serves them all."""
         if self._text is None:
             self.row_values, self.pw_values, self.n = {}, {}, 0
-            self._text = TEMPLATES[self.plan.template].render(self)
+            text = TEMPLATES[self.plan.template].render(self)
+            if self.epilogue is not None:
+                text += "\n\n" + self.epilogue.render()
+            digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+            self._names = [n.replace(NAME_SLOT, digest) for n in self._names]
+            self._text = text.replace(NAME_SLOT, digest)
         return self._text
+
+    @property
+    def fn_names(self) -> list[str]:
+        self.render()
+        return list(self._names)
+
+    @property
+    def fn_name(self) -> str:
+        return self.fn_names[0]
 
     def program_id(self, axis: int) -> str:
         pid = f"tl.program_id({axis})"
@@ -139,13 +163,16 @@ class KernelSource:
         ar = f"tl.arange(0, {block})"
         return ar if self.plan.index_dtype == "tl.int32" else f"{ar}.to(tl.int64)"
 
-    def head(self, name: str, constexprs: list[str]) -> list[str]:
-        """A function's decorator, signature (pointers, workspaces, ``constexprs``) and row setup:
-        ``xindex`` (a block of elements, or of rows as an ``[XBLOCK, 1]`` column), ``xmask``, ``rnumel``."""
+    def head(self, fn: int, constexprs: list[str], rows: bool = True) -> list[str]:
+        """Function ``fn``'s decorator, signature (pointers, workspaces, ``constexprs``) and, with ``rows``,
+        row setup: ``xindex`` (a block of elements, or of rows as an ``[XBLOCK, 1]`` column), ``xmask``,
+        ``rnumel``."""
+        name = self._names[fn]
         params = self.params + [w for w, _ in self.workspaces] + [f"{c}: tl.constexpr" for c in constexprs]
-        lines = [
-            "@triton.jit",
-            f"def {name}({', '.join(params)}):",
+        lines = ["@triton.jit", f"def {name}({', '.join(params)}):"]
+        if not rows:
+            return lines
+        lines += [
             f"    xnumel = {self.plan.xnumel}",
             f"    xoffset = {self.program_id(0)} * XBLOCK",
         ]
@@ -158,6 +185,13 @@ class KernelSource:
         """Store stage ``st``'s ``value``: a tile value, or with ``row`` one value per row."""
         idx = self.index(st.store_index)
         text = idx.text
+        if self.plan.template == "matmul":  # [BLOCK_M, BLOCK_N] tiles
+            if not {matmul.RM, matmul.RN} <= idx.syms:
+                text = f"{text} + mnzero"
+                self.need_zero = True
+            v = value if st.dtype == torch.bool else f"{value}.to({TL_TYPE[st.dtype]})"
+            em.line(f"tl.store({self.ptr[st.name]} + {text}, {v}, mmask & nmask)")
+            return
         # a store index must have the tile's shape even where it is constant along an axis
         if X not in idx.syms:
             text = f"{text} + xzero" if self.ndim == 1 else f"{text} + xzero2"

@@ -190,7 +190,7 @@ class TritonLauncher:
         hit = read_tuned(_tune_key(self.kernel_text, dev))
         if hit is not None:
             for i, c in enumerate(configs):
-                if [c.XBLOCK, c.RBLOCK, c.num_warps] == hit.get("config"):
+                if c.key() == hit.get("config"):
                     return [i]
         return list(range(len(configs)))
 
@@ -198,8 +198,8 @@ class TritonLauncher:
         """Submit the kernel's candidate configurations to the compile workers (returns at once)."""
         (name, sig, launches), = self.source.compile_units()
         for i in self.candidates(dev):
-            constexprs, num_warps = launches[i]
-            self.aot[i] = aot.submit(aot.job_for(module, name, sig, constexprs, num_warps, target))
+            constexprs, options = launches[i]
+            self.aot[i] = aot.submit(aot.job_for(module, name, sig, constexprs, options, target))
 
     def _static_kernel(self, i: int, index: int):
         if i in self.static:
@@ -212,7 +212,7 @@ class TritonLauncher:
         return k
 
     def launch(self, cfg, tensors):
-        grid = ((self.xnumel + cfg.XBLOCK - 1) // cfg.XBLOCK,)
+        grid = self.plan.grid(cfg)
         if self.interpreted:
             with _lock, _interpreter_runs_jit_functions():
                 self.fn[grid](*tensors, **cfg.constexprs(self.template))
@@ -221,22 +221,22 @@ class TritonLauncher:
             k = _launch_static(self, self.plan.configs.index(cfg), grid, tensors)
             if k is not None:
                 return k
-        return self.fn[grid](*tensors, **cfg.constexprs(self.template), num_warps=cfg.num_warps)
+        return self.fn[grid](*tensors, **cfg.constexprs(self.template), **cfg.options())
 
     def __call__(self, *tensors) -> None:
         st = self._fast_static
         if st is not None:
-            k, g0, index, launch, function, num_warps, shared, tys, extra, stream, getdev = st
+            k, g0, g1, index, launch, function, num_warps, shared, tys, extra, stream, getdev = st
             if getdev() == index and not any(t.data_ptr() & 15 for t in tensors):
-                launch(function, g0, 1, 1, num_warps, shared, tys, tensors + extra, stream(index))
+                launch(function, g0, g1, 1, num_warps, shared, tys, tensors + extra, stream(index))
                 return None
             self.launch(self.config, tensors)
             return None
         fast = self._fast
         if fast is not None:
-            ck, aligned, grid0, extra, device, get_device, get_stream, enter, leave = fast
+            ck, aligned, grid0, grid1, extra, device, get_device, get_stream, enter, leave = fast
             if get_device() == device and tuple(t.data_ptr() % 16 == 0 for t in tensors) == aligned:
-                ck.run(grid0, 1, 1, get_stream(device), ck.function, ck.packed_metadata, None, enter, leave,
+                ck.run(grid0, grid1, 1, get_stream(device), ck.function, ck.packed_metadata, None, enter, leave,
                        *tensors, *extra)
                 return None
             self.launch(self.config, tensors)  # another specialization: Triton's own launch path
@@ -277,9 +277,9 @@ class TritonLauncher:
             return
         if isinstance(ck, aot.StaticKernel):
             index = _device_index(tensors)
-            g0 = (self.xnumel + self.config.XBLOCK - 1) // self.config.XBLOCK
-            self._fast_static = (ck, g0, index, ck._impl._launch_kernel, ck.function, ck.num_warps, ck.shared,
-                                 ck.arg_tys, (None,) * ck.n_extra, ck._stream, torch.cuda.current_device)
+            g = self.plan.grid(self.config) + (1,)
+            self._fast_static = (ck, g[0], g[1], index, ck._impl._launch_kernel, ck.function, ck.num_warps,
+                                 ck.shared, ck.arg_tys, (None,) * ck.n_extra, ck._stream, torch.cuda.current_device)
             return
         try:
             knobs = getattr(triton, "knobs", None)
@@ -291,10 +291,10 @@ class TritonLauncher:
                 return
             active = driver.active
             cfg = self.config
-            grid0 = (self.xnumel + cfg.XBLOCK - 1) // cfg.XBLOCK
+            g = self.plan.grid(cfg) + (1,)
             extra = tuple(cfg.constexprs(self.template).values())
             aligned = tuple(t.data_ptr() % 16 == 0 for t in tensors)
-            self._fast = (ck, aligned, grid0, extra, active.get_current_device(), active.get_current_device,
+            self._fast = (ck, aligned, g[0], g[1], extra, active.get_current_device(), active.get_current_device,
                           active.get_current_stream, enter, leave)
         except Exception:  # noqa: BLE001 - keep Triton's launch path
             self._fast = None
@@ -310,11 +310,11 @@ class TritonLauncher:
         hit = read_tuned(key)
         if hit is not None:
             for c in configs:
-                if [c.XBLOCK, c.RBLOCK, c.num_warps] == hit.get("config"):
+                if c.key() == hit.get("config"):
                     STATS["autotune_hits"] += 1
                     return c
         best, best_t, times = None, float("inf"), {}
-        for c in configs:
+        for c in self._candidates_to_time():
             try:
                 t = self._time(c, tensors)
             except Exception as exc:  # noqa: BLE001 - a config that does not build (resources) is skipped
@@ -326,9 +326,12 @@ class TritonLauncher:
             if t < best_t:
                 best, best_t = c, t
         STATS["autotuned"] += 1
-        write_tuned(key, {"config": [best.XBLOCK, best.RBLOCK, best.num_warps], "times_ms": times,
+        write_tuned(key, {"config": best.key(), "times_ms": times,
                           "kernel": self.kernel.name})
         return best
+
+    def _candidates_to_time(self) -> list:
+        return list(self.plan.configs)
 
     def _time(self, cfg, tensors, reps: int = 10) -> float:
         self.launch(cfg, tensors)  # compiles
@@ -344,6 +347,81 @@ class TritonLauncher:
             end.synchronize()
             best = min(best, start.elapsed_time(end) / reps)
         return best
+
+
+class _Cublas:
+    """The candidate of a matmul kernel that is cuBLAS's product followed by the epilogue kernel."""
+
+    def key(self) -> list:
+        return ["cublas"]
+
+    def __repr__(self) -> str:
+        return "cublas+epilogue"
+
+
+CUBLAS = _Cublas()
+
+
+class TritonMatmulLauncher(TritonLauncher):
+    """Launcher of the ``matmul`` template. Its candidates are the fused kernel's tile configurations and
+    cuBLAS's product (``torch.matmul`` on views of the operands) followed by the epilogue kernel; the first
+    launch on a GPU times them all once (like any autotuned kernel) and keeps the faster, recorded on disk.
+    A float32 product stays with cuBLAS anyway (``schedule/matmul.py``)."""
+
+    def __init__(self, kernel, fn, epilogue_fn, source):
+        super().__init__(kernel, fn, source)
+        self.epilogue = TritonLauncher(source.epilogue.k, epilogue_fn, source.epilogue)
+        self.mm = self.plan.mm
+        names = list(kernel.inputs) + list(kernel.outputs)
+        ek = source.epilogue.k
+        tmp = ek.inputs[0]
+        self._slots = [names.index(n) if n != tmp else None for n in list(ek.inputs) + list(ek.outputs)]
+        self._operands = (names.index(self.mm.a.buf), names.index(self.mm.b.buf))
+
+    def candidates(self, dev) -> list[int]:
+        hit = read_tuned(_tune_key(self.kernel_text, dev)) if autotune_enabled() else None
+        if hit is not None and hit.get("config") == CUBLAS.key():
+            return []
+        return super().candidates(dev)
+
+    def precompile(self, module, target, dev) -> None:
+        (name, sig, launches), *_ = self.source.compile_units()
+        for i in self.candidates(dev):
+            constexprs, options = launches[i]
+            self.aot[i] = aot.submit(aot.job_for(module, name, sig, constexprs, options, target))
+        self.epilogue.precompile(module, target, dev)
+
+    def _choose(self, tensors):
+        dev = next((t.device for t in reversed(tensors) if isinstance(t, torch.Tensor)), torch.device("cpu"))
+        if dev.type == "cuda" and not interpret_mode() and autotune_enabled():
+            hit = read_tuned(_tune_key(self.kernel_text, dev))
+            if hit is not None and hit.get("config") == CUBLAS.key():
+                STATS["autotune_hits"] += 1
+                return CUBLAS
+        return super()._choose(tensors)
+
+    def _candidates_to_time(self) -> list:
+        return list(self.plan.configs) + [CUBLAS]
+
+    def launch(self, cfg, tensors):
+        if cfg is CUBLAS:
+            return self.cublas(tensors)
+        return super().launch(cfg, tensors)
+
+    def cublas(self, tensors) -> None:
+        """The product by ``torch.matmul`` (cuBLAS on a GPU) in the operands' dtype, then the epilogue."""
+        mm = self.mm
+        nb = len(mm.batch)
+
+        def view(op, t, rows, cols, shape):
+            st = op.strides[:nb] + (op.strides[rows], op.strides[cols])
+            return t.as_strided((*mm.batch, *shape), st, t.storage_offset() + op.offset)
+
+        ia, ib = self._operands
+        prod = torch.matmul(view(mm.a, tensors[ia], nb, nb + 2, (mm.m, mm.k)),
+                            view(mm.b, tensors[ib], nb + 2, nb + 1, (mm.k, mm.n)))
+        self.epilogue(*[prod if i is None else tensors[i] for i in self._slots])
+        return None
 
 
 class TritonSplitLauncher:
@@ -371,8 +449,8 @@ class TritonSplitLauncher:
 
     def precompile(self, module, target, dev) -> None:
         for i, (name, sig, launches) in enumerate(self.source.compile_units()):
-            constexprs, num_warps = launches[0]
-            self.aot[i] = aot.submit(aot.job_for(module, name, sig, constexprs, num_warps, target))
+            constexprs, options = launches[0]
+            self.aot[i] = aot.submit(aot.job_for(module, name, sig, constexprs, options, target))
 
     _static_kernel = TritonLauncher._static_kernel
 

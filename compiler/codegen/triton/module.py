@@ -33,6 +33,9 @@ def _min_nan(a, b):
 def render_module(sources: list[KernelSource], interpret: bool) -> str:
     """One graph's kernels as a Python module (``interpret``: the shim stands in for libdevice)."""
     parts = [MODULE_HEADER.format(math_import=import_line(interpret))]
+    kernels: dict[str, list[str]] = {}  # text -> the kernels that render to it (one function for all)
     for s in sources:
-        parts.append("\n" + s.render())
+        kernels.setdefault(s.render(), []).append(s.k.name)
+    for text, names in kernels.items():
+        parts.append(f"\n# {', '.join(names)}\n" + text)
     return "\n".join(parts)

@@ -9,6 +9,8 @@ Templates (``templates/``):
   ``[XBLOCK, RBLOCK]`` tile.
 * ``looped``: long rows (or reductions over non-contiguous dims), walked in chunks of ``RBLOCK``.
 * ``split``: few, very long rows: partial reductions over a 2-D grid into workspaces, then a combine kernel.
+* ``matmul``: a matrix product (``ir/contraction.py``) and its per-row epilogue: ``tl.dot`` over
+  ``BLOCK_M x BLOCK_N`` output tiles, the epilogue applied to each tile in registers.
 
 Index expressions are rewritten from the kernel's ``x0..xn`` over the flat ``xindex`` (row number or
 element number) and ``rindex`` (position in the row, row-major over ``rdims``). Indices are int32 unless an
@@ -22,8 +24,10 @@ import math
 from dataclasses import dataclass
 
 import sympy
+import torch
 
 from ... import ir
+from ...ir.contraction import Contraction, of_stage
 from ...ir.symbolic import FloorDiv, IMod, bounds, simplify_index, variables
 from ..common import coalesce
 from .emit import compute_dtype
@@ -42,14 +46,27 @@ def next_pow2(n: int) -> int:
 
 @dataclass(frozen=True)
 class Config:
-    XBLOCK: int
-    RBLOCK: int = 1
+    XBLOCK: int  # matmul: BLOCK_M
+    RBLOCK: int = 1  # matmul: BLOCK_K
     num_warps: int = 4
+    YBLOCK: int = 1  # matmul: BLOCK_N
+    num_stages: int = 0  # software pipelining depth (0: Triton's default)
 
     def constexprs(self, template: str) -> dict:
         if template == "pointwise":
             return {"XBLOCK": self.XBLOCK}
+        if template == "matmul":
+            return {"BLOCK_M": self.XBLOCK, "BLOCK_N": self.YBLOCK, "BLOCK_K": self.RBLOCK}
         return {"XBLOCK": self.XBLOCK, "RBLOCK": self.RBLOCK}
+
+    def options(self) -> dict:
+        """Compile options: ``num_warps``, and ``num_stages`` where set."""
+        return {"num_warps": self.num_warps, **({"num_stages": self.num_stages} if self.num_stages else {})}
+
+    def key(self) -> list:
+        """What an autotune record stores to name this configuration."""
+        k = [self.XBLOCK, self.RBLOCK, self.num_warps]
+        return k + [self.YBLOCK, self.num_stages] if (self.YBLOCK, self.num_stages) != (1, 0) else k
 
 
 @dataclass(frozen=True)
@@ -63,6 +80,18 @@ class Plan:
     nsplit: int = 1  # split template: programs per row (partial reductions), then a combine kernel
     rchunk: int = 0  # split template: reduction elements per partial
     done_config: "Config | None" = None  # split template: the combine kernel (XBLOCK rows, RBLOCK=SBLOCK)
+    mm: "Contraction | None" = None  # matmul template: the product (sizes, operands)
+
+    def programs(self, cfg: Config) -> int:
+        """Programs of one launch with ``cfg`` (the first grid axis; a matmul's batch is the second)."""
+        if self.template == "matmul":
+            return -(-self.mm.m // cfg.XBLOCK) * -(-self.mm.n // cfg.YBLOCK)
+        return -(-self.xnumel // cfg.XBLOCK)
+
+    def grid(self, cfg: Config) -> tuple:
+        if self.template == "matmul":
+            return (self.programs(cfg), math.prod(self.mm.batch))
+        return (self.programs(cfg),)
 
 
 def _warps(elements: int, lo: int = 1, hi: int = 8) -> int:
@@ -202,12 +231,53 @@ def _splittable(k: ir.Kernel) -> bool:
     return any(st.kind == "reduction" for st in k.stages)
 
 
+def _matmul_configs(mm: Contraction) -> tuple:
+    """Tile shapes for ``tl.dot``, best guess first (H100-class GPUs; autotuned when the product is large):
+    wide tiles and deep pipelines for half precision, smaller ones for float32 (no tensor-core fp32)."""
+    if mm.a.dtype == torch.float32:
+        cands = [(64, 32, 4, 64, 3), (128, 32, 4, 64, 3), (32, 32, 4, 64, 2)]
+    else:
+        cands = [(128, 64, 8, 128, 3), (128, 64, 4, 64, 4), (64, 64, 4, 128, 4), (128, 64, 8, 256, 3)]
+    out = []
+    for bm, bk, w, bn, st in cands:
+        bm, bn = max(16, min(bm, next_pow2(mm.m))), max(16, min(bn, next_pow2(mm.n)))
+        bk = max(16, min(bk, next_pow2(mm.k)))
+        c = Config(bm, bk, w, bn, st)
+        if c not in out:
+            out.append(c)
+    return tuple(out)
+
+
+def matmul_plan(k: ir.Kernel):
+    """The ``matmul`` plan of a kernel that is one contraction followed by per-row stages (its epilogue),
+    or None. Its variables stay the kernel's own; the template maps them onto tiles."""
+    reds = [st for st in k.stages if st.kind == "reduction"]
+    if len(reds) != 1 or any(st.kind == "pointwise" for st in k.stages):
+        return None
+    mm = of_stage(k, reds[0])
+    if mm is None:
+        return None
+    wide = k.numel > INT32_LIMIT
+    for op, sizes in ((mm.a, k.size), (mm.b, k.size)):
+        wide = wide or op.offset + sum(abs(st) * (n - 1) for st, n in zip(op.strides, sizes)) > INT32_LIMIT
+    rng = dict(zip(variables(len(k.size)), k.size))
+    for st in k.stages:
+        if st.store is not None:
+            b = bounds(st.store_index, rng)
+            wide = wide or b is None or b[1] > INT32_LIMIT
+    return Plan("matmul", math.prod(k.size[:-1]), mm.k, "tl.int64" if wide else "tl.int32", _matmul_configs(mm),
+                mm=mm)
+
+
 def plan(k: ir.Kernel, persistent_rmax: int = PERSISTENT_RMAX, split_min_rnumel: int = SPLIT_MIN_RNUMEL):
     """(Plan, var mapping old -> flat expr, ranges of the flat symbols)."""
     for _, dt in k.dtypes:
         compute_dtype(dt)
     for st in k.stages:
         compute_dtype(st.dtype)
+    mp = matmul_plan(k)
+    if mp is not None:
+        return mp, {}, {}
     if not k.rdims:
         sizes, cmap = coalesce(k)
         fmap, total = _flat_mapping(sizes, list(range(len(sizes))), X)

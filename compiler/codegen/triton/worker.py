@@ -59,7 +59,8 @@ def compile_job(job: dict) -> dict:
 
     ``job``: ``path`` and ``module`` (the generated module's file and import name), ``fn`` (the
     ``@triton.jit`` function's name), ``signature`` ({param: triton type or "constexpr"}, in parameter
-    order), ``constexprs`` ({name: value}), ``num_warps``, ``target`` ((backend, arch, warp_size))."""
+    order), ``constexprs`` ({name: value}), ``options`` (``num_warps``, maybe ``num_stages``), ``target``
+    ((backend, arch, warp_size))."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -70,7 +71,7 @@ def compile_job(job: dict) -> dict:
     sig = dict(job["signature"])
     src = ASTSource(fn=fn, signature=sig, constexprs=dict(job["constexprs"]),
                     attrs=_attrs(make_backend(target), sig))
-    ck = triton.compile(src, target=target, options={"num_warps": job["num_warps"]})
+    ck = triton.compile(src, target=target, options=dict(job["options"]))
     md = ck.metadata
     binary = next((p for k, p in ck.metadata_group.items() if k.endswith(".cubin")), None)
     return {
@@ -132,7 +133,7 @@ def warm_up(target: tuple) -> bool:
         os.environ["TRITON_CACHE_DIR"] = os.path.join(tmp, "cache")
         compile_job({"path": path, "module": "mend_warm_kernel", "fn": "mend_warm",
                      "signature": {"x": "*fp32", "y": "*fp32", "n": "i32", "BLOCK": "constexpr"},
-                     "constexprs": {"BLOCK": 256}, "num_warps": 4, "target": tuple(target)})
+                     "constexprs": {"BLOCK": 256}, "options": {"num_warps": 4}, "target": tuple(target)})
         return True
     except Exception:  # noqa: BLE001 - warming is optional; a real job reports real errors
         return False

@@ -13,7 +13,7 @@ from ..reductions import acc_finish, acc_init, acc_update
 
 
 def render(src) -> str:
-    lines = src.head(src.fn_name, ["XBLOCK", "RBLOCK"])
+    lines = src.head(0, ["XBLOCK", "RBLOCK"])
     lines += [f"    rbase = {src.arange('RBLOCK')}[None, :]"]
     return "\n".join(lines + _body(src)) + "\n"
 

@@ -15,7 +15,7 @@ from ..emit import TL_TYPE, TritonEmitter, compute_dtype, highest, lowest, tl_co
 
 
 def render(src) -> str:
-    lines = src.head(src.fn_name, ["XBLOCK", "RBLOCK"])
+    lines = src.head(0, ["XBLOCK", "RBLOCK"])
     lines += [f"    rindex = {src.arange('RBLOCK')}[None, :]", "    rmask = rindex < rnumel"]
     return "\n".join(lines + _body(src)) + "\n"
 

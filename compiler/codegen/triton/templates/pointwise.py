@@ -10,7 +10,7 @@ from ..emit import TritonEmitter
 
 
 def render(src) -> str:
-    lines = src.head(src.fn_name, ["XBLOCK"]) + _body(src)
+    lines = src.head(0, ["XBLOCK"]) + _body(src)
     return "\n".join(lines) + "\n"
 
 

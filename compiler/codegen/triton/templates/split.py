@@ -51,7 +51,7 @@ def render(src) -> str:
         top.line(f"tl.store({wv} + {sid} * xnumel + xindex, {val}, xmask)")
         if wi is not None:
             top.line(f"tl.store({wi} + {sid} * xnumel + xindex, {idx}, xmask)")
-    part = src.head(src.fn_names[0], ["XBLOCK", "RBLOCK"])
+    part = src.head(0, ["XBLOCK", "RBLOCK"])
     part += src.zeros() + top.lines
     # ---- done
     src.need_zero = False
@@ -79,7 +79,7 @@ def render(src) -> str:
     for st in src.k.stages:
         if st.kind == "outer":
             src.outer(top, st)
-    done = src.head(src.fn_names[1], ["XBLOCK", "SBLOCK"])
+    done = src.head(1, ["XBLOCK", "SBLOCK"])
     done += src.zeros("SBLOCK") + top.lines
     return "\n".join(part) + "\n\n\n" + "\n".join(done) + "\n"
 

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The bundled compiler on a bare GPU machine, from a checkout of this repository (mend need not be installed:
+# links inside the checkout's mend/ map mend.* to the source folders, as pyproject's package-dir does).
+#
+#   bash benchmarks/gpu_check.sh 1   # the GPU zoo in bf16: 15 architectures, inference
+#   bash benchmarks/gpu_check.sh 2   # GPU tests, micro-benchmarks (tall reduction, matmul epilogues), zoo fp32
+#   bash benchmarks/gpu_check.sh 3   # (optional) the zoo's training rows, fp32 then bf16
+#
+# Each part stops starting work at its deadline (PART_SECONDS, default 520) so the command ends within 9
+# minutes; the zoo lists the models it had no time for as skipped. Logs and tables go to $OUT (default
+# /tmp/mend_gpu_check), at most 5 files per part:
+#   part 1: check1.log (everything), zoo_bf16.txt, zoo_bf16.json
+#   part 2: check2.log, gpu_tests.log, bench_micro.txt, zoo_fp32.txt, zoo_fp32.json
+#   part 3: check3.log, zoo_fp32.txt, zoo_fp32.json, zoo_bf16.txt, zoo_bf16.json (training rows only)
+set -u
+PART=${1:-1}
+OUT=${OUT:-/tmp/mend_gpu_check}
+PART_SECONDS=${PART_SECONDS:-520}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PY=${PY:-python}
+mkdir -p "$OUT"
+START=$(date +%s)
+left() { echo $(( PART_SECONDS - ($(date +%s) - START) )); }
+exec > >(tee -a "$OUT/check$PART.log") 2>&1
+
+# --- mend without installing it: links mend/<sub> -> the folder pyproject maps mend.<sub> to, made inside
+# the checkout's own mend/ package (Python finds it first from the repository root) and removed at the end
+LINKS=$("$PY" - "$ROOT" <<'PYEOF'
+import os, re, sys
+root = sys.argv[1]
+text = open(os.path.join(root, "pyproject.toml")).read()
+section = text.split("[tool.setuptools.package-dir]", 1)[1].split("\n[", 1)[0]
+for pkg, folder in re.findall(r'"([\w.]+)"\s*=\s*"([\w./-]+)"', section):
+    link = os.path.join(root, "mend", pkg.split(".", 1)[-1])
+    if pkg.count(".") == 1 and os.path.isdir(os.path.join(root, folder)) and not os.path.lexists(link):
+        os.symlink(os.path.join("..", folder), link)
+        print(link)
+PYEOF
+)
+trap 'for l in $LINKS; do rm -f "$l"; done' EXIT
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export TRANSFORMERS_VERBOSITY=error TOKENIZERS_PARALLELISM=false
+cd "$ROOT"
+
+echo "== mend gpu_check part $PART, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u)"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
+"$PY" -c "import torch, triton, sys; import transformers as t; import mend.compiler.backend; \
+print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, \
+'transformers', t.__version__, 'cuda', torch.cuda.is_available(), 'mend from', mend.compiler.__file__)" \
+    || { echo "FATAL: torch, triton, transformers or mend (from the checkout) do not import"; exit 2; }
+
+zoo() {  # dtype, rows, seconds to leave for what follows
+    echo "== GPU zoo $1 $2 ($(left) s left)"
+    "$PY" benchmarks/compiler_zoo.py --device cuda --dtype "$1" --models "$2" --jobs 2 --rounds 3 --profile \
+        --budget-s $(( $(left) - $3 - 90 )) --deadline-s $(( $(left) - $3 - 10 )) --out "$OUT"
+}
+
+case "$PART" in
+1)
+    zoo bf16 inference 0
+    ;;
+2)
+    echo "== GPU tests ($(left) s left)"
+    if "$PY" -c "import pytest" 2>/dev/null; then
+        timeout 220 "$PY" -m pytest -q -p no:cacheprovider -o addopts="-ra" \
+            tests/compiler/test_triton_gpu.py tests/compiler/test_gpu_models.py > "$OUT/gpu_tests.log" 2>&1
+        echo "pytest exit $?"; tail -25 "$OUT/gpu_tests.log"
+    else
+        echo "pytest is not installed: GPU tests skipped" | tee "$OUT/gpu_tests.log"
+    fi
+    echo "== micro-benchmarks ($(left) s left)"
+    {
+        "$PY" benchmarks/compiler.py --device cuda --compile-workers 16 --rounds 5 --cases tall_colmean,gelu_mlp_bf16
+        echo "-- gelu_mlp_bf16 with matmul epilogues off (MEND_MATMUL_EPILOGUE=0)"
+        MEND_MATMUL_EPILOGUE=0 "$PY" benchmarks/compiler.py --device cuda --compile-workers 16 --rounds 5 \
+            --cases gelu_mlp_bf16
+    } > "$OUT/bench_micro.txt" 2>&1
+    grep -v "^\s*$" "$OUT/bench_micro.txt" | tail -30
+    zoo fp32 inference 0
+    ;;
+3)
+    zoo fp32 training $(( PART_SECONDS / 2 ))
+    zoo bf16 training 0
+    ;;
+*)
+    echo "usage: gpu_check.sh 1|2|3"; exit 2
+    ;;
+esac
+echo "== done in $(( $(date +%s) - START )) s"

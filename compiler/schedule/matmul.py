@@ -1,0 +1,136 @@
+"""Matrix products with their epilogues (GPU): ATen's ``mm``/``addmm``/``bmm`` as IR contractions.
+
+In half precision on a GPU, a matrix product followed by pointwise work on its result (a bias, an
+activation, a residual add, a dtype cast) costs a second pass over the product: cuBLAS writes it, a
+pointwise kernel reads it back. Here such a call becomes two IR nodes before fusion:
+
+* ``<name>_acc``: the product as a ``sum`` over ``k`` of ``a[m, k] * b[k, n]`` in float32 (a contraction,
+  ``ir/contraction.py``);
+* ``<name>``: the value ATen returns, ``cast(acc (+ bias), dtype)`` (``addmm`` adds its bias before the one
+  rounding, as cuBLAS does), under the call's own output name so that every reader is unchanged.
+
+Fusion then puts the second node and the pointwise readers of the product into the product's kernel as
+per-row (``outer``) stages, and the Triton generator renders it with its ``matmul`` template: ``tl.dot``
+over tiles, the epilogue applied to the tile in registers.
+
+Only float16 and bfloat16 operands (float32 products stay with cuBLAS: eager runs them in full float32
+precision unless TF32 is allowed), ``beta = alpha = 1``, and only a product some pointwise node reads
+element for element (nothing to fuse otherwise). ``MEND_MATMUL_EPILOGUE=0`` keeps every product an ATen
+call.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import sympy
+import torch
+
+from .. import ir
+from ..ir import ComputedBuffer, ExternKernel, Layout, Load, Op, TensorRef
+from ..ir.symbolic import variables
+
+aten = torch.ops.aten
+OPS = {aten.mm.default: "mm", aten.addmm.default: "addmm", aten.bmm.default: "bmm"}
+HALF = (torch.float16, torch.bfloat16)
+
+
+def enabled() -> bool:
+    return os.environ.get("MEND_MATMUL_EPILOGUE", "1") != "0"
+
+
+def matmul_epilogues(g: ir.GraphIR, device: str) -> tuple[ir.GraphIR, list[str]]:
+    """``g`` with every product that has a pointwise epilogue rewritten as a contraction (GPU only)."""
+    if device != "cuda" or not enabled():
+        return g, []
+    readers = _pointwise_readers(g)
+    nodes, notes = [], []
+    for node in g.nodes:
+        parts = _as_contraction(node) if isinstance(node, ExternKernel) and node.name in readers else None
+        if parts is None:
+            nodes.append(node)
+            continue
+        nodes += parts
+        notes.append(f"{node.name}: {OPS[node.op]} as a matrix-product kernel (epilogue reads it: "
+                     f"{', '.join(sorted(readers[node.name]))})")
+    if not notes:
+        return g, []
+    return ir.GraphIR(g.inputs, tuple(nodes), g.outputs, g.constants), notes
+
+
+def _pointwise_readers(g: ir.GraphIR) -> dict:
+    """Buffer name -> the pointwise nodes that read it over a space of as many elements."""
+    out: dict = {}
+    sizes = {n.name: n.layout.numel for n in g.nodes if isinstance(n, ComputedBuffer)}
+    for n in g.nodes:
+        if isinstance(n, ExternKernel):
+            for name, lay in zip(n.output_names(), n.out_layouts):
+                sizes[name] = lay.numel
+            continue
+        if not isinstance(n.body, ir.Pointwise):
+            continue
+        for ld in ir.loads(n.body.expr):
+            if sizes.get(ld.buf) == math.prod(n.body.size):
+                out.setdefault(ld.buf, set()).add(n.name)
+    return out
+
+
+def _args(node: ExternKernel):
+    """(bias or None, a, b) TensorRefs of a product with beta = alpha = 1, or None."""
+    kw = dict(node.kwargs)
+    if kw.get("beta", 1) != 1 or kw.get("alpha", 1) != 1:
+        return None
+    args = node.args
+    if OPS[node.op] == "addmm":
+        if len(args) != 3:
+            return None
+        bias, a, b = args
+    else:
+        if len(args) != 2:
+            return None
+        bias, (a, b) = None, args
+    refs = [r for r in (bias, a, b) if r is not None]
+    if not all(isinstance(r, TensorRef) for r in refs):
+        return None
+    return bias, a, b
+
+
+def _as_contraction(node: ExternKernel):
+    """[acc, out] computed buffers for the product ``node``, or None when it stays an ATen call."""
+    if node.op not in OPS or len(node.out_layouts) != 1:
+        return None
+    args = _args(node)
+    if args is None:
+        return None
+    bias, a, b = args
+    out = node.out_layouts[0]
+    dt = out.dtype
+    if dt not in HALF or a.layout.dtype != dt or b.layout.dtype != dt or not out.is_contiguous():
+        return None
+    if bias is not None and bias.layout.dtype != dt:
+        return None
+    *batch, m, n = out.size
+    k = a.layout.size[-1]
+    nb = len(batch)
+    xs = variables(nb + 3)
+    bv, xm, xn, xk = list(xs[:nb]), xs[nb], xs[nb + 1], xs[nb + 2]
+    f32 = torch.float32
+    prod = Op("mul", (Op("cast", (Load(a.buf, a.layout.index(bv + [xm, xk]), dt),), f32),
+                      Op("cast", (Load(b.buf, b.layout.index(bv + [xk, xn]), dt),), f32)), f32)
+    size = (*batch, m, n, k)
+    acc_name = f"{node.name}_acc"
+    acc = ComputedBuffer(acc_name, Layout.contiguous((*batch, m, n), f32),
+                         ir.Reduction(size, (nb + 2,), "sum", prod), node.origin)
+    ov = variables(nb + 2)
+    value = Load(acc_name, Layout.contiguous((*batch, m, n), f32).index(list(ov)), f32)
+    if bias is not None:
+        value = Op("add", (value, Op("cast", (Load(bias.buf, _broadcast_index(bias.layout, ov), dt),), f32)), f32)
+    body = ir.Pointwise((*batch, m, n), Op("cast", (value,), dt))
+    return [acc, ComputedBuffer(node.name, out, body, node.origin)]
+
+
+def _broadcast_index(lay: Layout, xs) -> sympy.Expr:
+    """Index of the view ``lay`` broadcast (right-aligned) to the space of variables ``xs``."""
+    xs = list(xs)[len(xs) - len(lay.size):]
+    return lay.index([x if s != 1 else sympy.Integer(0) for x, s in zip(xs, lay.size)])
