@@ -1,0 +1,341 @@
+"""Score ``mend check`` against the break sites the model zoo recorded (``mend crosscheck --zoo``).
+
+The zoo (:mod:`mend.zoo`) runs every transformers model type under ``torch.compile`` with mend's
+recorder and keeps, per row, every break site (path inside the package, line, Dynamo's reason and its
+class, whether the frame was skipped) and the functions Dynamo traced. This module runs ``mend check``
+on the package the zoo ran (the static analyzer reads it from disk; torch is never imported) and
+compares:
+
+* a **recorded site** is a distinct (file, line) of the package's own files where Dynamo broke the
+  graph or skipped the frame on at least one row of the chosen source;
+* a **finding** is a break-predicting diagnostic of ``mend check`` (recompile rules, MND4xx, and
+  mend's own MND9xx are left out); it is **judged** when its line lies inside a function Dynamo traced
+  on some row (code no model ran cannot be confirmed either way: those findings are counted apart);
+* a finding **confirms** a site when the site's line lies in the finding's span (first to last line
+  of the reported node) widened by ``tolerance`` lines either side (0: the span itself, the rule of
+  ``mend crosscheck``'s model runs); a frame-skip finding (a break inside ``try``, a loop or a user
+  ``with``, MND505/506/508) is reported on the statement's header and predicts the break at the inner
+  line it names, which is the line Dynamo records;
+* **recall** = recorded sites some finding confirms / recorded sites;
+* **precision** = judged findings that confirm a site / judged findings.
+
+Everything below :func:`score` is pure data (no torch, no files), so the scorer is tested on small
+synthetic records.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# codes that predict no graph break: recompile triggers and mend's own diagnostics
+NON_BREAK_PREFIXES = ("MND4", "MND9")
+
+
+class ZooScoreError(Exception):
+    """A result file or package that cannot be scored; the message says why."""
+
+
+@dataclass
+class Site:
+    """One recorded break site, merged over the rows that hit it."""
+
+    path: str  # relative to the package root
+    line: int
+    reason_classes: list[str] = field(default_factory=list)
+    gb_types: list[str] = field(default_factory=list)
+    registry_ids: list[str] = field(default_factory=list)
+    frame_skip: bool = False
+    function: str = ""
+    source_line: str = ""
+    models: list[str] = field(default_factory=list)
+
+    @property
+    def reason_class(self) -> str:
+        return self.reason_classes[0] if self.reason_classes else "other"
+
+
+@dataclass(frozen=True)
+class StaticFinding:
+    path: str  # relative to the package root
+    line: int
+    end_line: int
+    code: str
+    mode: str = ""  # the mode the finding depends on (``self.training``), from ``data["mode"]``
+    inner_line: int = 0  # a frame-skip finding (a break inside try/loop/with): the line of that break
+
+    @property
+    def training_only(self) -> bool:
+        """The reported code runs only in training mode; the zoo runs its models in eval mode."""
+        return self.mode.replace(" ", "").startswith("self.training")
+
+
+@dataclass
+class ZooScore:
+    sites: list[Site]
+    findings: list[StaticFinding]  # every break-predicting finding in the package
+    judged: list[StaticFinding]  # the findings inside functions Dynamo traced
+    confirmed: list[StaticFinding]  # judged findings that cover a recorded site
+    found: list[Site]  # recorded sites a finding covers
+    tolerance: int = 0
+    rows: int = 0  # rows of the source that ran (eager and compile)
+    package: str = ""
+    check_seconds: float = 0.0
+
+    @property
+    def missed(self) -> list[Site]:
+        got = {(s.path, s.line) for s in self.found}
+        return [s for s in self.sites if (s.path, s.line) not in got]
+
+    @property
+    def unconfirmed(self) -> list[StaticFinding]:
+        ok = set(self.confirmed)
+        return [f for f in self.judged if f not in ok]
+
+    @property
+    def recall(self) -> float:
+        return len(self.found) / len(self.sites) if self.sites else 1.0
+
+    @property
+    def precision(self) -> float:
+        return len(self.confirmed) / len(self.judged) if self.judged else 1.0
+
+    def by_rule(self) -> list[tuple[str, int, int, int, int]]:
+        """(code, findings, judged, confirmed, sites found) per rule."""
+        codes = sorted({f.code for f in self.findings})
+        rows = []
+        for code in codes:
+            judged = [f for f in self.judged if f.code == code]
+            conf = [f for f in self.confirmed if f.code == code]
+            sites = {(s.path, s.line) for s in self.found
+                     if any(_covers(f, s, self.tolerance) for f in conf)}
+            rows.append((code, sum(f.code == code for f in self.findings), len(judged), len(conf), len(sites)))
+        return rows
+
+    def by_reason(self) -> list[tuple[str, int, int]]:
+        """(reason class, recorded sites, sites found) per Dynamo reason class."""
+        got = {(s.path, s.line) for s in self.found}
+        classes = sorted({s.reason_class for s in self.sites})
+        return [(c, sum(s.reason_class == c for s in self.sites),
+                 sum(s.reason_class == c and (s.path, s.line) in got for s in self.sites)) for c in classes]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "precision": round(self.precision, 4), "recall": round(self.recall, 4), "tolerance": self.tolerance,
+            "package": self.package, "rows": self.rows, "check_seconds": round(self.check_seconds, 2),
+            "recorded_sites": len(self.sites), "sites_found": len(self.found),
+            "findings": len(self.findings), "judged_findings": len(self.judged),
+            "confirmed_findings": len(self.confirmed), "unjudged_findings": len(self.findings) - len(self.judged),
+            "by_rule": [dict(zip(("code", "findings", "judged", "confirmed", "sites"), r)) for r in self.by_rule()],
+            "by_reason": [dict(zip(("reason_class", "sites", "found"), r)) for r in self.by_reason()],
+            "missed": [asdict(s) for s in self.missed],
+            "unconfirmed": [asdict(f) for f in self.unconfirmed],
+        }
+
+
+# --------------------------------------------------------------------------------------------------
+# the scoring itself: pure data
+
+
+def in_package(path: str) -> bool:
+    """A recorded path inside the package's own files (the zoo records those relative to it)."""
+    return bool(path) and not path.startswith(("/", "<")) and path.endswith(".py")
+
+
+def collect_sites(records: Iterable[Any]) -> list[Site]:
+    """The distinct break sites of ``records`` in the package's own files, merged over rows."""
+    sites: dict[tuple[str, int], Site] = {}
+    for rec in records:
+        for b in rec.breaks:
+            if not in_package(b.path):
+                continue
+            s = sites.get((b.path, b.line))
+            if s is None:
+                s = sites[(b.path, b.line)] = Site(b.path, b.line, function=b.function, source_line=b.source_line)
+            for values, value in ((s.reason_classes, b.reason_class), (s.gb_types, b.gb_type),
+                                  (s.registry_ids, b.registry_id or "-"), (s.models, rec.name)):
+                if value not in values:
+                    values.append(value)
+            s.frame_skip = s.frame_skip or b.frame_skip
+    return sorted(sites.values(), key=lambda s: (s.path, s.line))
+
+
+class TracedIndex:
+    """The line ranges of the functions Dynamo traced, per file: is a line inside one of them?"""
+
+    def __init__(self, records: Iterable[Any]) -> None:
+        ranges: dict[str, list[tuple[int, int]]] = {}
+        for rec in records:
+            for path, first, last, _fn in rec.traced:
+                if in_package(path):
+                    ranges.setdefault(path, []).append((int(first), int(last)))
+        self._merged = {p: _merge(r) for p, r in ranges.items()}
+        self._starts = {p: [a for a, _ in r] for p, r in self._merged.items()}
+
+    def contains(self, path: str, first: int, last: int | None = None) -> bool:
+        """Some line of ``first..last`` is inside a traced function of ``path``."""
+        merged = self._merged.get(path)
+        if not merged:
+            return False
+        last = first if last is None else last
+        i = bisect.bisect_right(self._starts[path], last) - 1
+        return i >= 0 and merged[i][1] >= first
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _covers(f: StaticFinding, s: Site, tolerance: int) -> bool:
+    """``f`` predicts a break at ``s``: its span (or, for a frame skip, the inner break's line) holds the site."""
+    if f.path != s.path:
+        return False
+    if f.inner_line and abs(f.inner_line - s.line) <= tolerance:
+        return True
+    return f.line - tolerance <= s.line <= f.end_line + tolerance
+
+
+def score(records: list[Any], findings: Iterable[StaticFinding], tolerance: int = 0) -> ZooScore:
+    """Score break-predicting ``findings`` (paths relative to the package) against ``records``."""
+    records = [r for r in records if getattr(r, "runs", True)]
+    sites = collect_sites(records)
+    traced = TracedIndex(records)
+    findings = sorted({f for f in findings if not f.code.startswith(NON_BREAK_PREFIXES)},
+                      key=lambda f: (f.path, f.line, f.code))
+    by_path: dict[str, list[Site]] = {}
+    for s in sites:
+        by_path.setdefault(s.path, []).append(s)
+    judged = [f for f in findings if (not f.training_only and (traced.contains(f.path, f.line, f.end_line)
+                                                                or traced.contains(f.path, f.inner_line or f.line)))
+              or any(_covers(f, s, tolerance) for s in by_path.get(f.path, ()))]
+    confirmed = [f for f in judged if any(_covers(f, s, tolerance) for s in by_path.get(f.path, ()))]
+    found = [s for s in sites if any(_covers(f, s, tolerance) for f in confirmed)]
+    return ZooScore(sites, findings, judged, confirmed, found, tolerance, rows=len(records))
+
+
+# --------------------------------------------------------------------------------------------------
+# the inputs: a result file, the package on disk, mend check
+
+
+def load_records(results_file: str | os.PathLike[str], source: str = "original") -> tuple[list[Any], dict[str, Any]]:
+    """The records of ``source`` in a zoo result file, and the file's versions and sources."""
+    from mend.zoo import records as R
+
+    try:
+        results = R.load(results_file)
+    except R.ResultFileError as exc:
+        raise ZooScoreError(str(exc)) from None
+    recs = [r for r in results.records if r.source == source]
+    if not recs:
+        have = sorted({r.source for r in results.records})
+        raise ZooScoreError(f"{results_file}: no records of source {source!r} (it has: {', '.join(have) or 'none'})")
+    info = {"versions": results.versions, "source_path": getattr(results.sources.get(source), "path", "")}
+    return recs, info
+
+
+def installed_package() -> Path:
+    """The folder of the installed transformers, found without importing it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or not spec.submodule_search_locations:
+        raise ZooScoreError("transformers is not installed; pass --package DIR")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def installed_version(package: Path) -> str | None:
+    init = package / "__init__.py"
+    try:
+        for line in init.read_text().splitlines():
+            if line.startswith("__version__"):
+                return line.split("=", 1)[1].strip().strip("\"'")
+    except OSError:
+        return None
+    return None
+
+
+def check_package(package: Path, jobs: int | None = None, cache_dir: Path | None = None) -> tuple[list[StaticFinding], float]:
+    """``mend check`` over the whole package (isolated settings); findings relative to ``package``."""
+    from mend.analyzers.static import check_paths, load_config
+
+    config = load_config([package], isolated=True)
+    if cache_dir is not None:
+        config = config.with_overrides(cache_dir=cache_dir)
+    result = check_paths([package], config, jobs=jobs, use_cache=cache_dir is not None)
+    root = os.path.realpath(package)
+    out = []
+    for d in result.diagnostics:
+        path = os.path.relpath(os.path.realpath(os.path.abspath(d.path)), root)
+        out.append(StaticFinding(path.replace(os.sep, "/"), d.line, d.end_line or d.line, d.code,
+                                 str(d.data.get("mode", "")), int(d.data.get("inner_line", 0) or 0)))
+    return out, result.seconds
+
+
+def run(results_file: str | os.PathLike[str], package: Path | None = None, source: str = "original",
+        tolerance: int = 0, jobs: int | None = None, cache_dir: Path | None = None) -> ZooScore:
+    records, info = load_records(results_file, source)
+    package = package or installed_package()
+    if not (package / "__init__.py").is_file():
+        raise ZooScoreError(f"{package} is not a package folder")
+    want = info["versions"].get("transformers")
+    have = installed_version(package)
+    if want and have and want != have:
+        raise ZooScoreError(f"the zoo ran transformers {want}, {package} is {have}: line numbers would not match")
+    findings, seconds = check_package(package, jobs, cache_dir)
+    result = score(records, findings, tolerance)
+    result.package, result.check_seconds = str(package), seconds
+    return result
+
+
+# --------------------------------------------------------------------------------------------------
+# output
+
+
+def render(result: ZooScore, limit: int | None = None) -> str:
+    """The tables: by rule, by Dynamo reason class, the misses and the unconfirmed findings."""
+    tol = "the finding's span" if result.tolerance == 0 else f"the finding's span +- {result.tolerance} line(s)"
+    out = [f"mend check vs the zoo: {len(result.sites)} recorded break site(s) in the package's own files "
+           f"({result.rows} rows), {len(result.findings)} break finding(s) of `mend check` on {result.package} "
+           f"({result.check_seconds:.1f} s)",
+           f"a finding confirms a site when the site's line is inside {tol}; precision is judged over findings "
+           "inside functions Dynamo traced on some row",
+           "", "| rule | findings | judged | confirmed | precision | sites found |", "|---|---:|---:|---:|---:|---:|"]
+    for code, n, judged, conf, sites in result.by_rule():
+        prec = f"{conf / judged:.2f}" if judged else "-"
+        out.append(f"| {code} | {n} | {judged} | {conf} | {prec} | {sites} |")
+    out += ["", "| Dynamo reason class | sites | found | recall |", "|---|---:|---:|---:|"]
+    for cls, n, got in result.by_reason():
+        out.append(f"| {cls} | {n} | {got} | {got / n:.2f} |")
+    missed = result.missed
+    out += ["", f"missed ({len(missed)}):"]
+    for s in missed[:limit]:
+        skip = ", frame skipped" if s.frame_skip else ""
+        out.append(f"  {s.path}:{s.line} [{s.reason_class}; {'/'.join(s.registry_ids)}{skip}] in {s.function}: "
+                   f"{s.source_line.strip()[:90]}  ({', '.join(s.models[:3])}{' ...' if len(s.models) > 3 else ''})")
+    unconf = result.unconfirmed
+    out += ["", f"not confirmed ({len(unconf)} judged finding(s) on lines where no row broke):"]
+    for f in unconf[:limit]:
+        out.append(f"  {f.path}:{f.line} {f.code}")
+    unjudged = len(result.findings) - len(result.judged)
+    training = sum(f.training_only for f in result.findings if f not in set(result.judged))
+    out += ["", f"{unjudged} finding(s) cannot be judged and are not counted: {unjudged - training} lie outside every "
+                f"function Dynamo traced (no model ran that code), {training} are reported for training mode only "
+                "(the zoo runs models in eval mode)",
+            f"precision {result.precision:.3f} ({len(result.confirmed)}/{len(result.judged)}), "
+            f"recall {result.recall:.3f} ({len(result.found)}/{len(result.sites)})"]
+    return "\n".join(out)
+
+
+def to_json(result: ZooScore) -> str:
+    return json.dumps(result.to_dict(), indent=2)
