@@ -101,6 +101,7 @@ class TensorKinds:
     bool_names: set[str]  # names holding boolean tensors (masks)
     ptr_names: set[str]  # names holding data_ptr()/id() values
     local_values: dict[str, object]  # name -> last value (an expression, or (call, index) unpacked)
+    optional_tensors: set[str]  # parameters annotated ``Optional[Tensor]``: a tensor once tested ``is not None``
 
     def qualify(self, expr: ast.AST) -> str | None:
         return self.scope.qualify(expr)
@@ -125,6 +126,8 @@ class TensorKinds:
             if i == 0 and self.self_name is not None and arg.arg == self.self_name:
                 continue
             kind = self._param_kind(arg, default)
+            if kind == M and is_tensor_annotation(arg.annotation, self.qualify) != N:
+                self.optional_tensors.add(arg.arg)
             if kind:
                 self.env[arg.arg] = kind
                 if "mask" in arg.arg.lower() and kind == T:
@@ -199,14 +202,48 @@ class TensorKinds:
         kinds = [self.kind(o) for o in operands]
         if T in kinds:
             return T
-        if M in kinds and all(k == M or _is_number(o) for o, k in zip(operands, kinds)):
-            # `mask > 0` on a maybe-tensor is a maybe-tensor (a mask): enough for `.item()`-style
-            # method rules on it, never for truthiness rules
+        if M in kinds:
+            # `mask > 0`, `ids == self.config.image_token_id` on a maybe-tensor is a maybe-tensor (a
+            # mask): enough for `.item()`-style method rules on it, never for truthiness rules
             return M
         return N
 
     def _boolop_kind(self, e: ast.BoolOp) -> int:
-        return T if T in [self.kind(v) for v in e.values] else N
+        if not isinstance(e.op, ast.And):
+            return T if T in [self.kind(v) for v in e.values] else N
+        narrowed: list[str] = []
+        try:
+            for v in e.values:
+                if self.kind(v) == T:
+                    return T
+                narrowed += self.narrow(v)
+            return N
+        finally:
+            self.widen(narrowed)
+
+    # -- narrowing: `x is not None` makes an optional tensor a tensor ------------------------------
+    def not_none_names(self, test: ast.AST) -> list[str]:
+        """Optional-tensor names that ``test`` (or every operand of an ``and`` chain) proves not None."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return [n for v in test.values for n in self.not_none_names(v)]
+        if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot)
+                and isinstance(test.left, ast.Name) and isinstance(test.comparators[0], ast.Constant)
+                and test.comparators[0].value is None and test.left.id in self.optional_tensors
+                and self.env.get(test.left.id) == M):
+            return [test.left.id]
+        return []
+
+    def narrow(self, test: ast.AST) -> list[str]:
+        """Make the names ``test`` proves not None tensors; returns them (for :meth:`widen`)."""
+        names = self.not_none_names(test)
+        for n in names:
+            self.env[n] = T
+        return names
+
+    def widen(self, names: list[str]) -> None:
+        for n in names:
+            if self.env.get(n) == T:
+                self.env[n] = M
 
     def _unaryop_kind(self, e: ast.UnaryOp) -> int:
         k = self.kind(e.operand)
@@ -288,6 +325,25 @@ class TensorKinds:
         if isinstance(f, ast.Attribute) and f.attr == "to" and expr.args:
             return self.qualify(expr.args[0]) == "torch.bool"
         return False
+
+    # -- iteration: `for` and comprehension targets ----------------------------------------------
+    def bind_iteration(self, target: ast.AST, it: ast.AST) -> None:
+        """Bind the target of ``for target in it`` (a loop or a comprehension): the elements of a
+        tensor are tensors, ``enumerate`` gives (number, element), ``zip`` gives one element of each."""
+        if isinstance(it, ast.Call) and not it.keywords:
+            q = self.qualify(it.func)
+            if q == "builtins.enumerate" and len(it.args) == 1:
+                if isinstance(target, ast.Tuple) and len(target.elts) == 2:
+                    self.assign(target.elts[0], None, N)
+                    self.bind_iteration(target.elts[1], it.args[0])
+                    return
+            elif q == "builtins.zip" and it.args:
+                if isinstance(target, ast.Tuple) and len(target.elts) == len(it.args):
+                    for t, a in zip(target.elts, it.args):
+                        self.bind_iteration(t, a)
+                    return
+        kind = self.kind(it)
+        self.assign(target, None, T if kind == T else N)
 
     # -- bindings ----------------------------------------------------------------------------
     def assign(self, target: ast.AST, value: ast.AST | None, kind: int) -> None:

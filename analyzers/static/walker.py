@@ -61,6 +61,7 @@ class FunctionWalker(tk.TensorKinds):
         self.bool_names = set()
         self.ptr_names = set()
         self.local_values = {}
+        self.optional_tensors = set()
         self.cls = info.cls
         self.facts = mod.class_facts.get(self.cls) if self.cls else None
         self.self_name = node.args.args[0].arg if (self.cls and node.args.args) else None
@@ -212,7 +213,9 @@ class FunctionWalker(tk.TensorKinds):
         mode = self.mode_guard(s.test)
         if mode is not None:
             self.mode_guards.append(mode)
+        narrowed = self.narrow(s.test)  # `if mask is not None:`: a tensor in the body
         self.block(s.body)
+        self.widen(narrowed)
         if mode is not None:
             self.mode_guards.pop()
         self.block(s.orelse)
@@ -227,11 +230,10 @@ class FunctionWalker(tk.TensorKinds):
 
     def _for(self, s: ast.For | ast.AsyncFor) -> bool:
         self.expr(s.iter)
-        ik = self.kind(s.iter)
+        self.bind_iteration(s.target, s.iter)
         attr = self.is_self_attr(s.iter)
-        for n in target_names(s.target):
-            self.env[n] = tk.T if ik == tk.T else tk.N
-            if attr and self.facts and attr in self.facts.module_attrs:
+        if attr and self.facts and attr in self.facts.module_attrs:
+            for n in target_names(s.target):
                 self.loop_vars[n] = attr
         it = s.iter
         if (isinstance(it, ast.Call) and len(it.args) == 1 and self.qualify(it.func) == "builtins.enumerate"
@@ -353,7 +355,29 @@ class FunctionWalker(tk.TensorKinds):
                 self.assign(n.target, n.value, self.kind(n.value))
             elif t is ast.Name or t is ast.Constant:
                 continue
+            elif t in _COMPREHENSIONS:
+                self._comprehension(n)
+                continue
             stack.extend(children(n))
+
+    def _comprehension(self, n: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> None:
+        """Generators in order (each target bound from its iterable), then the element; the targets
+        are local to the comprehension."""
+        saved: dict[str, int | None] = {}
+        for gen in n.generators:
+            self.expr(gen.iter)
+            for name in target_names(gen.target):
+                saved.setdefault(name, self.env.get(name))
+            self.bind_iteration(gen.target, gen.iter)
+            for cond in gen.ifs:
+                self.expr(cond)
+        for part in (n.key, n.value) if isinstance(n, ast.DictComp) else (n.elt,):
+            self.expr(part)
+        for name, kind in saved.items():
+            if kind is None:
+                self.env.pop(name, None)
+            else:
+                self.env[name] = kind
 
     def dispatch(self, kind: str, node: ast.AST) -> None:
         for fn in CHECKERS[kind]:
@@ -416,6 +440,8 @@ class FunctionWalker(tk.TensorKinds):
             line, col, end_line, end_col = self.mod.span(call)
             self.info.calls.append(CallSite(ref, line, col, end_line, end_col, self.loop_depth > 0))
 
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 _STATEMENTS = {
     ast.FunctionDef: FunctionWalker._def,

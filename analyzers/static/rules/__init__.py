@@ -13,6 +13,7 @@ from mend.analyzers.static.rules import (  # noqa: F401  (imported for registrat
     recompiles,
     scalars,
     side_effects,
+    tensor_numbers,
     unsupported,
 )
 from mend.analyzers.static.rules.base import RULES, RUNTIME_RULES, Finding, FixInfo, Rule, fix_info, rule_for

@@ -1,0 +1,196 @@
+"""MND310-MND329: a tensor used where Python needs a number (a size, a bound, a slice, a range).
+
+Dynamo keeps a tensor's values out of the Python it traces. A 0-d tensor (``n = mask.sum()``,
+``seq_len = torch.max(position_ids) + 1``, a row of a ``spatial_shapes`` tensor in a loop) handed to an
+argument that must be a Python ``int``/``float`` makes it ask for the value: the graph breaks there.
+These rules read the tensor kinds of :mod:`mend.analyzers.static.tensors`; only certain tensors
+(``T``) count, never maybe-tensors or numbers already taken out with ``.item()``.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from mend.analyzers.static import tensors as tk
+from mend.analyzers.static.rules.base import Rule, checker, register
+from mend.analyzers.static.rules.context import Context
+
+_HDR = "import torch\nfrom torch import nn\n"
+
+register(
+    Rule(
+        "MND310", "tensor-as-size",
+        "tensor used as a size or bound in compiled code: Dynamo needs its value as a Python number and breaks "
+        "the graph",
+        ("GB0033",), "break",
+        what="""
+            Finds tensors passed where torch needs Python numbers: the bounds of `torch.arange`,
+            `torch.linspace` and `torch.logspace`, the sizes of factories (`torch.zeros`, `torch.full`,
+            `torch.empty`, `torch.randn`, `x.new_zeros`, ...), of `view`/`reshape`/`repeat`/`expand`/
+            `tile`/`unflatten`/`narrow`/`split`, the pads of `F.pad` and the `size` of `F.interpolate`.
+            The tensor may come through locals, reductions (`n = mask.sum()`, `torch.max(ids) + 1`),
+            indexing, tuple unpacking and loops over a tensor (`for h, w in spatial_shapes:`).
+            Shapes (`x.shape[0]`, `x.size(1)`) are static and not reported.
+        """,
+        why="""
+            A size or bound is part of the graph's structure: Dynamo cannot leave it symbolic when it
+            comes from tensor data ("Data dependent operator", GB0033) and breaks the graph at the call.
+        """,
+        use_instead="""
+            Use a static size (`x.shape[1]`, a config value) and mask the rest, or take the number out
+            once, before the compiled region, and pass it in as an `int`.
+        """,
+        no_fix="the size must become a static value; which one depends on the model",
+        invalid=(_HDR + """
+            class M(nn.Module):
+                def forward(self, x, mask):
+                    n = mask.sum()
+                    return torch.arange(n) + x.shape[0]
+        """,),
+        valid=(_HDR + """
+            class M(nn.Module):
+                def forward(self, x, mask):
+                    n = x.shape[1]
+                    return torch.arange(n) * mask
+        """,),
+    ),
+    Rule(
+        "MND311", "tensor-slice-bound",
+        "tensor used as a slice bound in compiled code: Dynamo calls `.item()` on it, breaks the graph and "
+        "skips the frame",
+        ("GB0124",), "break",
+        what="""
+            Finds slices of tensors whose bounds or step are tensors: `x[start:end]` with
+            `start = offsets[i]`, `x[:, cu_seqlens[i - 1]:cu_seqlens[i]]`, `cache[:seq_len]` with
+            `seq_len = torch.max(position_ids) + 1`.
+        """,
+        why="""
+            A slice needs Python integers: Dynamo converts a tensor bound with `.item()`, which it does
+            not capture by default (GB0124); it cannot resume inside the subscript and skips the whole
+            frame.
+        """,
+        use_instead="""
+            Slice with static bounds and mask, gather with an index tensor (`torch.index_select`,
+            `torch.gather`), or compute the bounds outside the compiled region.
+        """,
+        no_fix="slices with data-dependent bounds have a data-dependent shape; not rewritten automatically",
+        invalid=(_HDR + """
+            class M(nn.Module):
+                def forward(self, x, lengths):
+                    end = lengths.max()
+                    return x[:end] * 2
+        """,),
+        valid=(_HDR + """
+            class M(nn.Module):
+                def forward(self, x, lengths):
+                    end = x.shape[0] - 1
+                    return x[:end] * lengths.max()
+        """,),
+    ),
+    Rule(
+        "MND312", "range-over-tensor",
+        "`range()` of a tensor in compiled code: Dynamo cannot trace the builtin with a tensor argument and "
+        "breaks the graph",
+        ("GB0059",), "break",
+        what="Finds `range(n)` (any argument) where `n` is a tensor, such as a count from `mask.sum()`.",
+        why="""
+            `range` needs Python integers; Dynamo fails to trace the builtin on a tensor ("Failed to
+            trace builtin operator", GB0059) and breaks the graph.
+        """,
+        use_instead="Loop over a static count (`x.shape[0]`, a config value), or vectorise the loop.",
+        no_fix="the trip count must become static; which one depends on the model",
+        invalid=(_HDR + """
+            class M(nn.Module):
+                def forward(self, x):
+                    n = (x > 0).sum()
+                    for i in range(n):
+                        x = x + i
+                    return x
+        """,),
+        valid=(_HDR + """
+            class M(nn.Module):
+                def forward(self, x):
+                    for i in range(x.shape[0]):
+                        x = x + i
+                    return x
+        """,),
+    ),
+)
+
+# torch functions whose positional arguments (from the index given) are sizes or bounds, and keyword
+# arguments that are
+SIZE_FUNCTIONS: dict[str, tuple[int, frozenset[str]]] = {
+    **{f"torch.{n}": (0, frozenset({"start", "end", "step", "steps"})) for n in ("arange", "linspace", "logspace")},
+    **{f"torch.{n}": (0, frozenset({"size"})) for n in ("zeros", "ones", "empty", "rand", "randn", "full", "eye")},
+    "torch.randint": (0, frozenset({"low", "high", "size"})),
+    "torch.nn.functional.pad": (1, frozenset({"pad"})),
+    "torch.nn.functional.interpolate": (1, frozenset({"size"})),
+}
+# the full argument of torch.full is its fill value, not a size
+ONLY_FIRST = frozenset({"torch.full"})
+# tensor methods whose positional arguments (from the index given) are sizes
+SIZE_METHODS: dict[str, int] = {
+    **dict.fromkeys(("view", "reshape", "repeat", "expand", "tile", "new_zeros", "new_ones", "new_empty"), 0),
+    "new_full": 0, "unflatten": 1, "narrow": 1, "split": 0,
+}
+METHOD_FIRST_ONLY = frozenset({"new_full", "split"})
+
+
+def _tensor_number(ctx: Context, e: ast.AST) -> bool:
+    """``e`` is (or holds, as a tuple/list of sizes) a certain tensor."""
+    if isinstance(e, (ast.Tuple, ast.List)):
+        return any(_tensor_number(ctx, x) for x in e.elts)
+    if isinstance(e, ast.Starred):
+        return False  # `*sizes`: a list of numbers as often as a tensor
+    return ctx.kind(e) == tk.T
+
+
+def _size_args(call: ast.Call, first: int, only_first: bool, keywords: frozenset[str]) -> list[ast.AST]:
+    args = call.args[first:first + 1] if only_first else call.args[first:]
+    return [*args, *(k.value for k in call.keywords if k.arg in keywords)]
+
+
+@checker("call")
+def tensor_sizes(ctx: Context, call: ast.Call) -> None:
+    q = ctx.qualify(call.func)
+    if q is not None:
+        if q == "builtins.range":
+            if any(_tensor_number(ctx, a) for a in call.args):
+                ctx.report("MND312", call)
+            return
+        spec = SIZE_FUNCTIONS.get(q)
+        if spec is None:
+            return
+        args = _size_args(call, spec[0], q in ONLY_FIRST, spec[1])
+        what = f"`{q.replace('torch.nn.functional.', 'F.')}`"
+    elif isinstance(call.func, ast.Attribute) and call.func.attr in SIZE_METHODS:
+        if ctx.kind(call.func.value) not in (tk.T, tk.M):
+            return
+        method = call.func.attr
+        args = _size_args(call, SIZE_METHODS[method], method in METHOD_FIRST_ONLY, frozenset({"size", "sizes"}))
+        what = f"`.{method}()`"
+    else:
+        return
+    if any(_tensor_number(ctx, a) for a in args):
+        ctx.report("MND310", call, f"tensor used as a size or bound of {what} in compiled code: Dynamo needs its "
+                                   "value as a Python number and breaks the graph")
+
+
+@checker("subscript")
+def tensor_slice_bounds(ctx: Context, node: ast.Subscript) -> None:
+    if ctx.kind(node.value) not in (tk.T, tk.M):
+        return
+    idx = node.slice
+    for part in idx.elts if isinstance(idx, ast.Tuple) else [idx]:
+        if isinstance(part, ast.Slice) and any(
+                b is not None and ctx.kind(b) == tk.T for b in (part.lower, part.upper, part.step)):
+            ctx.report("MND311", node)
+            return
+
+
+@checker("assign")
+def tensor_slice_bounds_stored(ctx: Context, node: ast.Assign) -> None:
+    """``mask[start:end, start:end] = 0``: the slice of a stored subscript needs numbers too."""
+    for t in node.targets:
+        if isinstance(t, ast.Subscript):
+            tensor_slice_bounds(ctx, t)
