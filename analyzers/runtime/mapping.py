@@ -19,7 +19,7 @@ from mend.analyzers.static.rules import fix_info, rule_for
 
 # registry id -> codes that predict it (contract table); the first is the default
 BREAK_CODES: dict[str, tuple[str, ...]] = {
-    "GB0059": ("MND101", "MND106", "MND109", "MND110"),
+    "GB0059": ("MND101", "MND106", "MND109", "MND110", "MND312"),
     "GB0291": ("MND102",),
     "GB0007": ("MND510", "MND103", "MND104", "MND105", "MND106", "MND107"),
     "GB0156": ("MND104", "MND107"),
@@ -28,9 +28,9 @@ BREAK_CODES: dict[str, tuple[str, ...]] = {
     "GB0088": ("MND503", "MND109"),
     "GB0142": ("MND507", "MND110"),
     "GB0170": ("MND201", "MND202", "MND203", "MND302"),
-    "GB0124": ("MND301", "MND302"),
+    "GB0124": ("MND301", "MND302", "MND311"),
     "GB0109": ("MND303",),
-    "GB0033": ("MND303", "MND302"),
+    "GB0033": ("MND303", "MND302", "MND310"),
     "GB0036": ("MND305", "MND304"),
     "GB0123": ("MND501",),
     "GB9186": ("MND501",),

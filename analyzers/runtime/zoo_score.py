@@ -35,6 +35,8 @@ from typing import Any
 
 # codes that predict no graph break: recompile triggers and mend's own diagnostics
 NON_BREAK_PREFIXES = ("MND4", "MND9")
+# attention implementations no zoo row runs (on the CPU, transformers picks sdpa or eager)
+UNRUN_ATTENTION = ("flash_attention", "flex_attention")
 
 
 class ZooScoreError(Exception):
@@ -71,8 +73,10 @@ class StaticFinding:
 
     @property
     def training_only(self) -> bool:
-        """The reported code runs only in training mode; the zoo runs its models in eval mode."""
-        return self.mode.replace(" ", "").startswith("self.training")
+        """The reported code runs only in a mode no zoo row runs: training (the zoo runs models in
+        eval mode) or a flash/flex attention implementation (the zoo runs eager and sdpa attention)."""
+        mode = self.mode.replace(" ", "")
+        return mode.startswith("self.training") or any(m in mode for m in UNRUN_ATTENTION)
 
 
 @dataclass
@@ -330,8 +334,8 @@ def render(result: ZooScore, limit: int | None = None) -> str:
     unjudged = len(result.findings) - len(result.judged)
     training = sum(f.training_only for f in result.findings if f not in set(result.judged))
     out += ["", f"{unjudged} finding(s) cannot be judged and are not counted: {unjudged - training} lie outside every "
-                f"function Dynamo traced (no model ran that code), {training} are reported for training mode only "
-                "(the zoo runs models in eval mode)",
+                f"function Dynamo traced (no model ran that code), {training} are reported for a mode no row runs "
+                "(training: the zoo runs models in eval mode; flash/flex attention: it runs eager and sdpa)",
             f"precision {result.precision:.3f} ({len(result.confirmed)}/{len(result.judged)}), "
             f"recall {result.recall:.3f} ({len(result.found)}/{len(result.sites)})"]
     return "\n".join(out)

@@ -375,13 +375,23 @@ class TensorKinds:
         if isinstance(value, ast.Call):
             passed = {a.id for a in (*value.args, *(k.value for k in value.keywords))
                       if isinstance(a, ast.Name) and self.env.get(a.id) in (T, M)}
+        if kind == T and isinstance(value, ast.Call) and self._module_call(value):
+            kind = M  # `h, n, w = self.embed(x)`: a submodule may return a tuple of tensors and numbers
+        elif kind != T:
+            kind = N
         for i, t in enumerate(target.elts):
-            k = kind if kind == T else N
+            k = kind
             if k == N and isinstance(t, ast.Name) and t.id in passed:
                 k = M  # `mask, x = pad(mask=mask, x=x)`: a tensor passed through a helper
             self.assign(t, None, k)
             if isinstance(t, ast.Name) and isinstance(value, ast.Call):
                 self.local_values[t.id] = (value, i)
+
+    def _module_call(self, call: ast.Call) -> bool:
+        """``call`` calls a submodule (``self.layer(x)``, a layer of a ModuleList in a loop)."""
+        f = call.func
+        return (self._self_module(f) or (isinstance(f, ast.Name) and f.id in self.loop_vars)
+                or (isinstance(f, ast.Subscript) and self._self_module(f.value)))
 
     def _is_ptr_value(self, value: ast.AST) -> bool:
         if isinstance(value, ast.Call):

@@ -199,6 +199,9 @@ IS_COMPILING = frozenset({
 IS_COMPILING_SUFFIXES = ("is_compiling", "is_dynamo_compiling", "is_torchdynamo_compiling")
 # Calls that are False under torch.compile (Dynamo does not script, trace with jit or export to ONNX).
 FALSE_UNDER_COMPILE = frozenset({"torch.jit.is_scripting", "torch.jit.is_tracing", "torch.onnx.is_in_onnx_export"})
+# Attributes naming the attention implementation a model is configured with (transformers'
+# ``config._attn_implementation``): a branch on one of its values runs only for that configuration.
+ATTENTION_IMPLEMENTATION_ATTRS = frozenset({"_attn_implementation", "attn_implementation"})
 # Calls whose value depends on a mode the analyzer cannot see (grad mode on or off).
 GRAD_MODE_TESTS = frozenset({"torch.is_grad_enabled", "torch.is_inference_mode_enabled"})
 

@@ -121,7 +121,9 @@ class FunctionWalker(tk.TensorKinds):
     # -- modes the analyzer cannot see -----------------------------------------------------------
     def mode_test(self, expr: ast.AST) -> str | None:
         """The text of ``expr`` when it tests a *mode* the analyzer cannot see: ``self.training``
-        (train vs eval), a dtype (``x.dtype == torch.float16``, ``x.is_floating_point()``) or grad mode."""
+        (train vs eval), a dtype (``x.dtype == torch.float16``, ``x.is_floating_point()``), grad mode,
+        or the attention implementation a model is configured with (``config._attn_implementation ==
+        "flash_attention_2"``)."""
         e = expr.operand if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not) else expr
         if isinstance(e, ast.Attribute) and e.attr == "training" and self.is_self_attr(e):
             return ast.unparse(expr)
@@ -129,6 +131,9 @@ class FunctionWalker(tk.TensorKinds):
             for o in (e.left, *e.comparators):
                 if isinstance(o, ast.Attribute) and o.attr == "dtype":
                     return ast.unparse(expr)
+                if (isinstance(o, ast.Attribute) and o.attr in torch_facts.ATTENTION_IMPLEMENTATION_ATTRS
+                        and isinstance(e.ops[0], (ast.Eq, ast.In))):
+                    return ast.unparse(expr)  # `if self.config._attn_implementation == "flash_attention_2":`
         if (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
                 and e.func.attr in ("is_floating_point", "is_complex")):
             return ast.unparse(expr)
