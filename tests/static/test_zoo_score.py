@@ -1,0 +1,132 @@
+"""`mend crosscheck --zoo`: scoring `mend check` against a zoo result file, on small synthetic records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from mend.analyzers.runtime import zoo_score as zs
+from mend.cli.app import app
+from mend.zoo import records as R
+
+
+def _record(name: str, breaks: list[R.Break], traced: list[list], status: str = R.OK) -> R.Record:
+    return R.Record(name=name, model_type=name, variant="", source="original", status=status, breaks=breaks,
+                    traced=traced)
+
+
+def _brk(path: str, line: int, cls: str = "data-dependent branching", skip: bool = False) -> R.Break:
+    return R.Break(path=path, line=line, function="forward", gb_type="Data-dependent branching",
+                   registry_id="GB0170", reason="", reason_class=cls, frame_skip=skip)
+
+
+RECORDS = [
+    _record("a", [_brk("m/a.py", 10), _brk("m/a.py", 30, ".item()"), _brk("/abs/torch/x.py", 5)],
+            [["m/a.py", 5, 40, "forward"]]),
+    # a second row hitting the same site: one site, two models
+    _record("b", [_brk("m/a.py", 10)], [["m/a.py", 5, 40, "forward"], ["m/b.py", 1, 9, "helper"]]),
+    # a row that did not run: its records do not count
+    _record("c", [_brk("m/c.py", 3)], [["m/c.py", 1, 9, "forward"]], status=R.BUILD_ERROR),
+]
+
+
+def test_score_counts_sites_judged_and_confirmed_findings():
+    findings = [
+        zs.StaticFinding("m/a.py", 9, 11, "MND201"),  # span holds the site at line 10: confirmed
+        zs.StaticFinding("m/a.py", 20, 20, "MND102"),  # traced, no break there: judged, not confirmed
+        zs.StaticFinding("m/a.py", 50, 50, "MND201"),  # outside every traced function: not judged
+        zs.StaticFinding("m/b.py", 4, 4, "MND102", mode="self.training"),  # a mode no row runs: not judged
+        zs.StaticFinding("m/a.py", 30, 30, "MND401"),  # a recompile rule: left out
+        zs.StaticFinding("m/b.py", 2, 2, "MND506", inner_line=6),  # frame skip predicting line 6: judged
+    ]
+    s = zs.score(RECORDS, findings)
+    assert [(x.path, x.line) for x in s.sites] == [("m/a.py", 10), ("m/a.py", 30)]
+    assert s.sites[0].models == ["a", "b"]
+    assert [(f.line, f.code) for f in s.judged] == [(9, "MND201"), (20, "MND102"), (2, "MND506")]
+    assert [(f.line, f.code) for f in s.confirmed] == [(9, "MND201")]
+    assert [(x.path, x.line) for x in s.missed] == [("m/a.py", 30)]
+    assert s.recall == 0.5
+    assert abs(s.precision - 1 / 3) < 1e-9
+    assert s.by_reason() == [(".item()", 1, 0), ("data-dependent branching", 1, 1)]
+    rules = {r[0]: r[1:] for r in s.by_rule()}
+    assert rules["MND201"] == (2, 1, 1, 1)
+    assert rules["MND102"] == (2, 1, 0, 0)
+    assert "MND401" not in rules
+
+
+def test_tolerance_widens_the_span_and_inner_line():
+    findings = [zs.StaticFinding("m/a.py", 12, 12, "MND201"), zs.StaticFinding("m/a.py", 25, 25, "MND505",
+                                                                                  inner_line=29)]
+    assert zs.score(RECORDS, findings).recall == 0.0
+    wide = zs.score(RECORDS, findings, tolerance=2)
+    assert wide.recall == 1.0 and [f.line for f in wide.confirmed] == [12, 25]
+    one = zs.score(RECORDS, findings, tolerance=1)  # 12 - 1 misses line 10; the inner line 29 + 1 holds 30
+    assert [(s.line, f.line) for s, f in zip(one.found, one.confirmed)] == [(30, 25)]
+
+
+def test_traced_index_merges_ranges():
+    idx = zs.TracedIndex(RECORDS)
+    assert idx.contains("m/a.py", 5) and idx.contains("m/a.py", 40) and not idx.contains("m/a.py", 41)
+    assert idx.contains("m/a.py", 41, 60) is False and idx.contains("m/a.py", 1, 5)
+    assert not idx.contains("/abs/torch/x.py", 5)
+    # the row that did not run counts neither for sites nor for traced code
+    assert not zs.score(RECORDS, [zs.StaticFinding("m/c.py", 3, 3, "MND201")]).judged
+
+
+def _package(tmp_path: Path) -> Path:
+    pkg = tmp_path / "pkg"
+    (pkg / "m").mkdir(parents=True)
+    (pkg / "__init__.py").write_text('__version__ = "1.0"\n')
+    (pkg / "m" / "__init__.py").write_text("")
+    (pkg / "m" / "a.py").write_text(
+        "import torch\nfrom torch import nn\n\n\nclass A(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        n = x.sum()\n"
+        "        if n > 0:\n"               # line 8: MND201
+        "            x = x * 2\n"
+        "        return torch.arange(n) + x.shape[0]\n"  # line 10: MND310
+    )
+    return pkg
+
+
+def _results(tmp_path: Path, breaks: list[R.Break], version: str = "1.0") -> Path:
+    res = R.Results(records=[_record("a", breaks, [["m/a.py", 6, 10, "forward"]])],
+                    versions={"transformers": version})
+    out = tmp_path / "zoo.json"
+    R.save(res, out)
+    return out
+
+
+def test_cli_scores_a_package_against_a_result_file(tmp_path):
+    pkg = _package(tmp_path)
+    results = _results(tmp_path, [_brk("m/a.py", 8), _brk("m/a.py", 10, "data-dependent operator")])
+    runner = CliRunner()
+    got = runner.invoke(app, ["crosscheck", "--zoo", str(results), "--package", str(pkg), "-j", "1",
+                              "--format", "json"])
+    assert got.exit_code == 0, got.output
+    data = json.loads(got.output)
+    assert (data["recorded_sites"], data["sites_found"], data["judged_findings"]) == (2, 2, 2)
+    assert data["precision"] == 1.0 and data["recall"] == 1.0
+    assert {r["code"] for r in data["by_rule"]} == {"MND201", "MND310"}
+    table = runner.invoke(app, ["crosscheck", "--zoo", str(results), "--package", str(pkg), "-j", "1"])
+    assert table.exit_code == 0
+    assert "| MND310 | 1 | 1 | 1 | 1.00 | 1 |" in table.output
+    assert "precision 1.000 (2/2), recall 1.000 (2/2)" in table.output
+
+
+def test_cli_refuses_a_package_of_another_version(tmp_path):
+    pkg = _package(tmp_path)
+    results = _results(tmp_path, [_brk("m/a.py", 8)], version="2.0")
+    got = CliRunner().invoke(app, ["crosscheck", "--zoo", str(results), "--package", str(pkg)])
+    assert got.exit_code == 2
+    assert "line numbers would not match" in got.output
+
+
+def test_cli_reports_an_unreadable_result_file(tmp_path):
+    bad = tmp_path / "zoo.json"
+    bad.write_text("{}")
+    got = CliRunner().invoke(app, ["crosscheck", "--zoo", str(bad), "--package", str(_package(tmp_path))])
+    assert got.exit_code == 2
+    assert "not a mend-zoo result" in got.output
