@@ -102,7 +102,7 @@ register(
         invalid=(_HDR + """
             class M(nn.Module):
                 def forward(self, x):
-                    n = (x > 0).sum()
+                    n = (x.sum(-1) > 0).sum()
                     for i in range(n):
                         x = x + i
                     return x
