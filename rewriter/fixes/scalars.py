@@ -28,6 +28,7 @@ from mend.rewriter.analysis import code, is_number, parse_expr, strip_parens
 from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
 from mend.rewriter.fixes.control_flow import fix_branch
+from mend.rewriter.fixes.moe import expert_loop_plan
 
 
 def _is_method(node: cst.CSTNode, name: str) -> bool:
@@ -278,5 +279,8 @@ def fix_dynamic_op(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     call = ctx.find(cst.Call, diag)
     if call is None:
         return Decline(diag, "could not find the call at this position")
+    routing = expert_loop_plan(ctx, diag, call)
+    if routing is not None:
+        return routing
     return _capture_decorator(ctx, diag, call, "capture_dynamic_output_shape_ops",
                               "the operator's output shape depends on tensor data")
