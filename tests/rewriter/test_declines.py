@@ -10,6 +10,54 @@ from mend.rewriter.engine import FixOptions, fix_source
 from tests.rewriter.conftest import diag
 
 CASES = {
+    "MoE routing: indices written through": ("MND304", 5, """
+        import torch
+        def route(x: torch.Tensor, mask: torch.Tensor, w: torch.Tensor, experts):
+            final = torch.zeros_like(x)
+            for e in range(len(experts)):
+                idx, top_x = torch.where(mask[e])
+                x[top_x] = 0
+                final.index_add_(0, top_x, experts[e](x[top_x]) * w[top_x, idx, None])
+            return final
+        """, "used other than as a read index"),
+    "MoE routing: indices read after the loop": ("MND304", 5, """
+        import torch
+        def route(x: torch.Tensor, mask: torch.Tensor, w: torch.Tensor, experts):
+            final = torch.zeros_like(x)
+            for e in range(len(experts)):
+                idx, top_x = torch.where(mask[e])
+                final.index_add_(0, top_x, experts[e](x[top_x]) * w[top_x, idx, None])
+            return final, top_x
+        """, "read after the loop"),
+    "MoE routing: iterable not a range or the hit list": ("MND304", 5, """
+        import torch
+        def route(x: torch.Tensor, mask: torch.Tensor, w: torch.Tensor, experts):
+            final = torch.zeros_like(x)
+            for e in [0, 2]:
+                idx, top_x = torch.where(mask[e])
+                final.index_add_(0, top_x, experts[e](x[top_x]) * w[top_x, idx, None])
+            return final
+        """, "neither `range(...)` nor the hit experts"),
+    "MoE routing: no index_add_ on the token indices": ("MND304", 5, """
+        import torch
+        def route(x: torch.Tensor, mask: torch.Tensor, w: torch.Tensor, experts):
+            final = torch.zeros_like(x)
+            for e in range(len(experts)):
+                idx, top_x = torch.where(mask[e])
+                final.index_add_(0, idx, experts[e](x[top_x]) * w[top_x, idx, None])
+            return final
+        """, "no single `final.index_add_(0, top_x, ...)`"),
+    "MoE routing: loop left early": ("MND304", 5, """
+        import torch
+        def route(x: torch.Tensor, mask: torch.Tensor, w: torch.Tensor, experts):
+            final = torch.zeros_like(x)
+            for e in range(len(experts)):
+                idx, top_x = torch.where(mask[e])
+                final.index_add_(0, top_x, experts[e](x[top_x]) * w[top_x, idx, None])
+                if e == 1:
+                    break
+            return final
+        """, "leaves the loop early"),
     "branch with a call": ("MND201", 4, """
         import torch
         def f(x: torch.Tensor, layer):
