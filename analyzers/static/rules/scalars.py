@@ -134,8 +134,16 @@ register(
                     return x.sum() + count
         """,),
         fix=FixInfo(
-            "sometimes", "unsafe", "enable dynamic-output capture for the function",
-            "Adds `@torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)` to the enclosing "
+            "sometimes", "unsafe", "static-shape MoE routing, or dynamic-output capture for the function",
+            "A mixture-of-experts routing loop (`for e in ...: idx, top_x = torch.where(mask[e]); ...; "
+            "final.index_add_(0, top_x, ...)`, with the hit list `(...).nonzero(...).tolist()` before it) keeps "
+            "its loop in eager and, under compile, runs every expert on every (slot, token) pair of the mask, "
+            "the pairs not routed to it masked out of the sum with `torch.where` (**unsafe**: equal within float "
+            "tolerance, not bitwise: more rows per matmul, `-0.0` can become `+0.0`; expert FLOPs grow by the "
+            "number of experts; assumes experts treat rows independently). Declined when the indices are "
+            "written through, read after the loop or used other than as read indices, the `index_add_` index "
+            "or an emptiness test. Other sites: "
+            "adds `@torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)` to the enclosing "
             "function only (**unsafe**: a private Dynamo config, data-dependent shapes in the graph). Only for "
             "a function compiled itself (`@torch.compile`): inside a compiled region Dynamo meets the patch as "
             "a context manager and breaks there (measured on torch 2.13), so the fix declines elsewhere and "
