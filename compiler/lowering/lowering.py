@@ -174,6 +174,52 @@ def graph_device(gm: torch.fx.GraphModule, example_inputs) -> torch.device:
     return torch.device("cpu")
 
 
+# ATen calls that read an argument with vector loads. SDPA's attention bias, in the memory-efficient and cuDNN
+# kernels (forward and backward), must start at and have every stride but the last at a multiple of 16
+# bytes, and a last stride of 1: a dense [.., 49, 49] bias fails ("attn_bias is not correctly aligned"). ATen's
+# own sdpa pads the bias's last dim to 8 elements and slices it (preprocess_mask); Inductor lays the buffer
+# out the same way. The flash kernels take no bias.
+ALIGNMENT = 8  # elements: 16 bytes or more for every dtype these kernels take
+ALIGNED_ARGUMENTS = {
+    "_scaled_dot_product_efficient_attention": "attn_bias",
+    "_scaled_dot_product_efficient_attention_backward": "attn_bias",
+    "_efficient_attention_forward": "bias",
+    "_efficient_attention_backward": "bias",
+    "_scaled_dot_product_cudnn_attention": "attn_bias",
+    "_scaled_dot_product_cudnn_attention_backward": "attn_bias",
+    "_scaled_dot_product_fused_attention_overrideable": "attn_bias",
+    "_scaled_dot_product_fused_attention_overrideable_backward": "attn_bias",
+}
+
+
+def aligned_positions(target) -> dict:
+    """{argument name: position} of ``target``'s arguments that need an aligned layout."""
+    name = ALIGNED_ARGUMENTS.get(getattr(target, "__name__", "").split(".")[0])
+    if name is None:
+        return {}
+    return {a.name: i for i, a in enumerate(target._schema.arguments) if a.name == name}
+
+
+def is_aligned(lay: Layout, alignment: int = ALIGNMENT) -> bool:
+    """Start and every stride but the last at multiples of ``alignment`` elements, the last stride 1."""
+    return (lay.offset % alignment == 0 and all(st % alignment == 0 for st in lay.stride[:-1])
+            and (not lay.size or lay.stride[-1] == 1 or lay.size[-1] <= 1))
+
+
+def broadcast_dims(v) -> set:
+    """Dims (but the last) along which ``v`` does not change: stride 0 in a buffer, an index variable that a
+    lazy expression does not use."""
+    size = tuple(v.size)
+    if isinstance(v, Realized):
+        return {d for d in range(len(size) - 1) if size[d] > 1 and v.ref.layout.stride[d] == 0}
+    used = set()
+    for e in ir.walk(v.expr):
+        if isinstance(e, (Load, IndexValue)):
+            used |= e.index.free_symbols
+    xs = variables(len(size))
+    return {d for d in range(len(size) - 1) if size[d] > 1 and xs[d] not in used}
+
+
 class Lowering:
     def __init__(self, gm: torch.fx.GraphModule, example_inputs, device: torch.device | None = None):
         self.gm = gm
@@ -396,8 +442,17 @@ class Lowering:
                 return tuple(conv(x) for x in a) if isinstance(a, tuple) else [conv(x) for x in a]
             return a
 
-        args = tuple(conv(a) for a in node.args)
-        kwargs = tuple(sorted((k, conv(v)) for k, v in node.kwargs.items()))
+        aligned = aligned_positions(target)
+
+        def arg(a, key):
+            v = self.env.get(a) if isinstance(a, torch.fx.Node) else None
+            if key in aligned and isinstance(v, (Realized, Lazy)) and v.size:
+                return self.aligned(v)
+            return conv(a)
+
+        names = {i: k for k, i in aligned.items()}
+        args = tuple(arg(a, names.get(i)) for i, a in enumerate(node.args))
+        kwargs = tuple(sorted((k, arg(v, k)) for k, v in node.kwargs.items()))
         val = meta_of(node)
         layouts = []
 
@@ -423,6 +478,25 @@ class Lowering:
             return Realized(TensorRef(o, next(lay_iter)))
 
         return value(outs, iter(layouts))
+
+    def aligned(self, v: Value) -> TensorRef:
+        """``v`` as a view that meets :func:`is_aligned`: as it is when it does; else stored once with its
+        last dim padded to a multiple of :data:`ALIGNMENT` (the pad is never read) and its broadcast dims
+        computed once (stride 0), the view leaving the pad out."""
+        if isinstance(v, Realized) and is_aligned(v.ref.layout):
+            return v.ref
+        size = tuple(v.size)
+        bcast = broadcast_dims(v)
+        core = tuple(1 if d in bcast else s for d, s in enumerate(size))
+        idx = [sympy.Integer(0) if d in bcast else x for d, x in enumerate(variables(len(size)))]
+        value = Lazy(core, v.dtype, self.load(v, idx, _ranges(core)))
+        pad = -size[-1] % ALIGNMENT
+        if pad:
+            wide = core[:-1] + (size[-1] + pad,)
+            value = Lazy(wide, v.dtype, padded(self, value, wide, (0, pad), 0, v.dtype))
+        buf = self.realize(value).ref
+        stride = tuple(0 if d in bcast else st for d, st in enumerate(buf.layout.stride))
+        return TensorRef(buf.buf, Layout(size, stride, 0, v.dtype))
 
     # --------------------------------------------------------------------------- pointwise
     def pointwise(self, node, fn, inputs, out_dtype=None, in_dtype=None):
@@ -910,10 +984,15 @@ def _cat(L, node, tensors, dim=0):
 
 @register(aten.constant_pad_nd.default)
 def _pad(L, node, a, pad, value=0):
-    val = meta_of(node)
-    out_size = tuple(val.shape)
     if any(p < 0 for p in pad):
         raise Unsupported("negative padding")
+    val = meta_of(node)
+    return Lazy(tuple(val.shape), val.dtype, padded(L, a, tuple(val.shape), pad, value, val.dtype))
+
+
+def padded(L, a: Value, out_size: tuple, pad, value, dtype) -> ir.Expr:
+    """``a`` padded with ``value`` to ``out_size`` (``pad``: constant_pad_nd's (before, after) pairs from the
+    last dim on, none negative), as clamped loads under a condition."""
     xs = variables(len(out_size))
     rng = _ranges(out_size)
     idx = list(xs)
@@ -929,10 +1008,10 @@ def _pad(L, node, a, pad, value=0):
         c = Op("logical_and", (Op("ge", (xv, Const(lo, torch.int64)), torch.bool),
                                Op("lt", (xv, Const(lo + n, torch.int64)), torch.bool)), torch.bool)
         cond = c if cond is None else Op("logical_and", (cond, c), torch.bool)
-    inner = cast(L.load(a, idx, rng), val.dtype)
+    inner = cast(L.load(a, idx, rng), dtype)
     if cond is None:
-        return Lazy(out_size, val.dtype, inner)
-    return Lazy(out_size, val.dtype, Op("where", (cond, inner, Const(_py_value(value, val.dtype), val.dtype)), val.dtype))
+        return inner
+    return Op("where", (cond, inner, Const(_py_value(value, dtype), dtype)), dtype)
 
 
 # ---- reductions

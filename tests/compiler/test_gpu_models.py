@@ -62,6 +62,32 @@ def test_sdpa_in_half_precision_forward_and_backward(dtype, kernel):
         torch.testing.assert_close(g.float(), w.float(), rtol=5e-2, atol=5e-2)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_efficient_attention_with_a_computed_window_bias(dtype):
+    """Swin's window bias ([.., 49, 49], computed in the graph) fed to the memory-efficient kernel, which
+    rejects a bias whose strides are not multiples of 16 bytes: mend stores it with a padded last dim."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q, k, v = (r(8, 3, 49, 32, dtype=dtype) for _ in range(3))
+    rel, mask = r(3, 49, 49, dtype=dtype), r(8, 49, 49, dtype=dtype)
+
+    def fn(q, k, v, rel, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=rel[None] + mask[:, None] * 0.5) * 2
+
+    with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+        want = fn(q, k, v, rel, mask)
+        got = torch.compile(fn, backend="mend")(q, k, v, rel, mask)
+        torch._dynamo.reset()
+        qs = [t.clone().requires_grad_() for t in (q, k, v)]
+        torch.compile(fn, backend="mend")(*qs, rel, mask).float().square().sum().backward()
+        qe = [t.clone().requires_grad_() for t in (q, k, v)]
+        fn(*qe, rel, mask).float().square().sum().backward()
+    t = dict(rtol=2e-2, atol=2e-2) if dtype != torch.float32 else dict(rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got, want, **t)
+    for a, b in zip(qs, qe):
+        torch.testing.assert_close(a.grad, b.grad, **t)
+
+
 def _zoo():
     sys.path.insert(0, str(BENCHMARKS))
     import compiler_gpu_zoo
@@ -87,6 +113,24 @@ def test_transformers_models_in_half_precision(name, dtype):
     assert guard.STATS["runtime_fallbacks"] == rf
     scale = want.float().abs().max().item()
     assert (got.float() - want.float()).abs().max().item() <= 3e-2 * max(1.0, scale)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_swin_runs_compiled(dtype):
+    """Swin's attention bias (windows of 2 x 2 here, 7 x 7 at real sizes) goes to the memory-efficient
+    kernel: it ran eagerly at run time in fp32 before the bias was stored aligned."""
+    pytest.importorskip("transformers")
+    zoo = _zoo()
+    model, inputs = zoo.build("swin", zoo.SIZES["tiny"], DEV, dtype)
+    before, rf = dict(backend.STATS), guard.STATS["runtime_fallbacks"]
+    with torch.no_grad():
+        want = zoo.first_tensor(model(**inputs))
+        got = zoo.first_tensor(torch.compile(model, backend="mend")(**inputs))
+    assert backend.STATS["fallback_graphs"] == before["fallback_graphs"]
+    assert guard.STATS["runtime_fallbacks"] == rf
+    scale = want.float().abs().max().item()
+    tol = 1e-4 if dtype == torch.float32 else 3e-2
+    assert (got.float() - want.float()).abs().max().item() <= tol * max(1.0, scale)
 
 
 def test_tall_column_reduction_with_an_epilogue():
