@@ -7,8 +7,8 @@
 
 Transformers architectures (:data:`MODELS`: decoders, encoders, encoder-decoders, vision, speech) built from
 configs through public APIs only (``AutoConfig.for_model``, ``AutoModel.from_config``, the model's
-``get_encoder()``), random weights, sdpa attention where the model has it. ``--size real``: hidden 768,
-4 layers, batch 8 x 512 tokens (encoder-decoders: 128 decoder tokens), 16 images of 224, 8 x 3000 audio
+``get_encoder()``), random weights, sdpa attention where the model has it and its default otherwise (the
+``attn`` column). ``--size real``: hidden 768, 4 layers, batch 8 x 512 tokens (encoder-decoders: 128 decoder tokens), 16 images of 224, 8 x 3000 audio
 frames; ``tiny`` checks the builders on a CPU. Rows ending in ``:train`` time a training step instead
 (forward, backward of ``mean(output * a fixed random tensor)``, AdamW step; dropout off).
 
@@ -141,6 +141,7 @@ INFERENCE = ("gpt2", "llama", "mistral", "bert", "t5", "vit", "bart", "whisper",
              "roberta", "deberta-v2", "swin", "convnext")
 TRAINING = ("gpt2:train", "bert:train", "vit:train")
 MODELS = INFERENCE + TRAINING
+ATTENTION = ("sdpa", None)  # the attention implementations asked for, in order (None: the model's default)
 
 
 # --------------------------------------------------------------------------------------- building
@@ -151,12 +152,16 @@ def build(name: str, size: Size, device: str, dtype):
     import torch
     from transformers import AutoConfig, AutoModel
 
-    torch.manual_seed(0)
-    config = AutoConfig.for_model(name, **CONFIGS[name](size))
-    try:
-        model = AutoModel.from_config(config, attn_implementation="sdpa")
-    except (ValueError, ImportError):  # a model without sdpa attention uses its own
-        model = AutoModel.from_config(config)
+    for attention in ATTENTION:  # sdpa where the model has it, else its default (the row records which)
+        torch.manual_seed(0)
+        # a fresh config each time: transformers 5 leaves a refused implementation set on the config it got
+        config = AutoConfig.for_model(name, **CONFIGS[name](size))
+        try:
+            model = AutoModel.from_config(config, **({"attn_implementation": attention} if attention else {}))
+            break
+        except (ValueError, ImportError):
+            if attention is None:
+                raise
     if name == "whisper":
         model = model.get_encoder()
     model = model.to(device=device, dtype=dtype).eval()
@@ -476,14 +481,14 @@ def _geo(xs) -> float:
 
 def table(results: dict, a) -> str:
     lines = [f"compiler zoo: device {a.device}, dtype {a.dtype}, size {a.size}, compilers {a.compilers}"]
-    head = (f"{'model':<16}{'kind':<9}{'verdict':>9}{'mend diff':>11}{'ind diff':>10}{'eager ms':>10}"
+    head = (f"{'model':<16}{'kind':<9}{'attn':<7}{'verdict':>9}{'mend diff':>11}{'ind diff':>10}{'eager ms':>10}"
             f"{'ind ms':>9}{'mend ms':>9}{'m/i':>7}{'ind-cg':>9}{'mend-cg':>9}{'cg m/i':>8}"
             f"{'ind cold':>10}{'mend cold':>10}{'i/m cold':>9}{'async 1st':>10}{'i/async':>8}  graphs")
     lines += [head, "-" * len(head)]
     cols = {"rt": [], "cg": [], "cold": [], "async": []}
     for row, r in results.items():
         if "error" in r or "skipped" in r:
-            lines.append(f"{row:<16}{'':<9}{'skipped' if 'skipped' in r else 'error':>9}  "
+            lines.append(f"{row:<16}{'':<16}{'skipped' if 'skipped' in r else 'error':>9}  "
                          f"{r.get('skipped') or r.get('error')}")
             continue
         ms = r["ms"]
@@ -495,7 +500,7 @@ def table(results: dict, a) -> str:
             cols[k].append(v)
         dk = "grad_rel_diff" if r["train"] else "diff"
         lines.append(
-            f"{row:<16}{r['kind']:<9}{verdict(r):>9}{r.get('mend_' + dk, math.nan):>11.2e}"
+            f"{row:<16}{r['kind']:<9}{str(r.get('attention', '?'))[:6]:<7}{verdict(r):>9}{r.get('mend_' + dk, math.nan):>11.2e}"
             f"{r.get('inductor_' + dk, math.nan):>10.2e}{ms['eager']:>10.2f}{ms.get('inductor', math.nan):>9.2f}"
             f"{ms.get('mend', math.nan):>9.2f}{rt:>6.2f}x{ms.get('inductor-cg', math.nan):>9.2f}"
             f"{ms.get('mend-cg', math.nan):>9.2f}{cg:>7.2f}x{r.get('inductor_cold_s', math.nan):>10.2f}"
