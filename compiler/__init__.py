@@ -62,9 +62,17 @@ def compile(fn_or_module=None, *, fullgraph: bool = True, dynamic: bool = False,
 
 
 def wait(timeout: "float | None" = None) -> bool:
-    """Block until every graph compiled with ``async_compile`` so far is built (True), or ``timeout`` seconds
-    pass (False); each graph switches to its compiled code at its next call."""
-    return tiered.wait(timeout)
+    """Block until every graph compiled with ``async_compile`` so far is built and every matrix-product
+    kernel tuning in the background has its candidates compiled (True), or ``timeout`` seconds pass (False);
+    each graph switches to its compiled code, each kernel to its fastest configuration, at its next call."""
+    import sys
+    import time
+
+    end = None if timeout is None else time.monotonic() + timeout
+    if not tiered.wait(timeout):
+        return False
+    launch = sys.modules.get(__name__ + ".codegen.triton.launch")  # not imported: nothing tunes
+    return launch is None or launch.wait_tuning(None if end is None else max(0.0, end - time.monotonic()))
 
 
 def pending() -> int:

@@ -140,7 +140,7 @@ def _drop_scalars(call, scalars):
 
 def _carry_inspection(call, wrapper):
     """``wrapper`` (a callable around the compiled graph ``call``) keeps its inspection attributes."""
-    for attr in ("mend_graph", "mend_interpreted", "mend_extern_ops", "mend_pending"):
+    for attr in ("mend_graph", "mend_interpreted", "mend_extern_ops", "mend_pending", "mend_settle"):
         if hasattr(call, attr):
             setattr(wrapper, attr, getattr(call, attr))
     return wrapper
@@ -227,7 +227,19 @@ def _build_kernels(gm, dump, device, gen, sg, extern_ops, defer: bool = False):
     call.mend_interpreted = interpreted
     call.mend_extern_ops = list(extern_ops)
     call.mend_pending = _kernel_futures(fns, defer)
+    call.mend_settle = _settler(fns)
     return call
+
+
+def _settler(fns):
+    """What a CUDA graph capture calls first: kernels still tuning in the background finish at the next call."""
+    tuning = [fn for fn, _ in fns.values() if hasattr(fn, "settle")]
+
+    def settle():
+        for fn in tuning:
+            fn.settle()
+
+    return settle
 
 
 def _kernel_futures(fns, defer: bool = False) -> list:

@@ -148,6 +148,9 @@ class CudaGraphCall:
             static[i].copy_(args[i])
         dev = next(a.device for a in args if isinstance(a, torch.Tensor))
         torch.cuda.synchronize(dev)
+        settle = getattr(self.call, "mend_settle", None)
+        if settle is not None:  # kernels tuning in the background choose now: the capture keeps what it records
+            settle()
         # one run on a side stream first (what torch.cuda.graphs recommends: lazy initialisation of
         # cuBLAS workspaces and allocator state happens outside the capture)
         side = torch.cuda.Stream(dev)

@@ -328,3 +328,110 @@ def test_workers_are_told_where_to_remember_the_key(monkeypatch, tmp_path):
     assert env["MEND_TRITON_KEY_FILE"].startswith(str(tmp_path / "mend"))
     monkeypatch.setenv("MEND_DISABLE_CACHE", "1")
     assert "MEND_TRITON_KEY_FILE" not in triton_aot._worker_env()
+
+
+# ----------------------------------------------------------- matrix products tuned in the background
+
+
+class _Future:
+    """A compile job that finishes when the test says so."""
+
+    def __init__(self):
+        self.finished = False
+
+    def done(self):
+        return self.finished
+
+    def result(self, timeout=None):
+        if not self.finished:
+            from concurrent.futures import TimeoutError
+
+            raise TimeoutError
+        return {"error": "stand-in"}
+
+
+def _matmul_launcher():
+    import torch.nn.functional as F
+
+    bf = torch.bfloat16
+    x, w, b = torch.empty(4096, 768, dtype=bf), torch.empty(3072, 768, dtype=bf), torch.empty(3072, dtype=bf)
+    gm = make_fx(lambda x, w, b: F.gelu(F.linear(x, w, b)), decomposition_table=decomposition_table(),
+                 tracing_mode="fake")(x, w, b)
+    sg = lower_and_schedule(gm, [x, w, b], "cuda")
+    (s,) = TritonGenerator(interpret=False).sources(sg.kernels)[0]
+    assert s.plan.template == "matmul" and len(s.plan.configs) > 1
+    module = triton_build.load_module(render_module([s], interpret=False))
+    return module, triton_launch.TritonMatmulLauncher(s.k, getattr(module, s.fn_name),
+                                                     getattr(module, s.epilogue.fn_name), s)
+
+
+@pytest.fixture
+def lazy_matmul(monkeypatch):
+    """A bfloat16 product with a GELU epilogue whose launcher believes it runs on a GPU: what it submits,
+    launches and times is recorded instead."""
+    module, launcher = _matmul_launcher()
+    log = {"submitted": [], "background": [], "launched": [], "tuned": 0}
+    futures = []
+
+    def submit(job):
+        log["submitted"].append(job["fn"])
+        return _Future()
+
+    def submit_background(job):
+        log["background"].append(job["fn"])
+        futures.append(_Future())
+        return futures[-1]
+
+    def tune(tensors, dev):
+        log["tuned"] += 1
+        return launcher.plan.configs[1]
+
+    monkeypatch.setattr(triton_aot, "submit", submit)
+    monkeypatch.setattr(triton_aot, "submit_background", submit_background)
+    monkeypatch.setattr(launcher, "_autotuned", lambda dev: True)
+    monkeypatch.setattr(launcher, "_tune", tune)
+    monkeypatch.setattr(launcher, "launch", lambda cfg, tensors: log["launched"].append(cfg))
+    launcher.precompile(module, SM90, torch.device("cpu"))
+    return launcher, log, futures
+
+
+def test_a_matmul_kernel_runs_cublas_until_its_fused_configurations_are_built(lazy_matmul):
+    launcher, log, futures = lazy_matmul
+    fused, epilogue = launcher.source.fn_name, launcher.source.epilogue.fn_name
+    # ahead of the first launch: the epilogue kernel only (cuBLAS's partner), no fused configuration
+    assert log["submitted"] and set(log["submitted"]) == {epilogue}
+    launcher()
+    assert log["launched"] == [triton_launch.CUBLAS]
+    assert log["background"] == [fused] * len(launcher.plan.configs)
+    launcher()
+    assert log["launched"][-1] is triton_launch.CUBLAS and log["tuned"] == 0  # still compiling
+    assert not triton_launch.wait_tuning(timeout=0)
+    for f in futures:
+        f.finished = True
+    assert triton_launch.wait_tuning(timeout=0)
+    launcher()  # everything built: this call times the candidates and switches
+    assert log["tuned"] == 1 and log["launched"][-1] == launcher.plan.configs[1]
+    launcher()
+    assert log["tuned"] == 1 and log["launched"][-1] == launcher.plan.configs[1]
+    assert log["background"] == [fused] * len(launcher.plan.configs)  # nothing submitted twice
+
+
+def test_settle_finishes_the_tuning_at_the_next_call(lazy_matmul):
+    """What a CUDA graph capture asks first: the captured graph keeps the configurations it records."""
+    launcher, log, _ = lazy_matmul
+    launcher()
+    launcher.settle()
+    launcher()
+    assert log["tuned"] == 1 and log["launched"] == [triton_launch.CUBLAS, launcher.plan.configs[1]]
+
+
+def test_without_background_workers_or_when_switched_off_the_first_launch_tunes(lazy_matmul, monkeypatch):
+    launcher, log, _ = lazy_matmul
+    monkeypatch.setattr(triton_aot, "submit_background", lambda job: None)  # no compile workers
+    launcher()
+    assert log["tuned"] == 1 and log["launched"] == [launcher.plan.configs[1]]
+    module, again = _matmul_launcher()
+    monkeypatch.setenv("MEND_MATMUL_LAZY_TUNE", "0")
+    log["submitted"].clear()
+    again.precompile(module, SM90, torch.device("cpu"))
+    assert log["submitted"].count(again.source.fn_name) == len(again.plan.configs)  # every one, ahead

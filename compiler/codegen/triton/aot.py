@@ -15,6 +15,9 @@ of many kernels that is most of mend's cold compile time on a GPU. Here instead:
 * A launcher waits for its own kernel only when it first runs, loads the cubin and launches it through
   PyTorch's static CUDA launcher (no per-signature C launcher to build). Kernels are specialized on
   16-byte aligned pointers; a launch with an unaligned tensor takes Triton's own JIT path.
+* Jobs nothing waits for yet (the fused configurations of a half-precision matrix product, timed after the
+  graph already runs: ``launch.TritonMatmulLauncher``) go in through :func:`submit_background`, which lets
+  at most half the workers take them at once.
 * Everything degrades to Triton's JIT path, logged once: no worker pool, a worker that dies or fails to
   compile, a PyTorch without the static launcher, a kernel that needs scratch memory.
 
@@ -251,6 +254,33 @@ def submit(job: dict) -> Future:
     except OSError as exc:
         warn_once(f"mend: could not start Triton compile workers ({exc}); kernels compile in-process")
     return _LazyFuture(job)
+
+
+_background = None  # ThreadPoolExecutor: the threads that hand background jobs to the pool, a few at a time
+
+
+def submit_background(job: dict) -> "Future | None":
+    """Compile ``job`` in the pool at low priority: at most half the workers take such jobs at once, so the
+    kernels a graph waits for never queue behind them for long. None without a pool (the caller compiles
+    what it needs now instead)."""
+    global _background
+    try:
+        with _lock:
+            if pool(job.get("target")) is None:
+                return None
+            if _background is None:
+                _background = ThreadPoolExecutor(max(1, worker_count() // 2), thread_name_prefix="mend-tune")
+    except OSError:
+        return None
+    STATS["submitted"] += 1
+    return _background.submit(lambda: _run_in_pool(job))
+
+
+def _run_in_pool(job: dict) -> dict:
+    with _lock:  # the pool cannot be reaped between taking it and submitting to it
+        p = pool(job.get("target"))
+        fut = p.submit(job) if p is not None else None
+    return fut.result() if fut is not None else _run_inline(job)
 
 
 class _LazyFuture:

@@ -17,6 +17,9 @@ import hashlib
 import json
 import os
 import threading
+import time
+import weakref
+from concurrent.futures import TimeoutError as _Timeout
 from pathlib import Path
 
 import torch
@@ -32,7 +35,8 @@ from . import aot
 from .build import interpret_mode, triton_version
 
 STATS = {"kernels_built": 0, "launch_fallbacks": 0, "autotuned": 0,
-         "autotune_hits": 0}
+         "autotune_hits": 0, "tuned_in_background": 0}
+_TUNING: "weakref.WeakSet" = weakref.WeakSet()  # matmul launchers whose candidates compile in the background
 _lock = threading.RLock()  # one interpreted launch at a time (it patches Triton's library while it runs)
 
 AUTOTUNE_MIN_NUMEL = 1 << 18  # smaller kernels are launch-bound: the heuristic config is as good
@@ -135,6 +139,14 @@ def _device_index(tensors) -> int:
         if isinstance(t, torch.Tensor) and t.device.type == "cuda":
             return t.device.index if t.device.index is not None else torch.cuda.current_device()
     return torch.cuda.current_device()
+
+
+def _device_of(tensors) -> torch.device:
+    return next((t.device for t in reversed(tensors) if isinstance(t, torch.Tensor)), torch.device("cpu"))
+
+
+def _capturing() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def _launch_static(launcher, i: int, grid, tensors):
@@ -299,20 +311,35 @@ class TritonLauncher:
         except Exception:  # noqa: BLE001 - keep Triton's launch path
             self._fast = None
 
-    def _choose(self, tensors):
-        configs = list(self.plan.configs)
-        dev = next((t.device for t in reversed(tensors) if isinstance(t, torch.Tensor)), torch.device("cpu"))
+    def _autotuned(self, dev) -> bool:
+        """Whether the configuration is chosen by timing the candidates on ``dev`` (else the first, the
+        heuristic one)."""
         numel = self.xnumel * max(self.plan.rnumel, 1)
-        if (len(configs) == 1 or dev.type != "cuda" or interpret_mode() or not autotune_enabled()
-                or numel < AUTOTUNE_MIN_NUMEL):
-            return configs[0]
-        key = _tune_key(self.kernel_text, dev)
-        hit = read_tuned(key)
+        return (len(self.plan.configs) > 1 and dev.type == "cuda" and not interpret_mode() and autotune_enabled()
+                and numel >= AUTOTUNE_MIN_NUMEL)
+
+    def _choose(self, tensors):
+        dev = _device_of(tensors)
+        if not self._autotuned(dev):
+            return self.plan.configs[0]
+        hit = self._recorded(dev)
         if hit is not None:
-            for c in configs:
+            STATS["autotune_hits"] += 1
+            return hit
+        return self._tune(tensors, dev)
+
+    def _recorded(self, dev):
+        """The configuration an earlier autotune of this kernel on this GPU chose (recorded on disk), or None."""
+        hit = read_tuned(_tune_key(self.kernel_text, dev))
+        if hit is not None:
+            for c in self._candidates_to_time():
                 if c.key() == hit.get("config"):
-                    STATS["autotune_hits"] += 1
                     return c
+        return None
+
+    def _tune(self, tensors, dev):
+        """Time every candidate once on ``tensors`` and record the fastest on disk."""
+        configs = list(self.plan.configs)
         best, best_t, times = None, float("inf"), {}
         for c in self._candidates_to_time():
             try:
@@ -326,8 +353,8 @@ class TritonLauncher:
             if t < best_t:
                 best, best_t = c, t
         STATS["autotuned"] += 1
-        write_tuned(key, {"config": best.key(), "times_ms": times,
-                          "kernel": self.kernel.name})
+        write_tuned(_tune_key(self.kernel_text, dev), {"config": best.key(), "times_ms": times,
+                                                       "kernel": self.kernel.name})
         return best
 
     def _candidates_to_time(self) -> list:
@@ -362,11 +389,24 @@ class _Cublas:
 CUBLAS = _Cublas()
 
 
+def lazy_tuning() -> bool:
+    """``MEND_MATMUL_LAZY_TUNE=0`` makes a matmul kernel's first launch wait for all its candidates."""
+    return os.environ.get("MEND_MATMUL_LAZY_TUNE", "1") != "0"
+
+
 class TritonMatmulLauncher(TritonLauncher):
     """Launcher of the ``matmul`` template. Its candidates are the fused kernel's tile configurations and
-    cuBLAS's product (``torch.matmul`` on views of the operands) followed by the epilogue kernel; the first
-    launch on a GPU times them all once (like any autotuned kernel) and keeps the faster, recorded on disk.
-    A float32 product stays with cuBLAS anyway (``schedule/matmul.py``)."""
+    cuBLAS's product (``torch.matmul`` on views of the operands) followed by the epilogue kernel, timed once
+    on a GPU (like any autotuned kernel); the fastest is recorded on disk. A float32 product stays with
+    cuBLAS anyway (``schedule/matmul.py``).
+
+    The fused kernels take long to compile (a GELU epilogue in a 128 x 256 tile: several seconds each), so
+    with no record the first launch does not wait for them: cuBLAS and the epilogue kernel (a quick
+    compile) run while the fused configurations compile in the background (``aot.submit_background``), and
+    the first call that finds them all built times the candidates and switches to the fastest. Before a CUDA
+    graph is captured, :meth:`settle` makes the next call finish that tuning (waiting for the compiles): a
+    captured graph keeps the configurations it recorded. Without compile workers, or under
+    ``MEND_MATMUL_LAZY_TUNE=0``, the first launch waits and tunes as other kernels do."""
 
     def __init__(self, kernel, fn, epilogue_fn, source):
         super().__init__(kernel, fn, source)
@@ -377,6 +417,9 @@ class TritonMatmulLauncher(TritonLauncher):
         tmp = ek.inputs[0]
         self._slots = [names.index(n) if n != tmp else None for n in list(ek.inputs) + list(ek.outputs)]
         self._operands = (names.index(self.mm.a.buf), names.index(self.mm.b.buf))
+        self._compile = None  # (module, target): what background compiles need
+        self._background = None  # futures of the fused configurations compiling in the background
+        self._settle = False
 
     def candidates(self, dev) -> list[int]:
         hit = read_tuned(_tune_key(self.kernel_text, dev)) if autotune_enabled() else None
@@ -385,20 +428,76 @@ class TritonMatmulLauncher(TritonLauncher):
         return super().candidates(dev)
 
     def precompile(self, module, target, dev) -> None:
+        """Submit what the first launch runs: the recorded winner; with no record, the epilogue kernel only
+        (the fused configurations follow in the background) or, when the first launch tunes, every one."""
         (name, sig, launches), *_ = self.source.compile_units()
-        for i in self.candidates(dev):
-            constexprs, options = launches[i]
-            self.aot[i] = aot.submit(aot.job_for(module, name, sig, constexprs, options, target))
+        cands = self.candidates(dev)
+        self._compile = (module, target)
+        if len(cands) > 1 and lazy_tuning():
+            cands = []
+        for i in cands:
+            self.aot[i] = aot.submit(aot.job_for(module, name, sig, launches[i][0], launches[i][1], target))
         self.epilogue.precompile(module, target, dev)
 
     def _choose(self, tensors):
-        dev = next((t.device for t in reversed(tensors) if isinstance(t, torch.Tensor)), torch.device("cpu"))
-        if dev.type == "cuda" and not interpret_mode() and autotune_enabled():
-            hit = read_tuned(_tune_key(self.kernel_text, dev))
-            if hit is not None and hit.get("config") == CUBLAS.key():
-                STATS["autotune_hits"] += 1
-                return CUBLAS
+        dev = _device_of(tensors)
+        if self._autotuned(dev) and self._recorded(dev) is None and self._start_background():
+            return CUBLAS  # until the fused configurations are built and timed
         return super()._choose(tensors)
+
+    def _start_background(self) -> bool:
+        """Submit the fused configurations not compiled yet at low priority; False when they cannot be
+        (no compile workers, or lazy tuning off)."""
+        if self._background is not None:
+            return True
+        if self._compile is None or not lazy_tuning():
+            return False
+        module, target = self._compile
+        (name, sig, launches), *_ = self.source.compile_units()
+        futures = {}
+        for i, (constexprs, options) in enumerate(launches):
+            if i in self.aot:
+                continue
+            f = aot.submit_background(aot.job_for(module, name, sig, constexprs, options, target))
+            if f is None:
+                return False
+            futures[i] = f
+        self.aot.update(futures)
+        self._background = list(self.aot.values())
+        _TUNING.add(self)
+        return True
+
+    def settle(self) -> None:
+        """The next call finishes a background tuning, waiting for its compiles if needed."""
+        self._settle = True
+
+    def tuning_done(self, timeout=None) -> bool:
+        """Wait until the background compiles are built (True) or ``timeout`` seconds pass (False)."""
+        try:
+            for f in self._background or ():
+                f.result(timeout)
+        except _Timeout:
+            return False
+        return True
+
+    def __call__(self, *tensors) -> None:
+        if (self._background is not None and (self._settle or all(f.done() for f in self._background))
+                and not _capturing()):
+            self._background = None
+            _TUNING.discard(self)
+            try:
+                self.config = self._tune(tensors, _device_of(tensors))
+                STATS["tuned_in_background"] += 1
+            except Exception as exc:  # noqa: BLE001 - cuBLAS and the epilogue go on
+                if isinstance(exc, torch.cuda.OutOfMemoryError):
+                    raise
+                warn_once(f"mend: autotuning {self.kernel.name} failed ({type(exc).__name__}: {exc}); "
+                          "it stays with cuBLAS and its epilogue")
+                self.config = CUBLAS
+            ck = self.launch(self.config, tensors)
+            self._arm_fast_launch(ck, tensors)
+            return None
+        return super().__call__(*tensors)
 
     def _candidates_to_time(self) -> list:
         return list(self.plan.configs) + [CUBLAS]
@@ -422,6 +521,16 @@ class TritonMatmulLauncher(TritonLauncher):
                             view(mm.b, tensors[ib], nb + 2, nb + 1, (mm.k, mm.n)))
         self.epilogue(*[prod if i is None else tensors[i] for i in self._slots])
         return None
+
+
+def wait_tuning(timeout: "float | None" = None) -> bool:
+    """Block until the background compiles of every matmul kernel tuning lazily are built (True; each
+    switches at its next call), or ``timeout`` seconds pass (False)."""
+    end = None if timeout is None else time.monotonic() + timeout
+    for launcher in list(_TUNING):
+        if not launcher.tuning_done(None if end is None else max(0.0, end - time.monotonic())):
+            return False
+    return True
 
 
 class TritonSplitLauncher:
