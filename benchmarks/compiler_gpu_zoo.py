@@ -15,7 +15,9 @@ frames; ``tiny`` checks the builders on a CPU. Rows ending in ``:train`` time a 
 Each model runs in its own process. Per model, in this order: eager (reference output); cold compile and
 first result of mend and of Inductor (default mode), each with empty caches (the process's one-time costs,
 imports and compile workers, are paid first on a small unrelated graph by both); warm runtime of eager,
-Inductor and mend in interleaved rounds (median of round medians); both with CUDA graphs (mend's
+Inductor and mend in interleaved rounds (median of round medians), after mend's background tuning of
+half-precision matrix products has its kernels built (``mend_tuning_wait_s`` in the raw results; the
+difference from eager is checked again once the tuned kernels run); both with CUDA graphs (mend's
 ``mode="reduce-overhead"`` against Inductor's); mend's first result with ``async_compile`` (empty mend
 caches). Correctness: the largest absolute difference of the first output from eager's, for each compiler;
 mend's verdict is ``ok`` when it is within twice Inductor's difference (or within 1e-5 of the output's
@@ -286,6 +288,23 @@ def _runner(fn, inp, train: bool, opt=None):
     return step
 
 
+def _settle_mend(fn, inp, train, model, res, want, want_grads) -> None:
+    """Half-precision matrix products start on cuBLAS while mend's fused kernels compile in the background:
+    wait for those (``mend_tuning_wait_s``), then one call switches to the fastest, whose difference from
+    eager counts too (the larger of the two is the row's)."""
+    import mend.compiler
+
+    t0 = time.perf_counter()
+    mend.compiler.wait()
+    res["mend_tuning_wait_s"] = time.perf_counter() - t0
+    got = _runner(fn, inp, train)()
+    if train:
+        res["mend_grad_rel_diff"] = max(res["mend_grad_rel_diff"], _grad_diff(_grads(model), want_grads))
+        model.zero_grad(set_to_none=True)
+    else:
+        res["mend_diff"] = max(res["mend_diff"], _diff(got, want)[0])
+
+
 def _diff(got, want) -> tuple[float, float]:
     g, w = first_tensor(got), first_tensor(want)
     if g is None or w is None or g.shape != w.shape:
@@ -402,6 +421,8 @@ def measure(row: str, device: str, dtype_name: str, size_name: str, compilers: t
             else:
                 res[f"{c}_diff"], res["scale"] = _diff(got, want)
             compiled[c] = fn
+        if "mend" in compiled:
+            _settle_mend(compiled["mend"], inp, train, model, res, want, want_grads if train else None)
         st = {k: mend_backend.STATS[k] - stats0[k] for k in ("graphs", "fallback_graphs", "kernels",
                                                                "interpreted_kernels", "extern_calls")}
         res.update({f"mend_{k}": v for k, v in st.items()})

@@ -4,7 +4,8 @@
 #
 #   bash benchmarks/gpu_check.sh 1   # the GPU zoo in bf16: 15 architectures, inference
 #   bash benchmarks/gpu_check.sh 2   # GPU tests, micro-benchmarks (tall reduction, matmul epilogues), zoo fp32
-#   bash benchmarks/gpu_check.sh 3   # (optional) the zoo's training rows, fp32 then bf16
+#   bash benchmarks/gpu_check.sh 3   # (optional) the zoo's training rows, fp32 then bf16; bf16 matmul tuning
+#                                    # in the background against at the first launch (micro-benchmark, in the log)
 #
 # Each part stops starting work at its deadline (PART_SECONDS, default 520) so the command ends within 9
 # minutes; the zoo lists the models it had no time for as skipped. Logs and tables go to $OUT (default
@@ -79,8 +80,14 @@ case "$PART" in
     zoo fp32 inference 0
     ;;
 3)
-    zoo fp32 training $(( PART_SECONDS / 2 ))
-    zoo bf16 training 0
+    zoo fp32 training $(( PART_SECONDS / 2 + 60 ))
+    zoo bf16 training 120
+    echo "== bf16 matmul kernels: background tuning (default) against tuning at the first launch ($(left) s left)"
+    for lazy in 1 0; do
+        echo "-- MEND_MATMUL_LAZY_TUNE=$lazy"
+        MEND_MATMUL_LAZY_TUNE=$lazy timeout $(( $(left) / 2 > 55 ? 55 : $(left) / 2 )) "$PY" benchmarks/compiler.py --device cuda \
+            --compile-workers 16 --rounds 5 --cases gelu_mlp_bf16 2>&1 | grep -v "^\s*$" | sed -n '2,4p'
+    done
     ;;
 *)
     echo "usage: gpu_check.sh 1|2|3"; exit 2

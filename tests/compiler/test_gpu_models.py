@@ -177,3 +177,31 @@ def test_matmul_epilogues_on_the_gpu(dtype):
         ref = fn(*[a.double() for a in args])
         mine, eager = (got[0].double() - ref).abs().max().item(), (want.double() - ref).abs().max().item()
         assert mine <= 2 * eager + 1e-3, (mine, eager)
+
+
+@pytest.mark.parametrize("cudagraphs", [False, True])
+def test_matmul_kernels_tune_in_the_background(cudagraphs):
+    """A bfloat16 linear + GELU with no tuning record: the first call runs cuBLAS and the epilogue kernel
+    while the fused configurations compile; once built, a call times them and switches (with CUDA graphs,
+    the capture settles the tuning first). Every result matches eager's."""
+    import mend.compiler
+    from mend.compiler.codegen.triton import launch as triton_launch
+
+    x, w, b = r(4096, 768, dtype=torch.bfloat16), r(3072, 768, dtype=torch.bfloat16), r(3072, dtype=torch.bfloat16)
+
+    def fn(x, w, b):
+        return F.gelu(F.linear(x, w, b))
+
+    want = fn(x, w, b)
+    before = dict(triton_launch.STATS)
+    f = torch.compile(fn, backend="mend", mode="reduce-overhead" if cudagraphs else None)
+    outs = [f(x, w, b).clone()]
+    if not cudagraphs:
+        assert triton_launch.STATS["tuned_in_background"] == before["tuned_in_background"]
+        assert mend.compiler.wait(timeout=300)
+    for _ in range(3):
+        outs.append(f(x, w, b).clone())
+    torch.cuda.synchronize()
+    assert triton_launch.STATS["tuned_in_background"] == before["tuned_in_background"] + 1
+    for got in outs:
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
