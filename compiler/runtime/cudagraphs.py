@@ -7,7 +7,8 @@ CUDA graph, and later calls replay it: one launch for the whole graph.
 What stays exactly as without CUDA graphs:
 
 * **Inputs.** Parameters and buffers (tensors Dynamo marks as static, whose addresses do not change) are
-  captured in place. Every other tensor input is copied into a private static buffer before each replay;
+  captured in place. Every other tensor input is copied into a private static buffer before each replay,
+  with the input's strides (an expanded view's distinct elements once, read through the same strides);
   the caller's tensors are never written.
 * **Outputs.** Each replay writes the same static output buffers, so outputs are copied out (per storage,
   with the same offsets and strides) before they are returned: a result the caller keeps is never
@@ -62,17 +63,18 @@ def decline_reason(gm: torch.fx.GraphModule, sg, example_inputs) -> str | None:
     return None
 
 
-def _dense(t: torch.Tensor) -> bool:
-    """Non-overlapping and dense: some permutation of the dimensions is contiguous (no expanded or
-    overlapping views, whose layout a static buffer cannot reproduce)."""
-    if t.numel() <= 1:
-        return True
-    expected = 1
-    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
+def static_layout(t: torch.Tensor) -> tuple | None:
+    """(shape, stride) of the static buffer an input is copied into: ``t``'s own strides, its expanded dims
+    (stride 0: a gradient of a mean arrives as a scalar expanded to the output's shape) at size 1, so the
+    buffer holds each distinct element once and the graph reads it as ``t``. None when distinct positions
+    share memory otherwise (an ``as_strided`` view that overlaps itself): no buffer reproduces that."""
+    shape = tuple(1 if st == 0 else sz for sz, st in zip(t.shape, t.stride()))
+    reach = 0  # the furthest element the dims of smaller strides reach
+    for st, sz in sorted((st, sz) for sz, st in zip(shape, t.stride()) if sz != 1):
+        if st <= reach:
+            return None
+        reach += st * (sz - 1)
+    return shape, tuple(t.stride())
 
 
 def _meta(t):
@@ -133,19 +135,18 @@ class CudaGraphCall:
         self.static_idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and _is_static(a)]
         self.copy_idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in self.static_idx]
         self.metas = [_meta(args[i]) for i in self.copy_idx]
+        self.buffers = {}  # input index -> (static buffer of its distinct elements, their layout)
+        static = list(args)
         for i in self.copy_idx:
-            if not _dense(args[i]):
-                raise NotImplementedError(f"input {i} has overlapping or non-dense memory (an expanded view)")
-        static = []
-        for i, a in enumerate(args):
-            if isinstance(a, torch.Tensor) and i not in self.static_idx:
-                buf = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
-                static.append(buf)
-            else:
-                static.append(a)
+            a = args[i]
+            layout = static_layout(a)
+            if layout is None:
+                raise NotImplementedError(f"input {i} overlaps itself in memory")
+            buf = torch.empty_strided(*layout, dtype=a.dtype, device=a.device)
+            self.buffers[i] = (buf, layout)
+            static[i] = buf.as_strided(a.shape, a.stride())
         self.static_inputs = static
-        for i in self.copy_idx:
-            static[i].copy_(args[i])
+        self._copy_in(args)
         dev = next(a.device for a in args if isinstance(a, torch.Tensor))
         torch.cuda.synchronize(dev)
         settle = getattr(self.call, "mend_settle", None)
@@ -188,10 +189,13 @@ class CudaGraphCall:
         self.graph = g
         STATS["captured"] += 1
 
+    def _copy_in(self, args) -> None:
+        for i, (buf, (shape, stride)) in self.buffers.items():
+            a = args[i]
+            buf.copy_(a.as_strided(shape, stride, a.storage_offset()))
+
     def _replay(self, args):
-        static = self.static_inputs
-        for i in self.copy_idx:
-            static[i].copy_(args[i])
+        self._copy_in(args)
         self.graph.replay()
         STATS["replays"] += 1
         out = list(self.static_outputs)

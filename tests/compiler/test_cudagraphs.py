@@ -65,15 +65,18 @@ def test_mend_compile_passes_mode_and_options(monkeypatch):
     assert cudagraphs.requested(seen[0]) and cudagraphs.requested(seen[1])
 
 
-def test_dense_layouts():
-    x = torch.randn(4, 6)
-    assert cudagraphs._dense(x) and cudagraphs._dense(x.t()) and cudagraphs._dense(x[:1])
-    assert not cudagraphs._dense(x[:, :1])  # a column: gaps between its elements
-    assert cudagraphs._dense(torch.randn(3, 1, 5).transpose(0, 2))
-    assert not cudagraphs._dense(torch.randn(4, 1).expand(4, 6))
-    assert not cudagraphs._dense(x[:, ::2])
-    assert not cudagraphs._dense(x.as_strided((3, 3), (1, 1)))  # overlapping
-    assert cudagraphs._dense(torch.randn(0, 3)) and cudagraphs._dense(torch.tensor(1.0))
+def test_static_layouts():
+    """The static buffer an input is copied into: its own strides, expanded dims once; none for a view
+    that overlaps itself."""
+    x = torch.randn(3, 4)
+    layout = cudagraphs.static_layout
+    assert layout(x) == ((3, 4), (4, 1)) and layout(x.t()) == ((4, 3), (1, 4))
+    assert layout(x[:, :1]) == ((3, 1), (4, 1)) and layout(x[:, ::2]) == ((3, 2), (4, 2))  # gaps are fine
+    assert layout(torch.randn(3, 1, 5).transpose(0, 2)) == ((5, 1, 3), (1, 5, 5))
+    assert layout(torch.randn(4, 1).expand(4, 6)) == ((4, 1), (1, 0))
+    assert layout(torch.tensor(2.0).expand(8, 512, 768)) == ((1, 1, 1), (0, 0, 0))
+    assert layout(x.as_strided((3, 3), (1, 1))) is None  # overlapping
+    assert layout(torch.randn(0, 3)) is not None and layout(torch.tensor(1.0)) == ((), ())
 
 
 class _FakeGraph:
@@ -162,3 +165,33 @@ def test_replay_logic_copies_inputs_rebuilds_aliases_and_copies_outputs_per_stor
     got = cg([x, w])
     torch.testing.assert_close(got[2], body(x, w)[2])
     assert cg.captures == 1
+
+
+def test_an_expanded_input_is_captured_and_copied_once_per_replay(monkeypatch):
+    """A backward graph's incoming gradient of a mean is a scalar expanded to the output's shape: it is
+    captured (a static buffer of one element read through stride 0), and each replay sees the new value."""
+    _fake_cuda(monkeypatch)
+    w = torch.nn.Parameter(torch.randn(6, 5))
+
+    def call(args):
+        g, w = args
+        args.clear()
+        return [g * w + 1]
+
+    cg = cudagraphs.CudaGraphCall(call, "test graph")
+    orig_capture = cg._capture
+
+    def capture(args):
+        orig_capture(args)
+        static = list(cg.static_inputs)
+        cg.graph.fn = lambda: call(list(static))
+        cg.graph.outs = cg.static_outputs
+
+    monkeypatch.setattr(cg, "_capture", capture)
+    for i in range(4):
+        g = torch.tensor(float(i + 1)).expand(6, 5)
+        got = cg([g, w])
+        torch.testing.assert_close(got[0], g * w + 1)
+    assert cg.graph is not None and cg.captures == 1 and not cg.disabled
+    (buf, _), = cg.buffers.values()
+    assert buf.numel() == 1 and cg.static_inputs[0].stride() == (0, 0)
