@@ -41,6 +41,17 @@ def _division(a, b):
     return out
 
 
+def test_small_integer_powers_are_products_as_in_aten():
+    """x ** 3 and x ** -2 as ATen computes them (x * x * x, 1 / (x * x)): bitwise eager's, and no pow call."""
+    x = torch.randn(64, 33) * 3
+    fn = lambda x: (x ** 3, x.pow(-2), F.gelu(x, approximate="tanh"), x ** 2.5)  # noqa: E731
+    call = check(fn, x)
+    got, want = call([x]), fn(x)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    exprs = [str(st.expr) for k in call.mend_graph.kernels for st in k.stages]
+    assert sum("pow(" in e for e in exprs) == 1  # x ** 2.5 only
+
+
 @pytest.mark.parametrize("dtype", FLOATS[:3] + [torch.int32, torch.int64, torch.int8], ids=str)
 def test_binary_ops_broadcast_and_scalars(dtype):
     torch.manual_seed(1)
