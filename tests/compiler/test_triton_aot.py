@@ -435,3 +435,15 @@ def test_without_background_workers_or_when_switched_off_the_first_launch_tunes(
     log["submitted"].clear()
     again.precompile(module, SM90, torch.device("cpu"))
     assert log["submitted"].count(again.source.fn_name) == len(again.plan.configs)  # every one, ahead
+
+
+def test_background_jobs_compile_in_the_pool_and_need_one(monkeypatch):
+    module, (launcher,) = launchers(lambda x: torch.relu(x) * 3, torch.randn(64, 32))
+    cfg = launcher.plan.configs[0]
+    job = triton_aot.job_for(module, launcher.source.fn_name, launcher.source.signature(),
+                             cfg.constexprs("pointwise"), cfg.options(), SM90)
+    res = triton_aot.submit_background(job).result(timeout=300)
+    assert "error" not in res and os.path.exists(res["cubin_path"])
+    triton_aot.shutdown()
+    monkeypatch.setenv("MEND_COMPILE_WORKERS", "0")
+    assert triton_aot.submit_background(job) is None  # no pool: the launcher tunes at its first launch

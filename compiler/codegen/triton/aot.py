@@ -256,24 +256,40 @@ def submit(job: dict) -> Future:
     return _LazyFuture(job)
 
 
-_background = None  # ThreadPoolExecutor: the threads that hand background jobs to the pool, a few at a time
+_background: "queue.Queue | None" = None  # jobs for the threads that hand them to the pool, a few at a time
 
 
 def submit_background(job: dict) -> "Future | None":
     """Compile ``job`` in the pool at low priority: at most half the workers take such jobs at once, so the
     kernels a graph waits for never queue behind them for long. None without a pool (the caller compiles
-    what it needs now instead)."""
+    what it needs now instead). The threads are daemons: a process that exits does not wait for jobs
+    nothing waits for."""
     global _background
     try:
         with _lock:
             if pool(job.get("target")) is None:
                 return None
             if _background is None:
-                _background = ThreadPoolExecutor(max(1, worker_count() // 2), thread_name_prefix="mend-tune")
+                _background = queue.Queue()
+                for _ in range(max(1, worker_count() // 2)):
+                    threading.Thread(target=_background_loop, args=(_background,), name="mend-tune",
+                                     daemon=True).start()
     except OSError:
         return None
     STATS["submitted"] += 1
-    return _background.submit(lambda: _run_in_pool(job))
+    fut: Future = Future()
+    _background.put((fut, job))
+    return fut
+
+
+def _background_loop(jobs: "queue.Queue") -> None:
+    while True:
+        fut, job = jobs.get()
+        if fut.set_running_or_notify_cancel():
+            try:
+                fut.set_result(_run_in_pool(job))
+            except BaseException as exc:  # noqa: BLE001 - the waiting launcher sees it
+                fut.set_exception(exc)
 
 
 def _run_in_pool(job: dict) -> dict:
