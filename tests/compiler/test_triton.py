@@ -845,3 +845,22 @@ def test_triton_kernel_that_fails_generation_is_the_only_interpreted_one(monkeyp
     got = call([x, y])
     for g, w in zip(got, fn(x, y)):
         assert_same(g, w, None)
+
+
+def test_a_float32_addmm_read_by_a_pointwise_node_becomes_mm_and_its_bias_moves_into_the_epilogue():
+    """cuBLAS's product by ``mm`` and the bias added in the kernel that reads it (fused, no extra pass); an
+    ``addmm`` that nothing pointwise reads stays as it is."""
+    x, w, b, res = torch.randn(64, 48), torch.randn(96, 48), torch.randn(96), torch.randn(64, 96)
+
+    def fn(x, w, b, res):
+        return F.gelu(F.linear(x, w, b)) + res, F.linear(x, w, b * 2)
+
+    gm, sg = scheduled(fn, x, w, b, res)
+    externs = [str(s.op) for s in sg.steps if isinstance(s, ir.ExternKernel)]
+    assert sorted(externs) == ["aten.addmm.default", "aten.mm.default"], externs
+    (k,) = [k for k in sg.kernels if "erf" in str(k.stages)]
+    assert "arg2" in k.inputs  # the bias is read by the GELU's kernel
+    fns = TritonGenerator().compile(sg.kernels, Dump("t"))
+    call, _ = wrapper.build(sg, fns, {}, torch.device("cpu"))
+    for got, want in zip(call([x, w, b, res]), fn(x, w, b, res)):
+        assert_same(got, want)
