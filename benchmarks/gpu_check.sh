@@ -86,7 +86,7 @@ case "$PART" in
     for lazy in 1 0; do
         echo "-- MEND_MATMUL_LAZY_TUNE=$lazy"
         MEND_MATMUL_LAZY_TUNE=$lazy timeout $(( $(left) / 2 > 55 ? 55 : $(left) / 2 )) "$PY" benchmarks/compiler.py --device cuda \
-            --compile-workers 16 --rounds 5 --cases gelu_mlp_bf16 2>&1 | grep -v "^\s*$" | sed -n '2,4p'
+            --compile-workers 16 --rounds 5 --cases gelu_mlp_bf16 2>&1 | grep -v "^\s*$" | sed -n '2p;4p'
     done
     ;;
 *)
