@@ -89,8 +89,12 @@ case "$PART" in
             --compile-workers 16 --rounds 5 --cases gelu_mlp_bf16 2>&1 | grep -v "^\s*$" | sed -n '2p;4p'
     done
     ;;
+4)
+    set -- ${DTYPES:-bf16 fp32}
+    while [ $# -gt 0 ]; do zoo "$1" "${ROWS:?ROWS=a,b names the rows}" $(( ($# - 1) * $(left) / $# )); shift; done
+    ;;
 *)
-    echo "usage: gpu_check.sh 1|2|3"; exit 2
+    echo "usage: gpu_check.sh 1|2|3|4"; exit 2
     ;;
 esac
 echo "== done in $(( $(date +%s) - START )) s"
