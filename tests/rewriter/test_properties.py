@@ -480,3 +480,51 @@ def test_sam_safe_fix_keeps_the_condition() -> None:
     """Whatever the repair, the condition must survive in the safe result (issue 13: it was deleted)."""
     rw = rewrite(REGRESSIONS["sam"][0], "safe")
     assert "y.sum()" in rw.result.fixed, rw.result.fixed
+
+
+# --- the safety contract (docs/safety.md) ----------------------------------------------------------
+
+def _contract_rows() -> list[dict[str, str]]:
+    """The rows of docs/safety.md's table, by column name."""
+    from pathlib import Path
+
+    lines = [ln for ln in (Path(__file__).resolve().parents[2] / "docs" / "safety.md").read_text().splitlines()
+             if ln.startswith("| ")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    return [dict(zip(head, (c.strip() for c in ln.strip("|").split("|")))) for ln in lines[1:]]
+
+
+def _codes(cell: str) -> set[str]:
+    """``MND101-103, MND106`` -> {MND101, MND102, MND103, MND106}."""
+    out: set[str] = set()
+    for part in cell.split(","):
+        first, _, last = part.strip().partition("-")
+        n = int(first[3:])
+        out.update(f"MND{k}" for k in range(n, (int(last[-3:]) if last else n) + 1))
+    return out
+
+
+def test_safety_contract_matches_the_registry() -> None:
+    """docs/safety.md names every fix of the registry in its class, and every documented difference of
+    the property tests (ALLOWANCES) under a row of its repair and class."""
+    from mend.analyzers.static.rules import RULES
+    from tests.rewriter.differential import ALLOWANCES, FIX_KINDS
+
+    rows = _contract_rows()
+    classes: dict[str, set[str]] = {}
+    by_kind: dict[str, set[str]] = {}
+    known_kinds = {k for _, k in FIX_KINDS}
+    for row in rows:
+        row_classes = {c.strip() for c in row["class"].split(",")}
+        assert row_classes <= {"safe", "unsafe"}, row
+        for code in _codes(row["rule"]):
+            assert code in RULES and RULES[code].fix is not None, f"{code}: no fix in the registry"
+            classes.setdefault(code, set()).update(row_classes)
+        for kind in (k.strip() for k in row["kind"].split(",")):
+            assert kind == "-" or kind in known_kinds, f"unknown repair kind {kind!r}"
+            by_kind.setdefault(kind, set()).update(row_classes)
+    for code, rule in RULES.items():
+        if rule.fix is not None:
+            assert rule.fix.applicability in classes.get(code, set()), f"{code} ({rule.fix.applicability}) has no row"
+    for a in ALLOWANCES:
+        assert a.applicability in by_kind.get(a.fix, set()), f"allowance {a.fix} ({a.applicability}) has no row"
