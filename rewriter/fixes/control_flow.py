@@ -702,6 +702,9 @@ def _truth_check(facts: FunctionFacts, test: cst.BaseExpression, lower: _Lower) 
             flat(e.right)
         elif isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
             flat(e.expression)
+        elif isinstance(e, cst.Call) and isinstance(e.func, cst.Name) and e.func.value == "bool" \
+                and len(e.args) == 1 and not e.args[0].keyword and "bool" not in facts.stores:
+            flat(e.args[0].value)  # `bool(a and b)` computes `b` only for some values of `a`, too
         else:
             ops.append(e)
 
