@@ -187,6 +187,11 @@ MINIMAL: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
             print("positive")
         return x
         """), None, ()),
+    "reporting if on bool() of an and": (compiled_function("""\
+        if bool(x.sum() < 0 and y.mean() < 1):
+            print("small")
+        return x
+        """), None, ()),
     "message logged before an error": (LOGGED_BEFORE_AN_INDEX_ERROR, None, ()),
     "deferred warning": ("""\
 import warnings
