@@ -17,6 +17,7 @@ program). Prints, per fix family:
     python benchmarks/fix_properties.py --examples 2000
     python benchmarks/fix_properties.py --examples 300 --compiled-every 1 --seed 1
     python benchmarks/fix_properties.py --examples 300 --policies   # also --side-effects defer / drop
+    nice python benchmarks/fix_properties.py --examples 2000 --minutes 15   # as many as 15 minutes allow
 """
 
 from __future__ import annotations
@@ -101,20 +102,31 @@ def _reason(text: str) -> str:
     return text if len(text) <= 110 else text[:107] + "..."
 
 
-def run(examples: int, compiled_every: int, seed_: int, runs: tuple[str, ...]) -> Tally:
+class _OutOfTime(Exception):
+    pass
+
+
+def run(examples: int, compiled_every: int, seed_: int, runs: tuple[str, ...], minutes: float = 0) -> Tally:
+    """Check ``examples`` generated programs, or as many as ``minutes`` of wall time allow (0: no limit)."""
     tally = Tally(runs)
+    deadline = time.monotonic() + minutes * 60 if minutes else float("inf")
 
     @seed(seed_)
     @settings(max_examples=examples, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @given(programs())
     def each(program: Program) -> None:
+        if time.monotonic() > deadline:
+            raise _OutOfTime
         start = time.perf_counter()
         compiled = compiled_every > 0 and tally.programs % compiled_every == 0
         report = check_program(program, compiled=compiled, options=runs)
         tally.add(report, time.perf_counter() - start)
 
-    each()
+    try:
+        each()
+    except _OutOfTime:
+        print(f"time budget of {minutes:g} min spent: {tally.programs} of {examples} programs checked")
     return tally
 
 
@@ -195,9 +207,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="also compare the unsafe side-effect policies (--side-effects defer, drop)")
     ap.add_argument("--shrink-budget", type=int, default=150,
                     help="programs searched per failure class for a minimal example (0: no search)")
+    ap.add_argument("--minutes", type=float, default=0,
+                    help="stop generating programs after this much wall time (0: no limit); a shared machine's "
+                         "load decides how many fit")
     args = ap.parse_args(argv)
     runs = ("safe", "unsafe", "defer", "drop") if args.policies else ("safe", "unsafe")
-    tally = run(args.examples, args.compiled_every, args.seed, runs)
+    tally = run(args.examples, args.compiled_every, args.seed, runs, args.minutes)
     print_tally(tally)
     if tally.example:
         print("\nminimal examples, per repair with failing programs")

@@ -14,16 +14,29 @@ import libcst as cst
 HELPER_SOURCES: dict[str, str] = {
     "_mend_masked_sum": '''
 def _mend_masked_sum(t, mask):
-    """``t[mask].sum()`` with a static shape (added by mend fix)."""
+    """``t[mask].sum()`` with a static shape under torch.compile; eager runs the original (added by mend fix)."""
+    if not torch.compiler.is_compiling():
+        return t[mask].sum()  # noqa: MND305
     mask = mask.reshape(mask.shape + (1,) * (t.dim() - mask.dim()))
     return torch.where(mask, t, torch.zeros((), dtype=t.dtype, device=t.device)).sum()
 ''',
     "_mend_masked_mean": '''
 def _mend_masked_mean(t, mask):
-    """``t[mask].mean()`` with a static shape (added by mend fix)."""
+    """``t[mask].mean()`` with a static shape under torch.compile; eager, and a dtype ``mean()`` rejects,
+    run the original (added by mend fix)."""
+    if not torch.compiler.is_compiling() or not (t.is_floating_point() or t.is_complex()):
+        return t[mask].mean()  # noqa: MND305
     count = mask.sum() * (t.numel() // max(mask.numel(), 1))
     mask = mask.reshape(mask.shape + (1,) * (t.dim() - mask.dim()))
     return torch.where(mask, t, torch.zeros((), dtype=t.dtype, device=t.device)).sum() / count
+''',
+    "_mend_tolist_len": '''
+def _mend_tolist_len(t):
+    """``len(t.tolist())`` without the list: ``t.shape[0]`` (added by mend fix). The list of a 0-d
+    tensor is a number, whose ``len()`` the original asks for (and raises there)."""
+    if len(t.shape) == 0:
+        return len(t.tolist())  # noqa: MND303
+    return t.shape[0]
 ''',
     "_mend_tensor_equal": '''
 def _mend_tensor_equal(a, b):
@@ -43,6 +56,27 @@ def _mend_where(cond, new, old):
             and new.device == old.device):
         return torch.where(cond.reshape(()), new, old)
     return new if cond else old  # noqa: MND201
+''',
+    "_mend_elif": '''
+def _mend_elif(taken, cond):
+    """The condition of an ``elif`` whose earlier branches were ``taken`` (added by mend fix).
+
+    One tensor op when both are one element, decided while tracing; otherwise as Python asks: the
+    truth of ``taken``, then the truth of ``cond`` only where no earlier branch was taken (an
+    ambiguous many-element condition raises exactly where the original raises)."""
+    if taken.numel() == 1 and cond.numel() == 1:
+        return torch.logical_and(torch.logical_not(taken.reshape(())), cond.reshape(()))
+    if taken:  # noqa: MND201
+        return torch.zeros((), dtype=torch.bool, device=cond.device)
+    return torch.full((), bool(cond), dtype=torch.bool, device=cond.device)
+''',
+    "_mend_truth": '''
+def _mend_truth(cond):
+    """Ask for the truth of ``cond`` where that can fail, as the original ``if`` does (added by mend fix):
+    a tensor of more than one element, or of none, raises as in eager. Decided while tracing: a
+    one-element condition costs nothing."""
+    if isinstance(cond, torch.Tensor) and cond.numel() != 1:
+        bool(cond)  # noqa: MND302
 ''',
     "_mend_emit": '''
 @torch.compiler.disable
@@ -83,12 +117,14 @@ def _mend_restore_exceptions(compiled):
     import functools
 
     def restored(exc):
+        # Only the check's own error: a plain RuntimeError whose message is the marker, never an
+        # error that merely quotes the source line holding it (Dynamo's "from user code" trailer).
         text = str(exc)
-        start = text.find("[mend:")
-        end = text.find("] ", start)
-        if start < 0 or end < 0:
+        end = text.find("] ")
+        if type(exc) is not RuntimeError or not text.startswith("[mend:") or end < 0:
             return None
-        cls = getattr(builtins, text[start + 6 : end], None)
+        name = text[6:end]
+        cls = getattr(builtins, name, None) if name.isidentifier() else None
         if not (isinstance(cls, type) and issubclass(cls, Exception)):
             return None
         return cls(text[end + 2 :])

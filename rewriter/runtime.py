@@ -3,7 +3,8 @@
 Most repairs need only torch. Two need shared state across files, and live here:
 
 * ``defer(fn, *args, **kwargs)`` (side-effects policy ``defer``): in eager, flushes anything
-  pending and calls ``fn`` at once; under ``torch.compile`` it records the call, with tensor
+  pending and calls ``fn`` at once (a ``warnings.warn`` is still attributed to the caller's line);
+  under ``torch.compile`` it records the call, with tensor
   arguments cloned (snapshot against later in-place updates), into a list that Dynamo replays as a
   side effect of the graph. ``flush()`` emits the recorded calls in order; ``boundary(compiled)``
   wraps a compiled function or module so that every call flushes after the graph, also when it raises.
@@ -15,6 +16,7 @@ Most repairs need only torch. Two need shared state across files, and live here:
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any
 
 _DEFERRED: list[tuple[Any, tuple, dict]] = []
@@ -33,7 +35,16 @@ def defer(fn: Any, *args: Any, **kwargs: Any) -> None:
         _DEFERRED.append((fn, tuple(_snapshot(a) for a in args), {k: _snapshot(v) for k, v in kwargs.items()}))
         return
     flush()
+    if fn is warnings.warn:  # attributed to the caller's line, as the call it replaces was
+        args, kwargs = _one_level_up(args, kwargs)
     fn(*args, **kwargs)
+
+
+def _one_level_up(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``warnings.warn`` arguments with ``stacklevel`` one more (``warn(message, category, stacklevel)``)."""
+    if len(args) >= 3:
+        return (*args[:2], args[2] + 1, *args[3:]), kwargs
+    return args, {**kwargs, "stacklevel": kwargs.get("stacklevel", 1) + 1}
 
 
 def flush() -> None:

@@ -59,13 +59,14 @@ from dataclasses import dataclass
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.analyzers.static.torch_facts import BOOL_OPS, FLOAT_DTYPES
+from mend.analyzers.static.torch_facts import BOOL_OPS, FLOAT_DTYPES, TOTAL_ELEMENTWISE
 from mend.rewriter.analysis import (
     FunctionFacts,
     body_statements,
     code,
     dotted,
     is_container_or_none,
+    is_literal,
     names_in,
     parse_expr,
     parse_stmt,
@@ -346,7 +347,7 @@ def _read_chain(ctx: FileContext, node: cst.If, facts: FunctionFacts) -> _Chain:
     if orelse is not None:
         bodies.append(_simple_body(orelse, "the else branch"))
     follow_return = _check_returns(ctx, node, bodies, orelse is not None)
-    needs_cond = any(_check_statement(s, facts) for b in bodies for s in b)
+    needs_cond = any([_check_statement(s, facts) for b in bodies for s in b])  # every statement is checked
     for test in tests:
         if not facts.is_pure(_drop_item(test)):
             raise _Declined("the condition has calls mend cannot prove side-effect free")
@@ -448,7 +449,7 @@ def _where_plan(ctx: FileContext, diag: Diagnostic, chain: _Chain, facts: Functi
                             "select between them, and computing the side not taken can fail")
     conds = [lower(t) for t in chain.tests]
     if chain.returns:
-        compiled = _where_returns(chain, facts, conds)
+        compiled = _where_returns(chain, facts, conds, torch)
     else:
         compiled = _where_assignments(ctx, chain, facts, conds, torch)
     floating = _floating_names(chain.static_prefix)
@@ -459,8 +460,8 @@ def _where_plan(ctx: FileContext, diag: Diagnostic, chain: _Chain, facts: Functi
     what = "returns" if chain.returns else "assignments"
     msg = f"data-dependent branch ({what}) -> torch.where under compile (eager keeps the branch"
     msg += "; also when grad is enabled)" if grad_gate else ")"
-    return Plan(diag, msg, "safe" if safe else "unsafe", [(chain.node, split)], imports=imports,
-                helpers=["_mend_where"])
+    helpers = ["_mend_where"] + (["_mend_elif"] if any("_mend_elif(" in t for t in compiled) else [])
+    return Plan(diag, msg, "safe" if safe else "unsafe", [(chain.node, split)], imports=imports, helpers=helpers)
 
 
 def _split_on_compile(chain: _Chain, compiled: list, torch: str, grad_gate: bool) -> cst.If:
@@ -473,7 +474,7 @@ def _split_on_compile(chain: _Chain, compiled: list, torch: str, grad_gate: bool
                   orelse=orelse, leading_lines=chain.node.leading_lines)
 
 
-def _where_returns(chain: _Chain, facts: FunctionFacts, conds: list[str]) -> list[str]:
+def _where_returns(chain: _Chain, facts: FunctionFacts, conds: list[str], torch: str) -> list[str]:
     """``return _mend_where(c1, r1, _mend_where(c2, r2, r3))``, after each branch's temporaries."""
     values = [b[-1].value for b in chain.bodies]
     if chain.follow_return is not None:
@@ -491,8 +492,12 @@ def _where_returns(chain: _Chain, facts: FunctionFacts, conds: list[str]) -> lis
                                 "only fresh temporaries of one branch can be computed on every path")
             seen.add(name)
             out.append(code(s).strip())
+    exclusive, taken = conds[:1], conds[0]
+    for c in conds[1:]:  # an `elif` asks for its condition only where no earlier branch was taken
+        exclusive.append(f"_mend_elif({taken}, {c})")
+        taken = f"{torch}.logical_or({taken}, {c})"
     expr = code(strip_parens(values[-1]))
-    for cond, v in reversed(list(zip(conds, values[:-1]))):
+    for cond, v in reversed(list(zip(exclusive, values[:-1]))):
         expr = f"_mend_where({cond}, {code(strip_parens(v))}, {expr})"
     return out + [f"return {expr}"]
 
@@ -552,8 +557,7 @@ def _exclusive_conditions(ctx: FileContext, chain: _Chain, conds: list[str], tor
     taken = None
     for c in conds:
         var = ctx.fresh("cond")
-        out.append(f"{var} = {c}" if taken is None else
-                   f"{var} = {torch}.logical_and({torch}.logical_not({taken}), {c})")
+        out.append(f"{var} = {c}" if taken is None else f"{var} = _mend_elif({taken}, {c})")
         taken = var if taken is None else f"{torch}.logical_or({taken}, {var})"
         names.append(var)
     if chain.has_else:
@@ -664,11 +668,114 @@ def _fix_reporting_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: F
     if not facts.is_pure(_drop_item(node.test)):
         raise _Declined("the condition of the reporting `if` has calls mend cannot prove side-effect free")
     test, more = _guard_test(ctx)
+    torch, _ = ctx.torch_name()
+    check = _truth_check(facts, node.test, _Lower(facts, torch))
     guarded = cst.If(test=parse_expr(test), body=cst.IndentedBlock(body=[node.with_changes(leading_lines=[])]),
+                     orelse=cst.Else(body=cst.IndentedBlock(body=[parse_stmt(check)])),
                      leading_lines=node.leading_lines)
     return Plan(diag, f"the check only decides whether to report: guard the whole `if` with `if {test}:` "
-                      "(eager unchanged, neither runs under compile)", "safe", [(node, guarded)],
-                imports=imports + more)
+                      "(eager unchanged; under compile nothing is reported and the condition is only checked "
+                      "to raise where it raises in eager)", "safe", [(node, guarded)],
+                imports=imports + more, helpers=["_mend_truth"])
+
+
+# Reductions over every element (no arguments): their result has one element.
+_REDUCE_ALL = frozenset({"any", "all", "sum", "mean", "prod", "count_nonzero", "nansum", "max", "min", "amax",
+                         "amin", "norm", "std", "var", "median", "nanmean"})
+_TO_NUMBER = frozenset({"item", "float", "int"})  # conversions that fail on a tensor of many elements
+
+
+def _truth_check(facts: FunctionFacts, test: cst.BaseExpression, lower: _Lower) -> str:
+    """The statement the compiled side of a reporting ``if`` runs so that it raises where the original
+    does: ``_mend_truth(<first tensor operand>)`` (errors computing it, and the truth of a tensor of many
+    elements), behind the static prefix of an ``and`` chain. Python computes later ``and``/``or``
+    operands only for some values, so they must be unable to fail (one element, total, no ``mean()``,
+    which rejects integers); ``.item()``/``float()`` must read one element (their own error is not the
+    lowered form's)."""
+    prefix, rest = _split_static_prefix(test, facts)
+    ops: list[cst.BaseExpression] = []
+
+    def flat(e: cst.BaseExpression) -> None:
+        e = strip_parens(e)
+        if isinstance(e, cst.BooleanOperation):
+            flat(e.left)
+            flat(e.right)
+        elif isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+            flat(e.expression)
+        elif isinstance(e, cst.Call) and isinstance(e.func, cst.Name) and e.func.value == "bool" \
+                and len(e.args) == 1 and not e.args[0].keyword and "bool" not in facts.stores:
+            flat(e.args[0].value)  # `bool(a and b)` computes `b` only for some values of `a`, too
+        else:
+            ops.append(e)
+
+    for op in rest:
+        flat(op)
+    if not ops:
+        raise _Declined("the condition has no tensor part mend can see")
+    for op in ops[1:]:
+        if not (facts.is_total(_drop_item(op)) and _one_element(facts, op)
+                and not any(isinstance(n, cst.Name) and n.value in {"mean", "nanmean"} for n in walk(op))):
+            raise _Declined(f"`{code(op)}` can raise, and Python computes it only for some values of the "
+                            "operands before it: only the original `if` asks for it exactly there")
+    for n in walk(ops[0]):
+        receiver = _number_receiver(n)
+        if receiver is not None and not _one_element(facts, receiver):
+            raise _Declined(f"`{code(n)}` fails on a tensor of many elements with its own error")
+        if isinstance(n, cst.Subscript) and not _static_index(facts, n):
+            raise _Declined("the condition indexes by tensor values, whose errors an unused result "
+                            "may not raise under compile")
+    check = f"_mend_truth({lower(ops[0])})"
+    return f"if {_and_text(prefix)}: {check}\n" if prefix else check + "\n"
+
+
+def _number_receiver(n: cst.CSTNode) -> cst.BaseExpression | None:
+    """The tensor a ``t.item()`` / ``float(t)`` / ``int(t)`` converts, or None."""
+    if not isinstance(n, cst.Call):
+        return None
+    if isinstance(n.func, cst.Attribute) and n.func.attr.value == "item" and not n.args:
+        return n.func.value
+    if isinstance(n.func, cst.Name) and n.func.value in _TO_NUMBER and len(n.args) == 1:
+        return n.args[0].value
+    return None
+
+
+def _one_element(facts: FunctionFacts, expr: cst.BaseExpression) -> bool:
+    """``expr`` provably has one element (a full reduction, what is computed from one with numbers)."""
+    expr = strip_parens(expr)
+    if facts.is_python_number(expr) or is_literal(expr):
+        return True
+    if isinstance(expr, cst.UnaryOperation):
+        return _one_element(facts, expr.expression)
+    if isinstance(expr, cst.BinaryOperation):
+        return _one_element(facts, expr.left) and _one_element(facts, expr.right)
+    if isinstance(expr, cst.Comparison):
+        return _one_element(facts, expr.left) and all(_one_element(facts, c.comparator) for c in expr.comparisons)
+    receiver = _number_receiver(expr)
+    if receiver is not None:
+        return _one_element(facts, receiver)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        name = expr.func.attr.value
+        if name in _REDUCE_ALL and not expr.args:
+            return True
+        if name in TOTAL_ELEMENTWISE:
+            return _one_element(facts, expr.func.value)
+    return False
+
+
+def _static_index(facts: FunctionFacts, sub: cst.Subscript) -> bool:
+    """Every index is a number, a slice of numbers, ``None`` or ``...``."""
+    def static(e: cst.BaseExpression | None) -> bool:
+        return e is None or facts.is_python_number(e) or (isinstance(e, cst.Name) and e.value == "None") \
+            or isinstance(e, cst.Ellipsis)
+
+    for el in sub.slice:
+        s = el.slice
+        if isinstance(s, cst.Slice):
+            if not (static(s.lower) and static(s.upper) and static(s.step)):
+                return False
+        elif not static(s.value):
+            return False
+    return True
 
 
 def _cond_pure(facts: FunctionFacts, expr: cst.BaseExpression) -> bool:

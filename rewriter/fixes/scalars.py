@@ -1,9 +1,10 @@
 """MND3xx: Python scalars from tensors and data-dependent shapes.
 
 * ``.item()`` (MND301) whose value only feeds tensor arithmetic keeps the 0-d tensor: the ``.item()``
-  is dropped and ``max(n, c)``/``min(n, c)`` around it become ``torch.clamp``. Safe when every use is
-  an operand of arithmetic with a provable tensor (0-d tensors and Python numbers promote alike there).
-  Otherwise, unsafe: ``@torch._dynamo.config.patch(capture_scalar_outputs=True)`` on that function only,
+  is dropped and ``max(n, c)``/``min(n, c)`` around it become ``torch.clamp``. Unsafe: the 0-d tensor
+  keeps its dtype, so arithmetic on it rounds there (``n / 3`` in float16) and type promotion differs
+  from a Python number's (a float number meeting an integer tensor, two 0-d tensors, ``max(n, 1.5)``
+  of an integer). Otherwise, unsafe: ``@torch._dynamo.config.patch(capture_scalar_outputs=True)`` on that function only,
   when the function is compiled itself (``@torch.compile``): inside a compiled region Dynamo meets the
   patch as a context manager and breaks there, so elsewhere the fix declines.
 * ``assert t.item() <op> n`` / ``assert t.item()`` (MND301) -> ``assert t <op> n``: Dynamo turns an assert on
@@ -11,10 +12,12 @@
   compile, asynchronously on CUDA, and the comparison runs in the tensor's dtype).
 * ``float(t)``/``int(t)`` (MND302) in arithmetic with a tensor -> ``t`` (unsafe: 0-d tensor promotion
   differs from Python numbers for mixed int/float operands), else the scalar-capture decorator (unsafe).
-* ``len(t.tolist())`` (MND303) -> ``t.shape[0]`` (safe, exact).
+* ``len(t.tolist())`` (MND303) -> ``_mend_tolist_len(t)``: ``t.shape[0]``, and the original for a 0-d
+  ``t`` (whose list is a number: ``len()`` raises TypeError there) (safe, exact).
 * ``t[mask].sum()`` / ``.mean()`` (MND305), with elementwise methods in between, ->
-  ``_mend_masked_sum(t, mask)`` / ``_mend_masked_mean(t, mask)`` (static shapes; equal up to float
-  reduction order). Other mask/nonzero/unique uses (MND304/305): unsafe
+  ``_mend_masked_sum(t, mask)`` / ``_mend_masked_mean(t, mask)``: eager runs the original expression;
+  under compile a static-shape ``torch.where`` sum (equal up to float reduction order; a dtype
+  ``mean()`` rejects runs the original, which raises as before). Other mask/nonzero/unique uses (MND304/305): unsafe
   ``@torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)`` on that function only.
 """
 
@@ -91,6 +94,12 @@ def _tensor_operand(ctx: FileContext, facts, node: cst.CSTNode) -> bool:
     return False
 
 
+# Why keeping the 0-d tensor is unsafe: a tensor's dtype takes part in type promotion and rounding
+# where the Python number's would not (docs/rules/MND301.md).
+PROMOTES = (" (unsafe: the 0-d tensor keeps its dtype, so arithmetic on it rounds in that dtype and type "
+            "promotion can change the result's dtype)")
+
+
 @fixer("MND301")
 def fix_item(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     call = ctx.find(cst.Call, diag, pred=lambda n: _is_method(n, "item"))
@@ -111,7 +120,7 @@ def fix_item(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     if _in_branch_test(ctx, call):
         return fix_branch(ctx, diag)  # branching on `.item()`: predicate the branch on the tensor
     if _tensor_operand(ctx, facts, call):
-        return Plan(diag, "keep the 0-d tensor: drop `.item()` in tensor arithmetic", "safe",
+        return Plan(diag, f"keep the 0-d tensor: drop `.item()` in tensor arithmetic{PROMOTES}", "unsafe",
                     [(call, receiver.with_changes(lpar=call.lpar, rpar=call.rpar) if call.lpar else receiver)])
     if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
         name = parent.targets[0].target.value
@@ -136,8 +145,8 @@ def fix_item(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
                     ok = False
                     break
             if ok:
-                return Plan(diag, f"keep `{name}` a 0-d tensor: it only feeds tensor arithmetic", "safe",
-                            edits, imports=imports)
+                return Plan(diag, f"keep `{name}` a 0-d tensor: it only feeds tensor arithmetic{PROMOTES}",
+                            "unsafe", edits, imports=imports)
     return _capture_decorator(ctx, diag, call, "capture_scalar_outputs", why)
 
 
@@ -229,10 +238,9 @@ def fix_tolist(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     outer = ctx.parent(parent) if isinstance(parent, cst.Arg) else None
     if isinstance(outer, cst.Call) and isinstance(outer.func, cst.Name) and outer.func.value == "len" \
             and len(outer.args) == 1:
-        new = parse_expr(f"{code(strip_parens(call.func.value))}.shape[0]") if not isinstance(
-            call.func.value, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)) else parse_expr(
-            f"({code(call.func.value)}).shape[0]")
-        return Plan(diag, "`len(t.tolist())` -> `t.shape[0]`", "safe", [(outer, new)])
+        new = parse_expr(f"_mend_tolist_len({code(strip_parens(call.func.value))})")
+        return Plan(diag, "`len(t.tolist())` -> `_mend_tolist_len(t)` (`t.shape[0]`; a 0-d `t` raises as before)",
+                    "safe", [(outer, new)], helpers=["_mend_tolist_len"])
     return _capture_decorator(ctx, diag, call, "capture_scalar_outputs",
                               "a Python list is needed (capture helps integer tensors only)")
 

@@ -55,30 +55,8 @@ def defect_params(table: dict) -> list:
 
 # --- known defects of the current rewriter, each with a minimal program below ---------------------
 
-TOLIST_0D = "`len(t.tolist())` -> `t.shape[0]` raises IndexError where the original raises TypeError (0-d t)"
-ITEM_MAX_DTYPE = "`max(n, 1.5)` on an int `.item()` -> `torch.clamp(n, min=1.5)` changes the result dtype"
-ITEM_ROUNDING = ("`.item()` kept as a 0-d tensor: scalar arithmetic on it (`n / 3`) rounds in the tensor's "
-                 "dtype (float16), not in Python's double")
-ELIF_TRUTH_VALUE = ("under compile an `elif` condition of many elements is evaluated as a truth value (in "
-                    "`_mend_where`'s fallback) even when an earlier branch is taken: RuntimeError (ambiguous) "
-                    "where the original never evaluated it (a safe fix)")
-REPORT_GUARD_EXCEPTION = ("under compile the reporting-if guard skips the condition, so an error the condition "
-                          "raises in eager (an ambiguous many-element truth value, `mean()` of integers) vanishes")
-MASKED_MEAN_INT = ("`t[m].mean()` -> `_mend_masked_mean(t, m)` computes a mean of an integer tensor, where the "
-                   "original raises (`mean()` needs a floating dtype)")
-COND_RAISE = ("a branch with submodule calls whose other branch raises makes the MND201 fixer fail with "
-              "AttributeError ('Raise' object has no attribute 'value'; declined as an internal error)")
-OUTPUT_LOST_ON_ERROR = ("side-effect policies `keep` (the default, safe) and `defer`: a message emitted before an "
-                        "error in the same compiled call is never emitted (eager logs it, then raises)")
-DEFER_WARNING_LOCATION = ("`--side-effects defer`: a deferred `warnings.warn` is attributed to "
-                          "mend/rewriter/runtime.py, not the program's line (eager too), so location filters and "
-                          "the once-per-location rule see another warning")
-RESTORE_MISREADS = ("`_mend_restore_exceptions` finds `[mend:E]` in the source line Dynamo quotes in an unrelated "
-                    "error (a dtype error while tracing the condition) and raises E with a garbled message")
-CAPTURE_ASSERT = ("capture_scalar_outputs (unsafe MND301) turns a failing `assert` on the number into Dynamo's "
-                  "RuntimeError('Runtime assertion failed ...'), a difference MND301's page does not name")
-CAPTURE_EMPTY = ("capture_scalar_outputs (unsafe MND301) on a slice by the number fails to compile for an empty "
-                 "input (InternalTorchDynamoError PendingUnbackedSymbolNotFound)")
+# (none at present: a defect found by the property tests is named here, and its minimal program in
+# MINIMAL carries it with the failures it shows)
 
 
 def compiled_function(body: str) -> str:
@@ -180,38 +158,41 @@ MINIMAL: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
         elif y > 0:
             x = x - 1
         return x
-        """), ELIF_TRUTH_VALUE, ("compiled/safe/exception",)),
+        """), None, ()),
     "elif on a many-element condition, returns": (compiled_function("""\
         if x.sum() > 0:
             return x + 1
         elif y > 0:
             return x - 1
         return x
-        """), ELIF_TRUTH_VALUE, ("compiled/safe/exception",)),
+        """), None, ()),
     "len(tolist()) of a 0-d tensor": (compiled_function("""\
         return x + len(x.sum().tolist())
-        """), TOLIST_0D, ("eager/safe/exception", "compiled/safe/exception")),
+        """), None, ()),
     "max() of an int item": (compiled_function("""\
         n = x.sum().item()
         return x * max(n, 1.5)
-        """), ITEM_MAX_DTYPE, ("eager/safe/dtype", "compiled/safe/dtype")),
+        """), None, ()),
     "arithmetic on a float16 item": (compiled_function("""\
         n = x.sum().item()
         return x * (n / 3)
-        """), ITEM_ROUNDING, ("eager/safe/value", "compiled/safe/value")),
+        """), None, ()),
     "masked mean of integers": (compiled_function("""\
         k = x[x > 0].mean()
         return x + k
-        """), MASKED_MEAN_INT, ("eager/safe/exception", "compiled/safe/exception")),
-    "submodule branch whose else raises": (SUBMODULE_OR_RAISE, COND_RAISE,
-                                           ("rewrite/safe/internal-error", "rewrite/unsafe/internal-error")),
+        """), None, ()),
+    "submodule branch whose else raises": (SUBMODULE_OR_RAISE, None, ()),
     "reporting if on a many-element condition": (compiled_function("""\
         if x > 0:
             print("positive")
         return x
-        """), REPORT_GUARD_EXCEPTION, ("compiled/safe/exception",)),
-    "message logged before an error": (LOGGED_BEFORE_AN_INDEX_ERROR, OUTPUT_LOST_ON_ERROR,
-                                       ("compiled/safe/output", "compiled/defer/output")),
+        """), None, ()),
+    "reporting if on bool() of an and": (compiled_function("""\
+        if bool(x.sum() < 0 and y.mean() < 1):
+            print("small")
+        return x
+        """), None, ()),
+    "message logged before an error": (LOGGED_BEFORE_AN_INDEX_ERROR, None, ()),
     "deferred warning": ("""\
 import warnings
 
@@ -222,38 +203,38 @@ import torch
 def f(x: torch.Tensor, y: torch.Tensor):
     warnings.warn("large activations")
     return x
-""", DEFER_WARNING_LOCATION, ("eager/defer/output",)),
+""", None, ()),
     "validation whose condition fails to trace": (compiled_function("""\
         if x.mean() < 0:
             raise ValueError("bad input")
         return x
-        """), RESTORE_MISREADS, ("compiled/unsafe/exception",)),
+        """), None, ()),
     "assert on a captured scalar": (compiled_function("""\
         n = x.sum().item()
         assert n < 1e6
         return x
-        """), CAPTURE_ASSERT, ("compiled/unsafe/exception",)),
+        """), None, ()),
     "slice by a captured scalar": (compiled_function("""\
         n = x.abs().sum().item()
         return x[: int(n)]
-        """), CAPTURE_EMPTY, ("compiled/unsafe/exception",)),
+        """), None, ()),
 }
+
+
+# The fix runs a minimal program is checked in besides ``mend fix`` and ``--unsafe-fixes``.
+MORE_RUNS = {"message logged before an error": ("defer",), "deferred warning": ("defer",)}
 
 
 @pytest.mark.parametrize("name", defect_params(MINIMAL))
 def test_minimal_program(name: str) -> None:
     source, _, failures = MINIMAL[name]
-    compiled = all(f.startswith("compiled/") for f in failures)  # a defect of the compiled path only
-    runs = tuple(dict.fromkeys(f.split("/")[1] for f in failures))  # the fix runs that show it
-    assert_same_behaviour(program_from_source(source), eager=not compiled, compiled=compiled, known=failures,
+    eager = not failures or not all(f.startswith("compiled/") for f in failures)  # skip eager for compiled defects
+    runs = tuple(dict.fromkeys(f.split("/")[1] for f in failures)) + MORE_RUNS.get(name, ())
+    assert_same_behaviour(program_from_source(source), eager=eager, compiled=True, known=failures,
                           options=("safe", "unsafe") + tuple(r for r in runs if r not in ("safe", "unsafe")))
 
 
 # --- generated programs, by family ----------------------------------------------------------------
-
-SCALAR_DEFECTS = (TOLIST_0D, ITEM_MAX_DTYPE, ITEM_ROUNDING, MASKED_MEAN_INT)
-COMPILED_DEFECTS = (ELIF_TRUTH_VALUE, OUTPUT_LOST_ON_ERROR, REPORT_GUARD_EXCEPTION, RESTORE_MISREADS, CAPTURE_ASSERT,
-                    CAPTURE_EMPTY, COND_RAISE)
 
 # family -> (the generator's blocks, the known defects its programs can show)
 FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -261,7 +242,7 @@ FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "branches that assign": (("if-assign", "nested-if", "if-submodule"), ()),
     "returns and ternaries": (("if-return", "ternary"), ()),
     "validation and asserts": (("validation", "item-assert"), ()),
-    "scalars from tensors": (("item-arith", "scalars"), SCALAR_DEFECTS),
+    "scalars from tensors": (("item-arith", "scalars"), ()),
 }
 
 
@@ -293,8 +274,7 @@ def _check_policy(policy: str, compiled: bool, examples: int) -> None:
 
 
 @pytest.mark.parametrize("policy", [
-    pytest.param(policy, marks=_xfail_if((DEFER_WARNING_LOCATION,) if policy == "defer" else ()))
-    for policy in POLICY_RUNS])
+    pytest.param(policy) for policy in POLICY_RUNS])
 def test_side_effect_policies_eager(policy: str) -> None:
     """Every side-effect policy: ``keep`` (the default) and ``guard`` (safe) and ``defer`` (unsafe) change
     nothing in eager; ``drop`` (unsafe) only drops the output."""
@@ -303,8 +283,7 @@ def test_side_effect_policies_eager(policy: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", [
-    pytest.param(policy, marks=_xfail_if((OUTPUT_LOST_ON_ERROR, DEFER_WARNING_LOCATION) if policy == "defer" else ()))
-    for policy in POLICY_RUNS])
+    pytest.param(policy) for policy in POLICY_RUNS])
 def test_side_effect_policies_compiled(policy: str) -> None:
     """Compiled, results stay the original's; output is kept (``keep``), dropped (``guard``, ``drop``) or moved
     after the graph (``defer``), as documented."""
@@ -313,8 +292,7 @@ def test_side_effect_policies_compiled(policy: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("compiled", [
-    pytest.param(False, id="eager", marks=_xfail_if(SCALAR_DEFECTS + (COND_RAISE,))),
-    pytest.param(True, id="compiled", marks=_xfail_if(SCALAR_DEFECTS + COMPILED_DEFECTS))])
+    pytest.param(False, id="eager"), pytest.param(True, id="compiled")])
 def test_generated_programs_mixed_families(compiled: bool) -> None:
     """Every family in one program, eagerly (40 programs) or compiled against the original run eagerly (12)."""
     @settings(BOUNDED, max_examples=12 if compiled else 40)
@@ -507,3 +485,51 @@ def test_sam_safe_fix_keeps_the_condition() -> None:
     """Whatever the repair, the condition must survive in the safe result (issue 13: it was deleted)."""
     rw = rewrite(REGRESSIONS["sam"][0], "safe")
     assert "y.sum()" in rw.result.fixed, rw.result.fixed
+
+
+# --- the safety contract (docs/safety.md) ----------------------------------------------------------
+
+def _contract_rows() -> list[dict[str, str]]:
+    """The rows of docs/safety.md's table, by column name."""
+    from pathlib import Path
+
+    lines = [ln for ln in (Path(__file__).resolve().parents[2] / "docs" / "safety.md").read_text().splitlines()
+             if ln.startswith("| ")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    return [dict(zip(head, (c.strip() for c in ln.strip("|").split("|")))) for ln in lines[1:]]
+
+
+def _codes(cell: str) -> set[str]:
+    """``MND101-103, MND106`` -> {MND101, MND102, MND103, MND106}."""
+    out: set[str] = set()
+    for part in cell.split(","):
+        first, _, last = part.strip().partition("-")
+        n = int(first[3:])
+        out.update(f"MND{k}" for k in range(n, (int(last[-3:]) if last else n) + 1))
+    return out
+
+
+def test_safety_contract_matches_the_registry() -> None:
+    """docs/safety.md names every fix of the registry in its class, and every documented difference of
+    the property tests (ALLOWANCES) under a row of its repair and class."""
+    from mend.analyzers.static.rules import RULES
+    from tests.rewriter.differential import ALLOWANCES, FIX_KINDS
+
+    rows = _contract_rows()
+    classes: dict[str, set[str]] = {}
+    by_kind: dict[str, set[str]] = {}
+    known_kinds = {k for _, k in FIX_KINDS}
+    for row in rows:
+        row_classes = {c.strip() for c in row["class"].split(",")}
+        assert row_classes <= {"safe", "unsafe"}, row
+        for code in _codes(row["rule"]):
+            assert code in RULES and RULES[code].fix is not None, f"{code}: no fix in the registry"
+            classes.setdefault(code, set()).update(row_classes)
+        for kind in (k.strip() for k in row["kind"].split(",")):
+            assert kind == "-" or kind in known_kinds, f"unknown repair kind {kind!r}"
+            by_kind.setdefault(kind, set()).update(row_classes)
+    for code, rule in RULES.items():
+        if rule.fix is not None:
+            assert rule.fix.applicability in classes.get(code, set()), f"{code} ({rule.fix.applicability}) has no row"
+    for a in ALLOWANCES:
+        assert a.applicability in by_kind.get(a.fix, set()), f"allowance {a.fix} ({a.applicability}) has no row"

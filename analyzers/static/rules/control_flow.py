@@ -58,8 +58,10 @@ register(
             "sometimes", "safe", "data-dependent if -> torch.where",
             "An `if <tensor cond>:` whose body only reports (print, logger calls, `warnings.warn`) is guarded "
             "as a whole with `if not torch.compiler.is_compiling():` under the `guard` side-effect policy "
-            "(**safe** when the condition has no side effects: eager unchanged, neither the check nor the "
-            "report runs under compile). Otherwise **eager keeps the original branch**: the repair is `if not "
+            "(**safe** when the condition has no side effects: eager unchanged; under compile the report does "
+            "not run and the condition is only computed and checked by `_mend_truth`, so that it raises where "
+            "eager raises; declined when a later `and`/`or` operand could raise, or the condition indexes by "
+            "tensor values). Otherwise **eager keeps the original branch**: the repair is `if not "
             "torch.compiler.is_compiling(): <the original if> else: <the predicated form>`, so eager results, "
             "exceptions and output are the original code's, whatever the fix class. Under compile, conditions "
             "are computed first (`.item()` and `float()` become `.double()`, which compares like the Python "

@@ -38,9 +38,13 @@ register(
                     return x / n.clamp(min=1.0)
         """,),
         fix=FixInfo(
-            "sometimes", "safe", "keep the 0-d tensor instead of .item()",
-            "**Safe** when the number only feeds arithmetic with a tensor: `.item()` is dropped and `max(n, "
-            "c)`/`min(n, c)` become `torch.clamp`. In an `assert` (`assert t.item() <op> n`, `assert "
+            "sometimes", "unsafe", "keep the 0-d tensor instead of .item()",
+            "When the number only feeds arithmetic with a tensor, `.item()` is dropped and `max(n, c)`/`min(n, "
+            "c)` become `torch.clamp` (**unsafe**): the 0-d tensor keeps its dtype, so arithmetic on it rounds "
+            "in that dtype (`n / 3` of a float16 sum rounds to float16, not in Python's double) and type "
+            "promotion can change the result's dtype (a float number meeting an integer tensor, two 0-d "
+            "tensors, `max(n, 1.5)` of an integer, which Python keeps an `int` when `n` is larger); values "
+            "stay within that rounding. In an `assert` (`assert t.item() <op> n`, `assert "
             "t.item()`, plain-string message) the `.item()` is dropped (**unsafe**): Dynamo keeps an assert on "
             "a tensor in the graph as `torch._assert_async`, so eager raises the same `AssertionError` but a "
             "failing check under compile raises `RuntimeError` (asynchronously on CUDA), and the comparison "
@@ -48,7 +52,10 @@ register(
             "`and`/`or`, chained comparisons and formatted messages (Dynamo breaks on them). Otherwise "
             "**unsafe**: `@torch._dynamo.config.patch(capture_scalar_outputs=True)` on that function only, "
             "when it is compiled itself (`@torch.compile`; inside a compiled region the patch is a break of "
-            "its own). Branching on `.item()` is repaired by the MND201 fix on the tensor.",
+            "its own). Under scalar capture a failing `assert` on the number raises `RuntimeError` "
+            "(\"Runtime assertion failed\") rather than `AssertionError`, and Dynamo (torch 2.13) can fail to "
+            "compile a slice by the number of an empty tensor (`InternalTorchDynamoError`, "
+            "PendingUnbackedSymbolNotFound) where eager returns an empty result. its own). Branching on `.item()` is repaired by the MND201 fix on the tensor.",
         ),
     ),
     Rule(
@@ -100,9 +107,11 @@ register(
                     return x * x.shape[0]
         """,),
         fix=FixInfo(
-            "sometimes", "safe", "len(t.tolist()) -> t.shape[0]",
-            "`len(t.tolist())` becomes `t.shape[0]` (**safe**, exact). Other uses: the scalar-capture "
-            "decorator (**unsafe**; helps integer tensors only).",
+            "sometimes", "safe", "len(t.tolist()) -> _mend_tolist_len(t) (t.shape[0])",
+            "`len(t.tolist())` becomes `_mend_tolist_len(t)`, a helper added to the file: `t.shape[0]`, and "
+            "the original `len(t.tolist())` for a 0-d `t`, whose list is a number (`TypeError` as before) "
+            "(**safe**, exact: same results and exceptions, eager and compiled). Other uses: the "
+            "scalar-capture decorator (**unsafe**; helps integer tensors only).",
         ),
     ),
     Rule(
@@ -177,9 +186,11 @@ register(
         fix=FixInfo(
             "sometimes", "safe", "masked reduction -> static-shape torch.where form",
             "`t[mask].sum()`/`.mean()` (elementwise methods in between allowed) become `_mend_masked_sum(t, "
-            "mask)`/`_mend_masked_mean(t, mask)`, helpers added to the file (**safe**: equal up to "
-            "floating-point reduction order, checked with allclose). Other mask uses: dynamic-output capture "
-            "for the function (**unsafe**).",
+            "mask)`/`_mend_masked_mean(t, mask)`, helpers added to the file (**safe**): eager runs the "
+            "original expression (same bits, same exceptions); under compile a static-shape `torch.where` "
+            "sum, equal up to floating-point reduction order (a float16 mean rounds its sum before dividing), "
+            "and a dtype `mean()` rejects (integers, bool) runs the original, which raises as in eager. Other "
+            "mask uses: dynamic-output capture for the function (**unsafe**).",
         ),
     ),
 )

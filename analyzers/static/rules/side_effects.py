@@ -24,14 +24,18 @@ Policy `[tool.mend] side-effects` (or `mend fix --side-effects`):
   Where Dynamo cannot reorder the call (the callee is not a module global or `print`, a container or
   non-literal keyword argument, `*args`, `logger.exception` or any call inside `except`), it is
   guarded as below and the fix message says "message dropped under compile". Under compile a
-  warning is attributed to the helper's line and a log record's `funcName`/`lineno` to the helper.
+  warning is attributed to the helper's line and a log record's `funcName`/`lineno` to the helper,
+  and a compiled call that raises emits none of the messages recorded before the error (Dynamo emits
+  them after the graph, which did not finish; eager emits them, then raises).
 - `guard` (**safe**): wraps the statement in `if not torch.compiler.is_compiling():`.
   Eager runs exactly as before and program results are unchanged; under `torch.compile` the
   statement does not run (no output from inside the graph).
 - `defer` (**unsafe**): `fn(args)` becomes `mend.rewriter.runtime.defer(fn, args)`. Eager calls it
   at once; under compile the call is buffered with a snapshot (clone) of its tensor arguments and
   replayed after the graph by `mend.rewriter.runtime.flush()` / a boundary wrapped with
-  `mend.rewriter.runtime.boundary(...)`. Output moves in time; the repaired code needs mend.
+  `mend.rewriter.runtime.boundary(...)`. Output moves in time (a replayed warning is attributed to
+  mend's runtime, not the program's line; in eager it keeps the program's line); a compiled call that
+  raises loses the calls recorded before the error; the repaired code needs mend.
 - `drop` (**unsafe**): removes the statement (its output is lost in eager too).
 
 A time call whose value is assigned (`t0 = time.perf_counter()`) becomes
