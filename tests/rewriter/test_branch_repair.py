@@ -271,3 +271,36 @@ def test_gradient_gate_keeps_the_original_for_autograd() -> None:
     got.sum().backward()
     assert graphs > 1  # the original branch, as before the repair
     assert _same(y2.grad, y1.grad)
+
+
+FP16_GUARD = _module("""
+    y = y * 2
+    if y.dtype == torch.float16 and (torch.isinf(y).any() or torch.isnan(y).any()):
+        clamp_value = torch.finfo(y.dtype).max - 1000
+        y = torch.clamp(y, min=-clamp_value, max=clamp_value)
+    return y + x
+""")
+
+
+def test_fp16_overflow_guard_is_one_graph_and_exact() -> None:
+    """The BART-family encoder layer's fp16 guard: reported (only when float16), repaired safely; in
+    float16 the original breaks at each `.any()` it evaluates, the repair is one graph, bit for bit the same with and without overflow."""
+    result = _repair(FP16_GUARD)
+    assert [(a.code, a.applicability) for a in result.applied] == [("MND201", "safe")]
+    assert "elif y.dtype == torch.float16:" in result.fixed
+    assert _repair(result.fixed).fixed == result.fixed
+    original, repaired = _load(FP16_GUARD, "orig"), _load(result.fixed, "fixed")
+    half = torch.float16
+    cases = [
+        (torch.zeros(3, dtype=half), torch.tensor([1.0, 40000.0, -3.0], dtype=half)),  # inf after * 2
+        (torch.zeros(3, dtype=half), torch.tensor([1.0, float("nan"), -3.0], dtype=half)),
+        (torch.zeros(3, dtype=half), torch.tensor([1.0, 2.0, -3.0], dtype=half)),
+        (torch.zeros(3), torch.tensor([1.0, float("inf"), -3.0])),  # float32: the guard never runs
+    ]
+    for x, y in cases:
+        want = original.f(x.clone(), y.clone())
+        assert _same(repaired.f(x.clone(), y.clone()), want)
+        got, graphs = _compiled_graphs(repaired.f, (x.clone(), y.clone()))
+        assert _same(got, want) and graphs == 1, (y, got, want, graphs)
+        _, graphs_before = _compiled_graphs(original.f, (x.clone(), y.clone()))
+        assert (graphs_before > 1) == (y.dtype == half)  # a break per evaluated `.any()` test
