@@ -296,6 +296,11 @@ class _Chain:
     def assignments(self, body: list) -> list[cst.Assign]:
         return [s for s in body if isinstance(s, cst.Assign)]
 
+    def targeted_values(self) -> list[tuple[str | None, cst.BaseExpression]]:
+        """``values()`` with the name each is assigned to (None for a returned value)."""
+        assigned = {id(s.value): s.targets[0].target.value for b in self.bodies for s in self.assignments(b)}
+        return [(assigned.get(id(v)), v) for v in self.values()]
+
     def values(self) -> list[cst.BaseExpression]:
         out = [s.value for b in self.bodies for s in self.assignments(b)]
         if self.returns:
@@ -441,11 +446,16 @@ def _where_plan(ctx: FileContext, diag: Diagnostic, chain: _Chain, facts: Functi
     a different value. What can differ under compile is only that the side not taken is computed too:
     the fix is safe when every such expression cannot raise (``FunctionFacts.is_total``).
     """
-    for value in chain.values():
+    broadcast = False
+    for target, value in chain.targeted_values():
         op = facts.shape_changing(value)
-        if op is not None:
-            raise _Declined(f"the sides can differ in shape (`{op}` in `{code(value)}`): torch.where cannot "
-                            "select between them, and computing the side not taken can fail")
+        if op is None:
+            continue
+        if target is not None and _broadcast_update(value, target):
+            broadcast = True  # `h = h * mask[:, None]`: only the other operand is reshaped
+            continue
+        raise _Declined(f"the sides can differ in shape (`{op}` in `{code(value)}`): torch.where cannot "
+                        "select between them, and computing the side not taken can fail")
     conds = [lower(t) for t in chain.tests]
     if chain.returns:
         compiled = _where_returns(chain, facts, conds)
@@ -453,7 +463,7 @@ def _where_plan(ctx: FileContext, diag: Diagnostic, chain: _Chain, facts: Functi
         compiled = _where_assignments(ctx, chain, facts, conds, torch)
     floating = _floating_names(chain.static_prefix)
     speculated = chain.values() + [t for test in chain.tests for t in _speculated_tests(test)][1:]
-    safe = all(facts.is_total(e, floating) for e in speculated)
+    safe = not broadcast and all(facts.is_total(e, floating) for e in speculated)
     grad_gate = not all(facts.is_grad_safe(v) for v in chain.values())
     split = _split_on_compile(chain, [parse_stmt(t + "\n") for t in compiled], torch, grad_gate)
     what = "returns" if chain.returns else "assignments"
@@ -461,6 +471,25 @@ def _where_plan(ctx: FileContext, diag: Diagnostic, chain: _Chain, facts: Functi
     msg += "; also when grad is enabled)" if grad_gate else ")"
     return Plan(diag, msg, "safe" if safe else "unsafe", [(chain.node, split)], imports=imports,
                 helpers=["_mend_where"])
+
+
+_BROADCAST_OPS = (cst.Multiply, cst.Add, cst.Subtract, cst.Divide)
+
+
+def _broadcast_update(value: cst.BaseExpression, name: str) -> bool:
+    """``value`` is ``name <op> other`` (``*``, ``+``, ``-``, ``/``), maybe cast with ``.to(...)``:
+    the result has ``name``'s shape broadcast with ``other``'s, whatever ``other`` reshapes or indexes
+    (``h * mask[:, None]``, ``(h * mask.unsqueeze(1)).to(dtype)``). Where the broadcast shape or the
+    dtype differs from the old value's, ``_mend_where`` selects as the original did (a graph break,
+    never another value). Computing the side not taken can still fail on shapes the original branch
+    never met (``other`` not broadcasting), so the repair is unsafe."""
+    v = strip_parens(value)
+    while isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and v.func.attr.value == "to":
+        v = strip_parens(v.func.value)
+    if not (isinstance(v, cst.BinaryOperation) and isinstance(v.operator, _BROADCAST_OPS)):
+        return False
+    sides = [strip_parens(v.left), strip_parens(v.right)]
+    return any(isinstance(x, cst.Name) and x.value == name for x in sides)
 
 
 def _split_on_compile(chain: _Chain, compiled: list, torch: str, grad_gate: bool) -> cst.If:
@@ -565,10 +594,12 @@ def _exclusive_conditions(ctx: FileContext, chain: _Chain, conds: list[str], tor
 
 def _tensor_assigned(chain: _Chain, facts: FunctionFacts, name: str) -> bool:
     """Some branch assigns ``name`` a provable tensor, or it holds one everywhere (``_mend_where`` checks
-    the rest while tracing; this only keeps mend from rewriting selections between Python values)."""
+    the rest while tracing; this only keeps mend from rewriting selections between Python values). A
+    broadcast update ``name * mask[:, None]`` counts: its other operand is reshaped or indexed by a
+    tensor operation, which Python numbers and lists do not have."""
     return name in facts.tensor_names or any(
-        facts.is_tensor(s.value) for b in chain.bodies for s in chain.assignments(b)
-        if s.targets[0].target.value == name)
+        facts.is_tensor(s.value) or (_broadcast_update(s.value, name) and facts.shape_changing(s.value))
+        for b in chain.bodies for s in chain.assignments(b) if s.targets[0].target.value == name)
 
 
 def _check_reads(ctx: FileContext, chain: _Chain, facts: FunctionFacts, value: cst.BaseExpression,

@@ -304,3 +304,47 @@ def test_fp16_overflow_guard_is_one_graph_and_exact() -> None:
         assert _same(got, want) and graphs == 1, (y, got, want, graphs)
         _, graphs_before = _compiled_graphs(original.f, (x.clone(), y.clone()))
         assert (graphs_before > 1) == (y.dtype == half)  # a break per evaluated `.any()` test
+
+
+MASKED_UPDATE = """
+import torch
+
+
+@torch.compile
+def f(h: torch.Tensor, attention_mask=None):
+    h = h.sin()
+    if attention_mask is not None and not torch.all(attention_mask == 1):
+        h = (h * attention_mask[:, None, :]).to(h.dtype)
+    return h.cos()
+"""
+
+
+def test_masked_update_of_zamba_is_repaired_unsafe() -> None:
+    """Zamba/Mamba's ``if not torch.all(mask == 1): h = h * mask[:, None, :]``: only the mask is
+    indexed, so the product has ``h``'s shape or ``_mend_where`` falls back. Unsafe (the product of two
+    tensors is computed on the side not taken); one graph under no_grad, values bit for bit the same."""
+    assert _repair(MASKED_UPDATE).fixed == MASKED_UPDATE
+    result = _repair(MASKED_UPDATE, unsafe=True)
+    assert [(a.code, a.applicability) for a in result.applied] == [("MND201", "unsafe")]
+    original, repaired = _load(MASKED_UPDATE, "orig"), _load(result.fixed, "fixed")
+    h = torch.randn(2, 3, 4)
+    for mask in (torch.ones(2, 4, dtype=torch.long), torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]]), None):
+        want = original.f(h.clone(), mask)
+        assert _same(repaired.f(h.clone(), mask), want)
+        with torch.no_grad():
+            got, graphs = _compiled_graphs(repaired.f, (h.clone(), mask))
+            _, graphs_before = _compiled_graphs(original.f, (h.clone(), mask))
+        assert _same(got, want) and graphs == 1
+        assert graphs_before == (1 if mask is None else 2)
+
+
+def test_masked_update_that_broadcasts_wider_falls_back_to_the_original() -> None:
+    """When the mask widens ``h`` (here ``h`` is 1-d), torch.where cannot select: ``_mend_where`` keeps
+    the original selection (a break), never another value."""
+    result = _repair(MASKED_UPDATE, unsafe=True)
+    original, repaired = _load(MASKED_UPDATE, "orig"), _load(result.fixed, "fixed")
+    h, mask = torch.randn(4), torch.tensor([[1, 0, 1, 1], [1, 1, 1, 1]])
+    want = original.f(h.clone(), mask)
+    with torch.no_grad():
+        got, graphs = _compiled_graphs(repaired.f, (h.clone(), mask))
+    assert _same(got, want) and graphs > 1
