@@ -11,7 +11,8 @@ shapes, over a whole ``if``/``elif``/``else`` chain:
   ``t``; a leading *static* prefix of an ``and`` chain (``h.dtype == torch.float16 and ...``) stays a
   Python test around the predicated form;
 * no side can change shape (``torch.cat``, reshapes, indexing): torch.where cannot select between
-  sides of different shapes;
+  sides of different shapes; except a broadcast update ``h = h * mask[:, None]`` (only the other
+  operand reshaped), which has ``h``'s shape or makes ``_mend_where`` fall back (unsafe);
 * a name a branch assigns is defined before the chain, or assigned in every branch of a complete
   chain, or a temporary of its branch (neither defined before nor read after).
 
