@@ -543,6 +543,7 @@ def _where_assignments(ctx: FileContext, chain: _Chain, facts: FunctionFacts, co
     defined before nor read after is a temporary of its branch: assigned plainly where it was.
     """
     live = _names_read_after(ctx, chain.node, facts)
+    temporaries = _branch_temporaries(chain, live)
     out: list[str] = []
     cond_vars = _exclusive_conditions(ctx, chain, conds, torch, out)
     started: set[str] = set()
@@ -552,7 +553,9 @@ def _where_assignments(ctx: FileContext, chain: _Chain, facts: FunctionFacts, co
             name = s.targets[0].target.value
             _check_reads(ctx, chain, facts, s.value, assigned_here)
             value = code(strip_parens(s.value))
-            if _defined_before(ctx, facts, name, chain.node):
+            if name in temporaries:
+                out.append(f"{name} = {value}")
+            elif _defined_before(ctx, facts, name, chain.node):
                 if not _tensor_assigned(chain, facts, name):
                     raise _Declined(f"cannot prove `{name}` holds a tensor")
                 out.append(f"{name} = _mend_where({k}, {value}, {name})")
@@ -569,6 +572,27 @@ def _where_assignments(ctx: FileContext, chain: _Chain, facts: FunctionFacts, co
             assigned_here.add(name)
     if not any("_mend_where(" in t for t in out):
         raise _Declined("the branches assign nothing that is read after the `if`")
+    return out
+
+
+def _branch_temporaries(chain: _Chain, live: set[str]) -> set[str]:
+    """Names no code after the chain reads and that each branch mentioning them assigns before reading
+    them: each branch computes its own value, so assigning them plainly on every path changes nothing
+    the original computes (even when the name held a value before the chain)."""
+    out = set()
+    for name in {s.targets[0].target.value for b in chain.bodies for s in chain.assignments(b)} - live:
+        ok = True
+        for body in chain.bodies:
+            for s in body:
+                reads = names_in(s.value) if isinstance(s, (cst.Assign, cst.Return)) and s.value else set()
+                if name in reads:
+                    ok = False  # read before this branch assigns it
+                if isinstance(s, cst.Assign) and s.targets[0].target.value == name:
+                    break
+            if not ok:
+                break
+        if ok:
+            out.add(name)
     return out
 
 
@@ -807,9 +831,12 @@ def _names_read_after(ctx: FileContext, node: cst.If, facts: FunctionFacts) -> s
     a loop around it (read again on the next iteration) or of a nested function or lambda (which may
     run later)."""
     end = ctx.positions[node].end.line
-    out = {name for name, uses in facts.loads.items()
-           if any(u not in ctx.positions or ctx.positions[u].start.line > end for u in uses)}
     func = ctx.enclosing_function(node)
+    if func is not None:
+        ctx.prepare_parents(func)
+    out = {name for name, uses in facts.loads.items()
+           if any((u not in ctx.positions or ctx.positions[u].start.line > end) and not _store_dominates(ctx, u)
+                  for u in uses)}
     for anc in ctx.ancestors(node):
         if isinstance(anc, (cst.For, cst.While)):
             out |= names_in(anc)
@@ -820,6 +847,29 @@ def _names_read_after(ctx: FileContext, node: cst.If, facts: FunctionFacts) -> s
             if isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 out |= names_in(n)
     return out
+
+
+def _store_dominates(ctx: FileContext, use: cst.Name) -> bool:
+    """An earlier statement of the block holding ``use`` assigns its name plainly, so ``use`` reads
+    that value and never one stored before the block (``clamp_value = ...`` at the top of each of
+    several ``if`` bodies: a value stored by the first is dead after it)."""
+    child: cst.CSTNode = use
+    for anc in ctx.ancestors(use):
+        if isinstance(anc, (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.CompFor)):
+            return False
+        if isinstance(anc, (cst.IndentedBlock, cst.Module)):
+            before = []
+            for stmt in anc.body:
+                if stmt is child:
+                    break
+                before.append(stmt)
+            else:
+                return False
+            return any(isinstance(s, cst.SimpleStatementLine) and any(
+                isinstance(x, cst.Assign) and len(x.targets) == 1 and isinstance(x.targets[0].target, cst.Name)
+                and x.targets[0].target.value == use.value for x in s.body) for s in before)
+        child = anc
+    return False
 
 
 def _next_return(ctx: FileContext, node: cst.If) -> cst.Return | None:

@@ -348,3 +348,50 @@ def test_masked_update_that_broadcasts_wider_falls_back_to_the_original() -> Non
     with torch.no_grad():
         got, graphs = _compiled_graphs(repaired.f, (h.clone(), mask))
     assert _same(got, want) and graphs > 1
+
+
+T5_GUARDS = _module("""
+    if y.dtype == torch.float16 and torch.isinf(y).any():
+        clamp_value = torch.finfo(y.dtype).max - 1000
+        y = torch.clamp(y, min=-clamp_value, max=clamp_value)
+    y = y * 2
+    if y.dtype == torch.float16 and torch.isinf(y).any():
+        clamp_value = torch.finfo(y.dtype).max - 1000
+        y = torch.clamp(y, min=-clamp_value, max=clamp_value)
+    return y + x
+""")
+
+
+def test_temporary_reassigned_before_every_later_read_is_a_branch_temporary() -> None:
+    """T5-family layers repeat the guard, each assigning ``clamp_value`` before reading it: the value
+    of one guard is dead after it, so each repair computes it plainly (safe, one graph in float16)."""
+    result = _repair(T5_GUARDS)
+    assert [(a.code, a.applicability) for a in result.applied] == [("MND201", "safe")] * 2, result.remaining
+    original, repaired = _load(T5_GUARDS, "orig"), _load(result.fixed, "fixed")
+    half = torch.float16
+    for y in (torch.tensor([1.0, float("inf")], dtype=half), torch.tensor([1.0, 40000.0], dtype=half),
+              torch.tensor([1.0, 2.0], dtype=half)):
+        x = torch.zeros(2, dtype=half)
+        want = original.f(x.clone(), y.clone())
+        got, graphs = _compiled_graphs(repaired.f, (x.clone(), y.clone()))
+        assert _same(repaired.f(x.clone(), y.clone()), want) and _same(got, want) and graphs == 1
+
+
+def test_a_temporary_another_branch_reads_first_is_not_a_temporary() -> None:
+    """``t`` is read by the else branch before any assignment there: it keeps its old value on that
+    path, so the chain must not compute the if-branch's ``t`` plainly."""
+    source = _module("""
+        t = y + 1
+        if x.sum() > 0:
+            t = y * 2
+            z = t + 1
+        else:
+            z = t - 1
+        return z
+    """)
+    result = _repair(source)
+    original, repaired = _load(source, "orig"), _load(result.fixed, "fixed")
+    for x, y in INPUTS:
+        want = original.f(x.clone(), y.clone())
+        got, _ = _compiled_graphs(repaired.f, (x.clone(), y.clone()))
+        assert _same(got, want) and _same(repaired.f(x.clone(), y.clone()), want)
