@@ -835,7 +835,7 @@ def _names_read_after(ctx: FileContext, node: cst.If, facts: FunctionFacts) -> s
     if func is not None:
         ctx.prepare_parents(func)
     out = {name for name, uses in facts.loads.items()
-           if any((u not in ctx.positions or ctx.positions[u].start.line > end) and not _store_dominates(ctx, u)
+           if any((u not in ctx.positions or ctx.positions[u].start.line > end) and not _store_dominates(ctx, u, end)
                   for u in uses)}
     for anc in ctx.ancestors(node):
         if isinstance(anc, (cst.For, cst.While)):
@@ -849,10 +849,10 @@ def _names_read_after(ctx: FileContext, node: cst.If, facts: FunctionFacts) -> s
     return out
 
 
-def _store_dominates(ctx: FileContext, use: cst.Name) -> bool:
-    """An earlier statement of the block holding ``use`` assigns its name plainly, so ``use`` reads
-    that value and never one stored before the block (``clamp_value = ...`` at the top of each of
-    several ``if`` bodies: a value stored by the first is dead after it)."""
+def _store_dominates(ctx: FileContext, use: cst.Name, after: int) -> bool:
+    """A statement of the block holding ``use``, after line ``after`` and before ``use``, assigns its
+    name plainly, so ``use`` reads that value and never one stored at or before ``after``
+    (``clamp_value = ...`` at the top of each of several ``if`` bodies: the first one's is dead)."""
     child: cst.CSTNode = use
     for anc in ctx.ancestors(use):
         if isinstance(anc, (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.CompFor)):
@@ -865,7 +865,8 @@ def _store_dominates(ctx: FileContext, use: cst.Name) -> bool:
                 before.append(stmt)
             else:
                 return False
-            return any(isinstance(s, cst.SimpleStatementLine) and any(
+            return any(isinstance(s, cst.SimpleStatementLine) and s in ctx.positions
+                       and ctx.positions[s].start.line > after and any(
                 isinstance(x, cst.Assign) and len(x.targets) == 1 and isinstance(x.targets[0].target, cst.Name)
                 and x.targets[0].target.value == use.value for x in s.body) for s in before)
         child = anc

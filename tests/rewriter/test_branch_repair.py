@@ -127,6 +127,12 @@ FIXED = [
             return y * 2
         return y - 1
      """, True),
+    ("a name assigned before the branch and read after it", """
+        z = y * 3
+        if x.sum() > 0:
+            z = y * 2
+        return z
+     """, True),
     ("broadcasting between two tensors is unsafe", """
         if x.sum() > 0:
             y = y + x
