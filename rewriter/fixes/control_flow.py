@@ -11,7 +11,8 @@ shapes, over a whole ``if``/``elif``/``else`` chain:
   ``t``; a leading *static* prefix of an ``and`` chain (``h.dtype == torch.float16 and ...``) stays a
   Python test around the predicated form;
 * no side can change shape (``torch.cat``, reshapes, indexing): torch.where cannot select between
-  sides of different shapes;
+  sides of different shapes; except a broadcast update ``h = h * mask[:, None]`` (only the other
+  operand reshaped), which has ``h``'s shape or makes ``_mend_where`` fall back (unsafe);
 * a name a branch assigns is defined before the chain, or assigned in every branch of a complete
   chain, or a temporary of its branch (neither defined before nor read after).
 
@@ -297,6 +298,11 @@ class _Chain:
     def assignments(self, body: list) -> list[cst.Assign]:
         return [s for s in body if isinstance(s, cst.Assign)]
 
+    def targeted_values(self) -> list[tuple[str | None, cst.BaseExpression]]:
+        """``values()`` with the name each is assigned to (None for a returned value)."""
+        assigned = {id(s.value): s.targets[0].target.value for b in self.bodies for s in self.assignments(b)}
+        return [(assigned.get(id(v)), v) for v in self.values()]
+
     def values(self) -> list[cst.BaseExpression]:
         out = [s.value for b in self.bodies for s in self.assignments(b)]
         if self.returns:
@@ -442,11 +448,16 @@ def _where_plan(ctx: FileContext, diag: Diagnostic, chain: _Chain, facts: Functi
     a different value. What can differ under compile is only that the side not taken is computed too:
     the fix is safe when every such expression cannot raise (``FunctionFacts.is_total``).
     """
-    for value in chain.values():
+    broadcast = False
+    for target, value in chain.targeted_values():
         op = facts.shape_changing(value)
-        if op is not None:
-            raise _Declined(f"the sides can differ in shape (`{op}` in `{code(value)}`): torch.where cannot "
-                            "select between them, and computing the side not taken can fail")
+        if op is None:
+            continue
+        if target is not None and _broadcast_update(value, target):
+            broadcast = True  # `h = h * mask[:, None]`: only the other operand is reshaped
+            continue
+        raise _Declined(f"the sides can differ in shape (`{op}` in `{code(value)}`): torch.where cannot "
+                        "select between them, and computing the side not taken can fail")
     conds = [lower(t) for t in chain.tests]
     if chain.returns:
         compiled = _where_returns(chain, facts, conds, torch)
@@ -454,7 +465,7 @@ def _where_plan(ctx: FileContext, diag: Diagnostic, chain: _Chain, facts: Functi
         compiled = _where_assignments(ctx, chain, facts, conds, torch)
     floating = _floating_names(chain.static_prefix)
     speculated = chain.values() + [t for test in chain.tests for t in _speculated_tests(test)][1:]
-    safe = all(facts.is_total(e, floating) for e in speculated)
+    safe = not broadcast and all(facts.is_total(e, floating) for e in speculated)
     grad_gate = not all(facts.is_grad_safe(v) for v in chain.values())
     split = _split_on_compile(chain, [parse_stmt(t + "\n") for t in compiled], torch, grad_gate)
     what = "returns" if chain.returns else "assignments"
@@ -462,6 +473,25 @@ def _where_plan(ctx: FileContext, diag: Diagnostic, chain: _Chain, facts: Functi
     msg += "; also when grad is enabled)" if grad_gate else ")"
     helpers = ["_mend_where"] + (["_mend_elif"] if any("_mend_elif(" in t for t in compiled) else [])
     return Plan(diag, msg, "safe" if safe else "unsafe", [(chain.node, split)], imports=imports, helpers=helpers)
+
+
+_BROADCAST_OPS = (cst.Multiply, cst.Add, cst.Subtract, cst.Divide)
+
+
+def _broadcast_update(value: cst.BaseExpression, name: str) -> bool:
+    """``value`` is ``name <op> other`` (``*``, ``+``, ``-``, ``/``), maybe cast with ``.to(...)``:
+    the result has ``name``'s shape broadcast with ``other``'s, whatever ``other`` reshapes or indexes
+    (``h * mask[:, None]``, ``(h * mask.unsqueeze(1)).to(dtype)``). Where the broadcast shape or the
+    dtype differs from the old value's, ``_mend_where`` selects as the original did (a graph break,
+    never another value). Computing the side not taken can still fail on shapes the original branch
+    never met (``other`` not broadcasting), so the repair is unsafe."""
+    v = strip_parens(value)
+    while isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and v.func.attr.value == "to":
+        v = strip_parens(v.func.value)
+    if not (isinstance(v, cst.BinaryOperation) and isinstance(v.operator, _BROADCAST_OPS)):
+        return False
+    sides = [strip_parens(v.left), strip_parens(v.right)]
+    return any(isinstance(x, cst.Name) and x.value == name for x in sides)
 
 
 def _split_on_compile(chain: _Chain, compiled: list, torch: str, grad_gate: bool) -> cst.If:
@@ -518,6 +548,7 @@ def _where_assignments(ctx: FileContext, chain: _Chain, facts: FunctionFacts, co
     defined before nor read after is a temporary of its branch: assigned plainly where it was.
     """
     live = _names_read_after(ctx, chain.node, facts)
+    temporaries = _branch_temporaries(chain, live)
     out: list[str] = []
     cond_vars = _exclusive_conditions(ctx, chain, conds, torch, out)
     started: set[str] = set()
@@ -527,7 +558,9 @@ def _where_assignments(ctx: FileContext, chain: _Chain, facts: FunctionFacts, co
             name = s.targets[0].target.value
             _check_reads(ctx, chain, facts, s.value, assigned_here)
             value = code(strip_parens(s.value))
-            if _defined_before(ctx, facts, name, chain.node):
+            if name in temporaries:
+                out.append(f"{name} = {value}")
+            elif _defined_before(ctx, facts, name, chain.node):
                 if not _tensor_assigned(chain, facts, name):
                     raise _Declined(f"cannot prove `{name}` holds a tensor")
                 out.append(f"{name} = _mend_where({k}, {value}, {name})")
@@ -544,6 +577,27 @@ def _where_assignments(ctx: FileContext, chain: _Chain, facts: FunctionFacts, co
             assigned_here.add(name)
     if not any("_mend_where(" in t for t in out):
         raise _Declined("the branches assign nothing that is read after the `if`")
+    return out
+
+
+def _branch_temporaries(chain: _Chain, live: set[str]) -> set[str]:
+    """Names no code after the chain reads and that each branch mentioning them assigns before reading
+    them: each branch computes its own value, so assigning them plainly on every path changes nothing
+    the original computes (even when the name held a value before the chain)."""
+    out = set()
+    for name in {s.targets[0].target.value for b in chain.bodies for s in chain.assignments(b)} - live:
+        ok = True
+        for body in chain.bodies:
+            for s in body:
+                reads = names_in(s.value) if isinstance(s, (cst.Assign, cst.Return)) and s.value else set()
+                if name in reads:
+                    ok = False  # read before this branch assigns it
+                if isinstance(s, cst.Assign) and s.targets[0].target.value == name:
+                    break
+            if not ok:
+                break
+        if ok:
+            out.add(name)
     return out
 
 
@@ -569,10 +623,12 @@ def _exclusive_conditions(ctx: FileContext, chain: _Chain, conds: list[str], tor
 
 def _tensor_assigned(chain: _Chain, facts: FunctionFacts, name: str) -> bool:
     """Some branch assigns ``name`` a provable tensor, or it holds one everywhere (``_mend_where`` checks
-    the rest while tracing; this only keeps mend from rewriting selections between Python values)."""
+    the rest while tracing; this only keeps mend from rewriting selections between Python values). A
+    broadcast update ``name * mask[:, None]`` counts: its other operand is reshaped or indexed by a
+    tensor operation, which Python numbers and lists do not have."""
     return name in facts.tensor_names or any(
-        facts.is_tensor(s.value) for b in chain.bodies for s in chain.assignments(b)
-        if s.targets[0].target.value == name)
+        facts.is_tensor(s.value) or (_broadcast_update(s.value, name) and facts.shape_changing(s.value))
+        for b in chain.bodies for s in chain.assignments(b) if s.targets[0].target.value == name)
 
 
 def _check_reads(ctx: FileContext, chain: _Chain, facts: FunctionFacts, value: cst.BaseExpression,
@@ -882,9 +938,12 @@ def _names_read_after(ctx: FileContext, node: cst.If, facts: FunctionFacts) -> s
     a loop around it (read again on the next iteration) or of a nested function or lambda (which may
     run later)."""
     end = ctx.positions[node].end.line
-    out = {name for name, uses in facts.loads.items()
-           if any(u not in ctx.positions or ctx.positions[u].start.line > end for u in uses)}
     func = ctx.enclosing_function(node)
+    if func is not None:
+        ctx.prepare_parents(func)
+    out = {name for name, uses in facts.loads.items()
+           if any((u not in ctx.positions or ctx.positions[u].start.line > end) and not _store_dominates(ctx, u, end)
+                  for u in uses)}
     for anc in ctx.ancestors(node):
         if isinstance(anc, (cst.For, cst.While)):
             out |= names_in(anc)
@@ -895,6 +954,30 @@ def _names_read_after(ctx: FileContext, node: cst.If, facts: FunctionFacts) -> s
             if isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 out |= names_in(n)
     return out
+
+
+def _store_dominates(ctx: FileContext, use: cst.Name, after: int) -> bool:
+    """A statement of the block holding ``use``, after line ``after`` and before ``use``, assigns its
+    name plainly, so ``use`` reads that value and never one stored at or before ``after``
+    (``clamp_value = ...`` at the top of each of several ``if`` bodies: the first one's is dead)."""
+    child: cst.CSTNode = use
+    for anc in ctx.ancestors(use):
+        if isinstance(anc, (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.CompFor)):
+            return False
+        if isinstance(anc, (cst.IndentedBlock, cst.Module)):
+            before = []
+            for stmt in anc.body:
+                if stmt is child:
+                    break
+                before.append(stmt)
+            else:
+                return False
+            return any(isinstance(s, cst.SimpleStatementLine) and s in ctx.positions
+                       and ctx.positions[s].start.line > after and any(
+                isinstance(x, cst.Assign) and len(x.targets) == 1 and isinstance(x.targets[0].target, cst.Name)
+                and x.targets[0].target.value == use.value for x in s.body) for s in before)
+        child = anc
+    return False
 
 
 def _next_return(ctx: FileContext, node: cst.If) -> cst.Return | None:

@@ -127,6 +127,12 @@ FIXED = [
             return y * 2
         return y - 1
      """, True),
+    ("a name assigned before the branch and read after it", """
+        z = y * 3
+        if x.sum() > 0:
+            z = y * 2
+        return z
+     """, True),
     ("broadcasting between two tensors is unsafe", """
         if x.sum() > 0:
             y = y + x
@@ -271,3 +277,127 @@ def test_gradient_gate_keeps_the_original_for_autograd() -> None:
     got.sum().backward()
     assert graphs > 1  # the original branch, as before the repair
     assert _same(y2.grad, y1.grad)
+
+
+FP16_GUARD = _module("""
+    y = y * 2
+    if y.dtype == torch.float16 and (torch.isinf(y).any() or torch.isnan(y).any()):
+        clamp_value = torch.finfo(y.dtype).max - 1000
+        y = torch.clamp(y, min=-clamp_value, max=clamp_value)
+    return y + x
+""")
+
+
+def test_fp16_overflow_guard_is_one_graph_and_exact() -> None:
+    """The BART-family encoder layer's fp16 guard: reported (only when float16), repaired safely; in
+    float16 the original breaks at each `.any()` it evaluates, the repair is one graph, bit for bit the same with and without overflow."""
+    result = _repair(FP16_GUARD)
+    assert [(a.code, a.applicability) for a in result.applied] == [("MND201", "safe")]
+    assert "elif y.dtype == torch.float16:" in result.fixed
+    assert _repair(result.fixed).fixed == result.fixed
+    original, repaired = _load(FP16_GUARD, "orig"), _load(result.fixed, "fixed")
+    half = torch.float16
+    cases = [
+        (torch.zeros(3, dtype=half), torch.tensor([1.0, 40000.0, -3.0], dtype=half)),  # inf after * 2
+        (torch.zeros(3, dtype=half), torch.tensor([1.0, float("nan"), -3.0], dtype=half)),
+        (torch.zeros(3, dtype=half), torch.tensor([1.0, 2.0, -3.0], dtype=half)),
+        (torch.zeros(3), torch.tensor([1.0, float("inf"), -3.0])),  # float32: the guard never runs
+    ]
+    for x, y in cases:
+        want = original.f(x.clone(), y.clone())
+        assert _same(repaired.f(x.clone(), y.clone()), want)
+        got, graphs = _compiled_graphs(repaired.f, (x.clone(), y.clone()))
+        assert _same(got, want) and graphs == 1, (y, got, want, graphs)
+        _, graphs_before = _compiled_graphs(original.f, (x.clone(), y.clone()))
+        assert (graphs_before > 1) == (y.dtype == half)  # a break per evaluated `.any()` test
+
+
+MASKED_UPDATE = """
+import torch
+
+
+@torch.compile
+def f(h: torch.Tensor, attention_mask=None):
+    h = h.sin()
+    if attention_mask is not None and not torch.all(attention_mask == 1):
+        h = (h * attention_mask[:, None, :]).to(h.dtype)
+    return h.cos()
+"""
+
+
+def test_masked_update_of_zamba_is_repaired_unsafe() -> None:
+    """Zamba/Mamba's ``if not torch.all(mask == 1): h = h * mask[:, None, :]``: only the mask is
+    indexed, so the product has ``h``'s shape or ``_mend_where`` falls back. Unsafe (the product of two
+    tensors is computed on the side not taken); one graph under no_grad, values bit for bit the same."""
+    assert _repair(MASKED_UPDATE).fixed == MASKED_UPDATE
+    result = _repair(MASKED_UPDATE, unsafe=True)
+    assert [(a.code, a.applicability) for a in result.applied] == [("MND201", "unsafe")]
+    original, repaired = _load(MASKED_UPDATE, "orig"), _load(result.fixed, "fixed")
+    h = torch.randn(2, 3, 4)
+    for mask in (torch.ones(2, 4, dtype=torch.long), torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]]), None):
+        want = original.f(h.clone(), mask)
+        assert _same(repaired.f(h.clone(), mask), want)
+        with torch.no_grad():
+            got, graphs = _compiled_graphs(repaired.f, (h.clone(), mask))
+            _, graphs_before = _compiled_graphs(original.f, (h.clone(), mask))
+        assert _same(got, want) and graphs == 1
+        assert graphs_before == (1 if mask is None else 2)
+
+
+def test_masked_update_that_broadcasts_wider_falls_back_to_the_original() -> None:
+    """When the mask widens ``h`` (here ``h`` is 1-d), torch.where cannot select: ``_mend_where`` keeps
+    the original selection (a break), never another value."""
+    result = _repair(MASKED_UPDATE, unsafe=True)
+    original, repaired = _load(MASKED_UPDATE, "orig"), _load(result.fixed, "fixed")
+    h, mask = torch.randn(4), torch.tensor([[1, 0, 1, 1], [1, 1, 1, 1]])
+    want = original.f(h.clone(), mask)
+    with torch.no_grad():
+        got, graphs = _compiled_graphs(repaired.f, (h.clone(), mask))
+    assert _same(got, want) and graphs > 1
+
+
+T5_GUARDS = _module("""
+    if y.dtype == torch.float16 and torch.isinf(y).any():
+        clamp_value = torch.finfo(y.dtype).max - 1000
+        y = torch.clamp(y, min=-clamp_value, max=clamp_value)
+    y = y * 2
+    if y.dtype == torch.float16 and torch.isinf(y).any():
+        clamp_value = torch.finfo(y.dtype).max - 1000
+        y = torch.clamp(y, min=-clamp_value, max=clamp_value)
+    return y + x
+""")
+
+
+def test_temporary_reassigned_before_every_later_read_is_a_branch_temporary() -> None:
+    """T5-family layers repeat the guard, each assigning ``clamp_value`` before reading it: the value
+    of one guard is dead after it, so each repair computes it plainly (safe, one graph in float16)."""
+    result = _repair(T5_GUARDS)
+    assert [(a.code, a.applicability) for a in result.applied] == [("MND201", "safe")] * 2, result.remaining
+    original, repaired = _load(T5_GUARDS, "orig"), _load(result.fixed, "fixed")
+    half = torch.float16
+    for y in (torch.tensor([1.0, float("inf")], dtype=half), torch.tensor([1.0, 40000.0], dtype=half),
+              torch.tensor([1.0, 2.0], dtype=half)):
+        x = torch.zeros(2, dtype=half)
+        want = original.f(x.clone(), y.clone())
+        got, graphs = _compiled_graphs(repaired.f, (x.clone(), y.clone()))
+        assert _same(repaired.f(x.clone(), y.clone()), want) and _same(got, want) and graphs == 1
+
+
+def test_a_temporary_another_branch_reads_first_is_not_a_temporary() -> None:
+    """``t`` is read by the else branch before any assignment there: it keeps its old value on that
+    path, so the chain must not compute the if-branch's ``t`` plainly."""
+    source = _module("""
+        t = y + 1
+        if x.sum() > 0:
+            t = y * 2
+            z = t + 1
+        else:
+            z = t - 1
+        return z
+    """)
+    result = _repair(source)
+    original, repaired = _load(source, "orig"), _load(result.fixed, "fixed")
+    for x, y in INPUTS:
+        want = original.f(x.clone(), y.clone())
+        got, _ = _compiled_graphs(repaired.f, (x.clone(), y.clone()))
+        assert _same(got, want) and _same(repaired.f(x.clone(), y.clone()), want)

@@ -333,7 +333,24 @@ def test_training_only_break_in_a_helper_called_from_a_loop_makes_no_frame_skip(
     assert [(d.line, d.code) for d in _diags(src)] == [(8, "MND201")]
 
 
-@pytest.mark.parametrize("prefix", ["h.dtype == torch.float16", "self.training", "h.is_floating_point()"])
+@pytest.mark.parametrize("prefix", ["h.dtype == torch.float16", "h.is_floating_point()"])
+def test_tensor_condition_behind_a_dtype_test_is_reported_with_the_dtype(prefix):
+    src = f"""
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, h):
+                if {prefix} and not torch.isfinite(h).all():
+                    h = h.clamp(-1.0, 1.0)
+                return h
+    """
+    found = _diags(src)
+    assert [(d.line, d.code) for d in found] == [(7, "MND201")]
+    assert found[0].data["mode"] == prefix and f"(only when `{prefix}`)" in found[0].message
+
+
+@pytest.mark.parametrize("prefix", ["self.training", "torch.is_grad_enabled()"])
 def test_tensor_condition_behind_a_mode_test_is_not_reported(prefix):
     src = f"""
         import torch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from mend.analyzers.static import tensors as tk
-from mend.analyzers.static.rules.base import FixInfo, Rule, checker, register
+from mend.analyzers.static.rules.base import RULES, FixInfo, Rule, checker, register
 from mend.analyzers.static.rules.context import Context
 
 _HDR = "import torch\nfrom torch import nn\n"
@@ -19,9 +19,11 @@ register(
             Finds `if` statements and conditional expressions whose condition is a tensor value
             (`if x.sum() > 0:`, `if mask.any():`, also through locals: `n = x.sum(); if n > 0:`).
             Conditions on shapes, dtypes, `None`, `self.training` or `isinstance` are static and are
-            not reported. A tensor condition behind a dtype or `self.training` test in an `and` chain
-            (`if h.dtype == torch.float16 and not torch.isfinite(h).all():`) is evaluated, and breaks,
-            only for that dtype or mode, which the analyzer cannot see: it is not reported.
+            not reported. A tensor condition behind a dtype test in an `and` chain (the fp16 overflow
+            guard of BART-family layers, `if h.dtype == torch.float16 and torch.isinf(h).any():`) is
+            evaluated, and breaks, only for that dtype, which the analyzer cannot see: it is reported
+            with the dtype test ("only when ..."). Behind `self.training` or a grad-mode test it is not
+            reported (the mode is the program's, usually eval under compile).
         """,
         why="""
             The branch taken depends on data Dynamo does not know at trace time, so it ends the graph
@@ -72,7 +74,11 @@ register(
             "`torch.where` when both sides are tensors of one shape, dtype and device and the condition has "
             "one element, all decided while tracing, and the original selection otherwise (a graph break "
             "there, never another value). Declined when a side can change shape (`torch.cat`, `reshape`, "
-            "indexing, ...): torch.where cannot select between such sides. Under compile the side not taken is "
+            "indexing, ...): torch.where cannot select between such sides; except a broadcast update "
+            "`h = h * mask[:, None]` (also `+ - /`, maybe cast with `.to(...)`), where only the other operand "
+            "is reshaped: the result has `h`'s shape or `_mend_where` falls back, and the fix is **unsafe**. "
+            "A dtype test before the tensor test (`h.dtype == torch.float16 and ...`, the fp16 overflow guard) "
+            "stays a Python test, so other dtypes trace as before. Under compile the side not taken is "
             "computed too: **safe** when every such expression cannot raise for any values, shapes and real "
             "dtypes (elementwise ops with Python-number operands, reductions that accept empty tensors, "
             "`torch.finfo` of a dtype the code tested to be floating); otherwise **unsafe** (broadcasting "
@@ -168,14 +174,24 @@ def _raises(body: list[ast.stmt]) -> bool:
         isinstance(s, (ast.Raise, ast.Expr, ast.Assign, ast.Pass)) for s in body)
 
 
+def _dtype_mode(mode: str | None) -> bool:
+    """The mode test of an ``and`` prefix tests a dtype (``x.dtype == torch.float16``,
+    ``x.is_floating_point()``): a property of the inputs, not a mode the program is put in."""
+    return mode is not None and (".dtype" in mode or "is_floating_point" in mode or "is_complex" in mode)
+
+
 @checker("if")
 def data_dependent_if(ctx: Context, node: ast.If) -> None:
-    if ctx.kind(node.test) != tk.T or ctx.mode_prefixed(node.test):
-        return  # `x.dtype == torch.float16 and <tensor test>`: breaks only for that dtype (or mode)
-    if _raises(node.body):
-        ctx.report("MND203", node.test)
-    else:
-        ctx.report("MND201", node.test)
+    if ctx.kind(node.test) != tk.T:
+        return
+    mode = ctx.mode_prefixed(node.test)
+    if mode is not None and not _dtype_mode(mode):
+        return  # `self.training and <tensor test>`: breaks only in that mode (train / grad)
+    code = "MND203" if _raises(node.body) else "MND201"
+    if mode is None:
+        ctx.report(code, node.test)
+    else:  # `h.dtype == torch.float16 and <tensor test>` (the fp16 overflow guard): breaks for that dtype
+        ctx.report(code, node.test, f"{RULES[code].summary} (only when `{mode}`)", mode=mode)
 
 
 @checker("ifexp")
