@@ -28,6 +28,7 @@ from mend.rewriter.analysis import code, is_number, parse_expr, strip_parens
 from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
 from mend.rewriter.fixes.control_flow import fix_branch
+from mend.rewriter.fixes.expert_split import expert_split_plan
 from mend.rewriter.fixes.moe import expert_loop_plan
 
 
@@ -233,6 +234,9 @@ def fix_tolist(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
             call.func.value, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)) else parse_expr(
             f"({code(call.func.value)}).shape[0]")
         return Plan(diag, "`len(t.tolist())` -> `t.shape[0]`", "safe", [(outer, new)])
+    grouped = expert_split_plan(ctx, diag, call)
+    if grouped is not None:
+        return grouped
     return _capture_decorator(ctx, diag, call, "capture_scalar_outputs",
                               "a Python list is needed (capture helps integer tensors only)")
 
