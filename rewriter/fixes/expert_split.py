@@ -363,4 +363,5 @@ def _check_use(ctx: FileContext, use: cst.Name, experts: dict[str, _SplitSite], 
         site = experts.get(_self_attr(call.func)) if isinstance(call, cst.Call) else None
         if site is not None and list(call.args).index(parent) == site.sizes_index:
             return None
-    return f"the counts reach `{code(parent) if parent is not None else use.value}`, which this repair does not rewrite"
+    where = ctx.parent(parent) if isinstance(parent, cst.Arg) else parent
+    return f"the counts reach `{code(where) if where is not None else use.value}`, which this repair does not rewrite"

@@ -101,8 +101,13 @@ register(
         """,),
         fix=FixInfo(
             "sometimes", "safe", "len(t.tolist()) -> t.shape[0]",
-            "`len(t.tolist())` becomes `t.shape[0]` (**safe**, exact). Other uses: the scalar-capture "
-            "decorator (**unsafe**; helps integer tensors only).",
+            "`len(t.tolist())` becomes `t.shape[0]` (**safe**, exact). A MoE router's per-expert counts "
+            "(`expert_size = expert_size.tolist()`, returned, then `inputs.split(expert_size, dim=0)` and a "
+            "`F.linear` per chunk in an experts module of the same file: JetMoE, GraniteMoE): under compile the "
+            "router keeps the tensor and the experts run every expert on every row, each row taking its own "
+            "expert's output by a gather (**unsafe**: equal within float tolerance, not bitwise; expert FLOPs "
+            "grow by the number of experts); declined when the counts reach other code. Other uses: the "
+            "scalar-capture decorator (**unsafe**; helps integer tensors only).",
         ),
     ),
     Rule(

@@ -1,0 +1,93 @@
+"""The grouped-experts repair (JetMoE/GraniteMoE ``expert_size.tolist()`` + ``split``): what it declines,
+and that the repaired experts module still takes a list of counts under compile."""
+
+from __future__ import annotations
+
+import pytest
+
+from mend.rewriter.engine import FixOptions, fix_source
+from tests.rewriter.conftest import FIXTURES, diag
+
+SOURCE = (FIXTURES / "grouped_experts.in.py").read_text()
+TOLIST = "expert_size = expert_size.tolist()"
+
+
+def _fix(src: str, unsafe: bool = True):
+    lines = src.splitlines()
+    line = next(i for i, text in enumerate(lines, 1) if TOLIST in text)
+    col = lines[line - 1].index("expert_size.tolist()") + 1
+    return fix_source(src, "t.py", [diag("MND303", line, col)], FixOptions(unsafe=unsafe))
+
+
+def test_repair_needs_unsafe_opt_in() -> None:
+    res = _fix(SOURCE, unsafe=False)
+    assert res.fixed == SOURCE
+    assert res.remaining[0].unsafe_available
+    assert "grouped MoE experts" in res.remaining[0].reason
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    # the counts reach code the repair does not rewrite
+    (("        hidden_states = self.input_linear(layer_input[batch_index], expert_size)\n",
+      "        hidden_states = self.input_linear(layer_input[batch_index], expert_size)\n"
+      "        hidden_states = hidden_states * len(expert_size)\n"), "the counts reach `len(expert_size)`"),
+    (("        index_sorted_experts, batch_index, batch_gates, expert_size = topo_info\n",
+      "        index_sorted_experts, batch_index, batch_gates, expert_size = topo_info\n"
+      "        print(expert_size)\n"), "the counts reach `print(expert_size)`"),
+    # no experts module of the split/loop/cat shape: the scalar-capture fallback's reason
+    (("            output_list.append(F.linear(input_list[i], self.weight[i]))\n",
+      "            output_list.append(F.linear(input_list[i], self.weight[i]).cumsum(0))\n"),
+     "a Python list is needed"),
+    (("        input_list = inputs.split(expert_size, dim=0)\n", "        input_list = inputs.split(expert_size, dim=1)\n"),
+     "a Python list is needed"),
+    # the router's list is used after the `.tolist()` other than in the returned tuple
+    (("        return index_sorted_experts, batch_index, batch_gates, expert_size, logits\n",
+      "        logits = logits * len(expert_size)\n"
+      "        return index_sorted_experts, batch_index, batch_gates, expert_size, logits\n"), "a Python list is needed"),
+])
+def test_declines(change: tuple[str, str], reason: str) -> None:
+    old, new = change
+    assert old in SOURCE
+    src = SOURCE.replace(old, new)
+    res = _fix(src)
+    assert res.fixed == src
+    assert res.applied == []
+    assert reason in res.remaining[0].reason, res.remaining[0].reason
+
+
+def test_repaired_experts_take_a_list_under_compile() -> None:
+    """Callers elsewhere may still pass a list of counts: under compile the static form takes it too
+    (`torch.as_tensor`), in one graph, with the output of the original experts."""
+    torch = pytest.importorskip("torch")
+    ns_in: dict = {"__name__": "grouped_in"}
+    ns_out: dict = {"__name__": "grouped_out"}
+    exec(compile(SOURCE.replace("@torch.compile\n", ""), "in.py", "exec"), ns_in)
+    exec(compile((FIXTURES / "grouped_experts.out.py").read_text().replace("@torch.compile\n", ""), "out.py", "exec"),
+         ns_out)
+    torch.manual_seed(0)
+    before = ns_in["ParallelExperts"](4, 8, 6)
+    after = ns_out["ParallelExperts"](4, 8, 6)
+    after.load_state_dict(before.state_dict())
+    x, sizes = torch.randn(9, 8), [3, 0, 4, 2]
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    compiled = torch.compile(after, backend=backend)(x, sizes)
+    assert len(graphs) == 1
+    torch.testing.assert_close(compiled, before(x, sizes), rtol=1.3e-6, atol=1e-5)
+    assert torch.equal(after(x, sizes), before(x, sizes))  # eager runs the original statements
+
+
+def test_eager_is_bitwise_unchanged() -> None:
+    torch = pytest.importorskip("torch")
+    outs = []
+    for kind in ("in", "out"):
+        ns: dict = {"__name__": f"grouped_{kind}"}
+        src = (FIXTURES / f"grouped_experts.{kind}.py").read_text().replace("@torch.compile\n", "")
+        exec(compile(src, f"{kind}.py", "exec"), ns)
+        outs.append(ns["f"](torch.linspace(-2, 2, 56).reshape(7, 8)))
+    assert torch.equal(outs[0], outs[1])
