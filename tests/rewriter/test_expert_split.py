@@ -91,3 +91,31 @@ def test_eager_is_bitwise_unchanged() -> None:
         exec(compile(src, f"{kind}.py", "exec"), ns)
         outs.append(ns["f"](torch.linspace(-2, 2, 56).reshape(7, 8)))
     assert torch.equal(outs[0], outs[1])
+
+
+def test_from_run_repairs_the_recorded_tolist(tmp_path) -> None:
+    """A `.tolist()` break recorded by `mend run` (Data dependent operator, GB0033) gets the same repair
+    (here with the counts computed by a helper function)."""
+    from typer.testing import CliRunner
+
+    from mend.analyzers.runtime import data as rdata
+    from mend.cli.app import app
+
+    src = SOURCE.replace("expert_size = gates.long().sum(0)", "expert_size = counts(gates)")
+    src = src.replace("class TopKGating(nn.Module):", "def counts(gates):\n    return gates.long().sum(0)\n\n\n"
+                      "class TopKGating(nn.Module):")
+    mod = tmp_path / "mod.py"
+    mod.write_text(src)
+    line = next(i for i, text in enumerate(src.splitlines(), 1) if TOLIST in text)
+    run = rdata.RunData(root=str(tmp_path), breaks=[rdata.BreakSite(
+        path="mod.py", line=line, function="forward", gb_type="Data dependent operator", registry_id="GB0033",
+        message="The operator 'aten._local_scalar_dense.default' has a non-Tensor output", source_line=TOLIST)])
+    data_file = tmp_path / ".mend" / "run.json"
+    data_file.parent.mkdir()
+    rdata.save(run, data_file)
+    result = CliRunner().invoke(app, ["fix", "--isolated", "--unsafe-fixes", "--from-run", str(data_file),
+                                      str(mod)])
+    assert "MND303 fixed" in result.output, result.output
+    fixed = mod.read_text()
+    assert "if not torch.compiler.is_compiling():\n            expert_size = expert_size.tolist()" in fixed
+    assert "torch.stack(output_list, 0)[_mend_group" in fixed
