@@ -1,11 +1,13 @@
-"""What the MoE routing repair costs: the routing loop as written vs its static-shape form under compile.
+"""What the MoE routing repairs cost: the routing as written vs its static-shape form under compile.
 
-Both forms come from ``tests/rewriter/fixtures/moe_routing.in.py`` (Mixtral's routing loop) and its
-repair by ``mend fix --unsafe-fixes``, sized up; each runs eagerly, and compiled with the ``--backend``
+Both forms come from a fixture and its repair by ``mend fix --unsafe-fixes``, sized up: ``--fixture
+moe_routing`` (Mixtral's routing loop, ``tests/rewriter/fixtures/moe_routing.in.py``) or ``--fixture
+grouped_experts`` (JetMoE/GraniteMoE's router counts and split experts, ``grouped_experts.in.py``); each runs eagerly, and compiled with the ``--backend``
 (default ``eager``: the captured ops run as captured, so the difference is the extra expert work). Prints
 medians of ``--repeat`` timed calls after a warm-up, and the ratios to the original run eagerly.
 
     python benchmarks/moe_routing.py --tokens 512 --dim 256 --experts 8 --top-k 2
+    python benchmarks/moe_routing.py --fixture grouped_experts
 """
 
 from __future__ import annotations
@@ -20,14 +22,20 @@ import torch
 from mend.analyzers import static
 from mend.rewriter.engine import FixOptions, fix_source
 
-FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "rewriter" / "fixtures" / "moe_routing.in.py"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "rewriter" / "fixtures"
+# fixture -> (module class, a name only the repaired source has, constructor from dim, experts, top-k)
+BLOCKS = {
+    "moe_routing": ("SparseMoE", "_mend_routed", lambda cls, d, e, k: cls(d, e, k)),
+    "grouped_experts": ("MoE", "_mend_group", lambda cls, d, e, k: cls(d, 2 * d, e, k)),
+}
 
 
-def _module(text: str, dim: int, experts: int, top_k: int) -> torch.nn.Module:
+def _module(text: str, fixture: str, dim: int, experts: int, top_k: int) -> torch.nn.Module:
     ns: dict = {"__name__": "moe_bench"}
-    exec(compile(text.replace("@torch.compile\n", ""), str(FIXTURE), "exec"), ns)
+    exec(compile(text.replace("@torch.compile\n", ""), f"{fixture}.py", "exec"), ns)
     torch.manual_seed(0)
-    return ns["SparseMoE"](dim, experts, top_k).eval()
+    cls, _, make = BLOCKS[fixture]
+    return make(ns[cls], dim, experts, top_k).eval()
 
 
 def _median(fn, x, repeat: int) -> float:
@@ -49,14 +57,16 @@ def main() -> None:
     ap.add_argument("--top-k", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--backend", default="eager")
+    ap.add_argument("--fixture", choices=sorted(BLOCKS), default="moe_routing")
     args = ap.parse_args()
-    src = FIXTURE.read_text()
-    config = static.load_config([str(FIXTURE.parent)], isolated=True)
-    fixed = fix_source(src, FIXTURE.name, None, FixOptions(unsafe=True),
-                       lambda text: static.check_source(text, FIXTURE.name, config)).fixed
-    assert "_mend_routed" in fixed, "the routing loop was not repaired"
-    original = _module(src, args.dim, args.experts, args.top_k)
-    repaired = _module(fixed, args.dim, args.experts, args.top_k)
+    path = FIXTURES / f"{args.fixture}.in.py"
+    src = path.read_text()
+    config = static.load_config([str(FIXTURES)], isolated=True)
+    fixed = fix_source(src, path.name, None, FixOptions(unsafe=True),
+                       lambda text: static.check_source(text, path.name, config)).fixed
+    assert BLOCKS[args.fixture][1] in fixed, "the routing was not repaired"
+    original = _module(src, args.fixture, args.dim, args.experts, args.top_k)
+    repaired = _module(fixed, args.fixture, args.dim, args.experts, args.top_k)
     x = torch.randn(args.tokens, args.dim)
     with torch.no_grad():
         ref = original(x)
@@ -72,7 +82,7 @@ def main() -> None:
     torch._dynamo.reset()
     rows.append((f"repaired, compiled ({args.backend})", _median(torch.compile(repaired, backend=args.backend), x,
                                                                  args.repeat)))
-    print(f"tokens {args.tokens}, dim {args.dim}, experts {args.experts}, top-k {args.top_k}; "
+    print(f"{args.fixture}: tokens {args.tokens}, dim {args.dim}, experts {args.experts}, top-k {args.top_k}; "
           f"expert rows: {args.tokens * args.top_k} routed -> {args.tokens * args.top_k * args.experts} under "
           f"the repair (x{args.experts} expert FLOPs); compiled repaired vs original eager: max |diff| "
           f"{(got - ref).abs().max().item():.3g}")

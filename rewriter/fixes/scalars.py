@@ -31,6 +31,7 @@ from mend.rewriter.analysis import code, is_number, parse_expr, strip_parens
 from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
 from mend.rewriter.fixes.control_flow import fix_branch
+from mend.rewriter.fixes.expert_split import expert_split_plan
 from mend.rewriter.fixes.moe import expert_loop_plan
 
 
@@ -241,6 +242,9 @@ def fix_tolist(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
         new = parse_expr(f"_mend_tolist_len({code(strip_parens(call.func.value))})")
         return Plan(diag, "`len(t.tolist())` -> `_mend_tolist_len(t)` (`t.shape[0]`; a 0-d `t` raises as before)",
                     "safe", [(outer, new)], helpers=["_mend_tolist_len"])
+    grouped = expert_split_plan(ctx, diag, call)
+    if grouped is not None:
+        return grouped
     return _capture_decorator(ctx, diag, call, "capture_scalar_outputs",
                               "a Python list is needed (capture helps integer tensors only)")
 

@@ -110,7 +110,12 @@ register(
             "sometimes", "safe", "len(t.tolist()) -> _mend_tolist_len(t) (t.shape[0])",
             "`len(t.tolist())` becomes `_mend_tolist_len(t)`, a helper added to the file: `t.shape[0]`, and "
             "the original `len(t.tolist())` for a 0-d `t`, whose list is a number (`TypeError` as before) "
-            "(**safe**, exact: same results and exceptions, eager and compiled). Other uses: the "
+            "(**safe**, exact: same results and exceptions, eager and compiled). A MoE router's per-expert counts "
+            "(`expert_size = expert_size.tolist()`, returned, then `inputs.split(expert_size, dim=0)` and a "
+            "`F.linear` per chunk in an experts module of the same file: JetMoE, GraniteMoE): under compile the "
+            "router keeps the tensor and the experts run every expert on every row, each row taking its own "
+            "expert's output by a gather (**unsafe**: equal within float tolerance, not bitwise; expert FLOPs "
+            "grow by the number of experts); declined when the counts reach other code. Other uses: the "
             "scalar-capture decorator (**unsafe**; helps integer tensors only).",
         ),
     ),
