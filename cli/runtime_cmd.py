@@ -95,7 +95,7 @@ def _repair_hook(packages: Optional[str], unsafe: bool, from_run: Optional[Path]
     """Install the import hook for ``mend run --repair`` (exit 2 on a bad package list or data file)."""
     import importlib.util
 
-    from mend.imports import SettingsError, repair_imports
+    from mend.imports import RepairSettings, SettingsError, repair_imports
 
     if not packages:
         _err("--unsafe-fixes and --from-run need --repair PACKAGES")
@@ -103,19 +103,16 @@ def _repair_hook(packages: Optional[str], unsafe: bool, from_run: Optional[Path]
     if from_run is not None and not from_run.is_file():
         _err(f"--from-run: no such data file: {from_run}")
         raise typer.Exit(2)
-    names = [p.strip() for p in packages.split(",") if p.strip()]
     try:
-        missing = [n for n in names if importlib.util.find_spec(n.split(".")[0]) is None]
-    except (ImportError, ValueError) as exc:
-        missing = [f"{packages} ({exc})"]
-    if missing or not names:
-        _err(f"--repair: no installed package named {', '.join(missing) or repr(packages)}")
-        raise typer.Exit(2)
-    try:
-        return repair_imports(names, unsafe=unsafe, from_run=str(from_run) if from_run else None)
+        names = RepairSettings(packages=tuple(packages.split(","))).packages
     except SettingsError as exc:
         _err(f"--repair: {exc}")
         raise typer.Exit(2) from None
+    missing = [n for n in names if importlib.util.find_spec(n.split(".")[0]) is None]
+    if missing:
+        _err(f"--repair: no installed package named {', '.join(missing)}")
+        raise typer.Exit(2)
+    return repair_imports(names, unsafe=unsafe, from_run=str(from_run) if from_run else None)
 
 
 def _package_folders(hook) -> list[str]:  # noqa: ANN001
