@@ -4,7 +4,8 @@ An entry's key is a hash of
 
 * the original file's bytes (sha256) and its real path (the module name and package come from it);
 * mend's version and code: the version plus the size and modification time of every source file of
-  the rewriter and the static analyzer (:func:`mend_fingerprint`; a changed or reinstalled mend is a new key);
+  the rewriter, the static analyzer and the repair step (:func:`mend_fingerprint`; a changed or reinstalled
+  mend is a new key);
 * the fix options (:meth:`RepairSettings.fix_fingerprint`) and every ``pyproject.toml`` from the program's
   folder up (the ``[tool.mend]`` config ``mend fix`` would read; :func:`config_fingerprint`);
 * the package it belongs to (:func:`package_fingerprint`: path, size and modification time of each of its
@@ -105,7 +106,7 @@ _memo: dict[Any, str] = {}
 
 def mend_fingerprint() -> str:
     """mend's version and the state of the code that decides a repaired text: the rewriter, the static
-    analyzer and the diagnostic type (found without importing them)."""
+    analyzer, the diagnostic type and :mod:`mend.imports.repair` (found without importing them)."""
     if "mend" not in _memo:
         import importlib.util
 
@@ -118,34 +119,29 @@ def mend_fingerprint() -> str:
 
         analyzers = folder("mend.analyzers")
         h = hashlib.sha256(f"mend {mend.__version__}\n".encode())
-        _stat_fingerprint(h, [folder("mend.rewriter"), analyzers / "static", analyzers / "diagnostic.py"])
+        _stat_fingerprint(h, [folder("mend.rewriter"), analyzers / "static", analyzers / "diagnostic.py",
+                              Path(__file__).with_name("repair.py")])
         _memo["mend"] = h.hexdigest()
     return _memo["mend"]
 
 
 def package_fingerprint(package_dir: str) -> str:
-    """Path, size and modification time of every ``.py`` file of a package (computed once per process)."""
-    key = ("package", package_dir)
-    if key not in _memo:
-        h = hashlib.sha256()
-        _stat_fingerprint(h, [Path(package_dir)])
-        _memo[key] = h.hexdigest()
-    return _memo[key]
+    """Path, size and modification time of every ``.py`` file of a package (the hook asks once per package)."""
+    h = hashlib.sha256()
+    _stat_fingerprint(h, [Path(package_dir)])
+    return h.hexdigest()
 
 
 def config_fingerprint(root: str, config_file: str | None, isolated: bool) -> str:
     """The bytes of the configuration files ``mend fix`` may read for a program started in ``root``."""
-    key = ("config", root, config_file, isolated)
-    if key not in _memo:
-        h = hashlib.sha256()
-        if not isolated:
-            candidates = [Path(config_file)] if config_file else \
-                [d / "pyproject.toml" for d in (Path(root).resolve(), *Path(root).resolve().parents)]
-            for cand in candidates:
-                with contextlib.suppress(OSError):
-                    h.update(str(cand).encode() + b"\0" + cand.read_bytes() + b"\0")
-        _memo[key] = h.hexdigest()
-    return _memo[key]
+    h = hashlib.sha256()
+    if not isolated:
+        candidates = [Path(config_file)] if config_file else \
+            [d / "pyproject.toml" for d in (Path(root).resolve(), *Path(root).resolve().parents)]
+        for cand in candidates:
+            with contextlib.suppress(OSError):
+                h.update(str(cand).encode() + b"\0" + cand.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def entry_key(source: bytes, path: str, *parts: str) -> tuple[str, str]:

@@ -55,6 +55,7 @@ class RepairHook:
         self.errors: list[tuple[str, str]] = []  # (module, why it loaded unchanged)
         self._contexts: dict[str, Any] = {}
         self._sites: dict[str, str] | None = None
+        self._parts: dict[str, str] = {}
         self._lock = threading.RLock()
         self._busy = threading.local()
 
@@ -82,7 +83,9 @@ class RepairHook:
         return None
 
     def invalidate_caches(self) -> None:
+        """``importlib.invalidate_caches()``: the packages may have changed on disk."""
         self._contexts.clear()
+        self._parts.clear()
 
     # -- entries -----------------------------------------------------------------------------------
     def entry_for(self, fullname: str, origin: str, source: bytes, is_package: bool) -> Entry | None:
@@ -90,10 +93,7 @@ class RepairHook:
         try:
             real = os.path.realpath(origin)
             package_dir = _package_dir(real, fullname, is_package, self.settings)
-            s = self.settings
-            key, digest = entry_key(source, real, mend_fingerprint(), s.fix_fingerprint(),
-                                    config_fingerprint(s.root, s.config_file, s.isolated),
-                                    package_fingerprint(package_dir), self._recorded_sites().get(real, ""))
+            key, digest = entry_key(source, real, self._key_parts(package_dir), self._recorded_sites().get(real, ""))
             entry = self.cache.get(key)
             if entry is None:
                 entry = self._repair(fullname, real, package_dir, source, key, digest)
@@ -123,6 +123,16 @@ class RepairHook:
         except OSError as exc:  # a read-only cache: the entry still serves this process
             self.errors.append((fullname, f"cannot write the repair cache: {exc}"))
         return entry
+
+    def _key_parts(self, package_dir: str) -> str:
+        """The part of every key that does not depend on the module: mend, options, config, package."""
+        parts = self._parts.get(package_dir)
+        if parts is None:
+            s = self.settings
+            parts = self._parts[package_dir] = "\0".join([
+                mend_fingerprint(), s.fix_fingerprint(), config_fingerprint(s.root, s.config_file, s.isolated),
+                package_fingerprint(package_dir)])
+        return parts
 
     def _recorded_sites(self) -> dict[str, str]:
         if self._sites is None:

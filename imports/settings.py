@@ -10,6 +10,7 @@ spawns) in one environment variable, ``MEND_REPAIR``: either a comma-separated l
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -56,8 +57,12 @@ class RepairSettings:
                 object.__setattr__(self, name, os.path.abspath(value))
 
     def covers(self, fullname: str) -> bool:
-        """Is module ``fullname`` inside one of the packages?"""
-        return any(fullname == p or fullname.startswith(p + ".") for p in self.packages)
+        """Is module ``fullname`` inside one of the packages? (Asked for every import of the program.)"""
+        return fullname in self.packages or fullname.startswith(self._dotted)
+
+    @functools.cached_property
+    def _dotted(self) -> tuple[str, ...]:
+        return tuple(p + "." for p in self.packages)
 
     def fix_fingerprint(self) -> str:
         """What in these settings decides a repaired text (not the package list or the cache folder)."""

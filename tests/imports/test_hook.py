@@ -99,8 +99,9 @@ def test_warm_import_reads_the_cache_and_a_changed_file_is_repaired_again(toy):
         model_py = folder / "model.py"
         model_py.write_text(model_py.read_text().replace("too many rows", "too many rows!"))
         hook = reimport()
-        # model.py's content is in its key (the package's state is read once per process: see the next test)
-        assert calls == [f"{pkg}.model"]
+        # model.py's content is in its key, and the package's state in every module's key (a changed module
+        # may change which functions of the others are traced)
+        assert sorted(calls) == sorted([pkg, f"{pkg}.model", f"{pkg}.helpers"])
         assert {e.module: e.key for e in hook.loaded.values()}[f"{pkg}.model"] != first[f"{pkg}.model"]
         # other fix options are other keys
         calls.clear()
@@ -122,9 +123,6 @@ def test_package_fingerprint_is_in_the_key(toy):
     for name in [m for m in sys.modules if m.startswith(pkg)]:
         del sys.modules[name]
     (folder / "extra.py").write_text("X = 1\n")
-    import mend.imports.cache as cache_mod
-
-    cache_mod._memo.clear()
     hook = mi.repair_imports([pkg], cache_dir=str(cache), isolated=True)
     _import(pkg, "helpers")
     assert next(e.key for e in hook.loaded.values() if e.module.endswith("helpers")) != key
