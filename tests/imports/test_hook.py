@@ -23,7 +23,10 @@ def _import(pkg: str, name: str):
 
 def test_modules_of_the_package_load_repaired(toy):
     pkg, folder, cache = toy
-    hook = mi.repair_imports([pkg], cache_dir=str(cache), isolated=True)
+    import mend
+
+    hook = mend.repair_imports([pkg], cache_dir=str(cache), isolated=True)
+    assert hook is mi.active()
     model = _import(pkg, "model")
     helpers = sys.modules[f"{pkg}.helpers"]
     assert isinstance(model.__loader__, RepairLoader)
