@@ -36,5 +36,6 @@ def _chain() -> None:
     spec.loader.exec_module(module)
 
 
-_install()
-_chain()
+if __name__ == "sitecustomize":  # run by Python at start-up (not imported as mend.imports.startup.sitecustomize)
+    _install()
+    _chain()
