@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "mend.cli.fix_cmd",  # mend fix
     "mend.cli.runtime_cmd",  # mend run, mend report, mend gate
     "mend.cli.bench_cmd",  # mend bench
+    "mend.cli.repair_cmd",  # mend repair-cache
 )
 
 app = typer.Typer(

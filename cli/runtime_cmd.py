@@ -39,6 +39,12 @@ def run(
     source: list[Path] = typer.Option([], "--source", help="A folder that is part of the project even inside "
                                       "site-packages (repeatable), e.g. the transformers package folder."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the summary line."),
+    repair: Optional[str] = typer.Option(None, "--repair", help="Repair these packages (comma-separated, e.g. "
+                                         "transformers,timm) as the program imports them, with mend fix's safe "
+                                         "fixes; child processes too. Their breaks are reported at their own lines."),
+    unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="With --repair: also apply unsafe fixes."),
+    from_run: Optional[Path] = typer.Option(None, "--from-run", help="With --repair: also repair the sites this "
+                                            "data file recorded inside the packages."),
 ) -> None:
     """Run a Python program with the graph-break recorder attached, like `coverage run`.
 
@@ -58,11 +64,17 @@ def run(
     else:
         what, is_module = target, False
     path = _data_path(data_file)
+    hook = _repair_hook(repair, unsafe_fixes, from_run) if repair or unsafe_fixes or from_run else None
+    folders = [str(s) for s in source] + (_package_folders(hook) if hook else [])
     try:
-        result = run_program(what, args, module=is_module, source=[str(s) for s in source], fast=fast and not keep_backend)
+        result = run_program(what, args, module=is_module, source=folders, fast=fast and not keep_backend)
     except RunError as exc:
         _err(str(exc))
         raise typer.Exit(2) from None
+    if hook is not None:
+        from mend.imports.runs import attribute
+
+        attribute(result.data, hook)
     try:
         written = save(result.data, path, append=append)
     except (DataFileError, OSError) as exc:
@@ -77,6 +89,42 @@ def run(
         if compat.hook_errors:
             _err(f"{len(compat.hook_errors)} recorder hook error(s); first: {compat.hook_errors[0].splitlines()[-1]}")
     raise typer.Exit(result.exit_code)
+
+
+def _repair_hook(packages: Optional[str], unsafe: bool, from_run: Optional[Path]):  # -> RepairHook
+    """Install the import hook for ``mend run --repair`` (exit 2 on a bad package list or data file)."""
+    import importlib.util
+
+    from mend.imports import RepairSettings, SettingsError, repair_imports
+
+    if not packages:
+        _err("--unsafe-fixes and --from-run need --repair PACKAGES")
+        raise typer.Exit(2)
+    if from_run is not None and not from_run.is_file():
+        _err(f"--from-run: no such data file: {from_run}")
+        raise typer.Exit(2)
+    try:
+        names = RepairSettings(packages=tuple(packages.split(","))).packages
+    except SettingsError as exc:
+        _err(f"--repair: {exc}")
+        raise typer.Exit(2) from None
+    missing = [n for n in names if importlib.util.find_spec(n.split(".")[0]) is None]
+    if missing:
+        _err(f"--repair: no installed package named {', '.join(missing)}")
+        raise typer.Exit(2)
+    return repair_imports(names, unsafe=unsafe, from_run=str(from_run) if from_run else None)
+
+
+def _package_folders(hook) -> list[str]:  # noqa: ANN001
+    """The folders of the packages to repair (part of the project: breaks are reported at their lines)."""
+    import importlib.util
+
+    out = []
+    for name in hook.settings.packages:
+        top = importlib.util.find_spec(name.split(".")[0])
+        for folder in (top.submodule_search_locations or []) if top else []:
+            out.append(str(Path(folder, *name.split(".")[1:])))
+    return out
 
 
 def _load(data_file: Optional[Path]):  # -> RunData
@@ -112,8 +160,10 @@ def report(
 
             with output.open("w", encoding="utf-8") as fh:
                 render_table(data, found, Console(file=fh, width=160))
+                fh.write(_repaired_text(data))
         else:
             render_table(data, found)
+            typer.echo(_repaired_text(data), nl=False)
         return
     text = render(data, found, output_format)
     if output is not None:
@@ -122,6 +172,21 @@ def report(
         _err(f"wrote {output}")
     else:
         typer.echo(text)
+
+
+def _repaired_text(data) -> str:  # noqa: ANN001
+    """The modules ``mend run --repair`` loaded repaired, and what was changed in each ("" when none)."""
+    modules = getattr(data, "repaired", None) or []
+    if not modules:
+        return ""
+    lines = [f"\nLoaded repaired at import ({len(modules)} module(s)):"]
+    for m in modules:
+        if m.get("status") != "repaired":
+            lines.append(f"  {m['module']} ({m['path']}): loaded unchanged, {m.get('error') or 'not repaired'}")
+            continue
+        lines.append(f"  {m['module']} ({m['path']}): {len(m['applied'])} fix(es), {m.get('remaining', 0)} left")
+        lines += [f"    {m['path']}:{a['line']}: {a['code']} {a['message']} ({a['applicability']})" for a in m["applied"]]
+    return "\n".join(lines) + "\n"
 
 
 def gate(

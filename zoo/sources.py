@@ -26,8 +26,10 @@ from pathlib import Path
 from mend.zoo.records import FixSummary, SourceInfo
 
 PACKAGE = "transformers"
-# source name -> mend fix options (None: the installed package, unchanged)
-SOURCES: dict[str, dict[str, bool] | None] = {"original": None, "safe": {"unsafe": False}, "unsafe": {"unsafe": True}}
+# source name -> mend fix options (None: the installed package); "hook": the installed package repaired at
+# import by mend's import hook (safe fixes; the worker installs it)
+SOURCES: dict[str, dict[str, bool] | None] = {"original": None, "safe": {"unsafe": False}, "unsafe": {"unsafe": True},
+                                              "hook": None}
 
 
 def default_cache_dir() -> Path:

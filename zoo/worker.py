@@ -4,8 +4,8 @@
 
 Protocol: one row name per line on stdin; one JSON record per line back on the original stdout. The model's
 own printing goes to stderr (fd 1 is pointed there), so it never mixes with the protocol. The worker runs
-with the ``PYTHONPATH`` of its source, so ``import transformers`` finds the source's copy; the record says
-which folder it imported.
+with the ``PYTHONPATH`` of its source, so ``import transformers`` finds the source's copy (source ``hook``:
+the installed package through mend's import hook); the record says which folder it imported.
 
 Per row: build (seeded), inputs, two eager forwards (seeded; are they the same bits?), one forward of
 ``torch.compile(model, backend=...)`` under mend's recorder (breaks are decided by Dynamo, not the backend;
@@ -172,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     warnings.filterwarnings("ignore")  # Dynamo breaks on warnings.warn whether or not it is shown
+    if a.source == "hook":  # the installed package, repaired as it is imported (as `mend fix` repairs a copy)
+        from mend.imports import repair_imports
+
+        repair_imports(["transformers"], isolated=True, propagate=False)
     import torch
 
     torch.set_num_threads(a.threads)

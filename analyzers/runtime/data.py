@@ -14,7 +14,8 @@ with the package); :func:`load` checks a file against it and rejects anything el
       "breaks": [BreakSite...],             # deduplicated by (path, line, gb_type)
       "recompiles": [RecompileSite...],     # deduplicated by (path, line, function, kind)
       "regions": [Region...],               # one per function Dynamo compiled as a frame
-      "tests": {"nodeid": {"breaks": n, "recompiles": n, "graphs": n}}   # pytest --mend only
+      "tests": {"nodeid": {"breaks": n, "recompiles": n, "graphs": n}},  # pytest --mend only
+      "repaired": [{"module", "path", "status", "applied": [...]}]       # mend run --repair only
     }
 
 A *break site* is one source line where Dynamo broke the graph (or skipped the whole frame); its
@@ -129,6 +130,7 @@ class RunData:
     regions: list[Region] = field(default_factory=list)
     tests: dict[str, dict[str, int]] = field(default_factory=dict)
     tool: dict[str, str] = field(default_factory=dict)
+    repaired: list[dict[str, Any]] = field(default_factory=list)  # modules repaired at import (mend.imports)
 
     # -- summary numbers ---------------------------------------------------------------------------
     @property
@@ -170,6 +172,7 @@ class RunData:
             "recompiles": [asdict(r) for r in self.recompiles],
             "regions": [asdict(r) for r in self.regions],
             "tests": self.tests,
+            **({"repaired": self.repaired} if self.repaired else {}),
         }
 
     @classmethod
@@ -194,6 +197,7 @@ class RunData:
                 recompiles=[_build(RecompileSite, r) for r in raw.get("recompiles", [])],
                 regions=[_build(Region, r) for r in raw.get("regions", [])],
                 tests={str(k): dict(v) for k, v in (raw.get("tests") or {}).items()},
+                repaired=[dict(m) for m in raw.get("repaired") or []],
             )
         except (TypeError, ValueError, AttributeError) as exc:
             raise DataFileError(f"{origin}: malformed data file: {exc}") from exc
@@ -215,6 +219,7 @@ class RunData:
                     setattr(have, name, getattr(have, name) + getattr(region, name))
         merged.regions = list(regions.values())
         merged.tests = {**self.tests}
+        merged.repaired = list({m["path"]: m for m in [*self.repaired, *other.repaired]}.values())
         for test, counts in other.tests.items():
             have = merged.tests.setdefault(test, {})
             for k, v in counts.items():

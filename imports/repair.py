@@ -1,0 +1,150 @@
+"""The cold path: repair one module of a package with ``mend fix`` (the engine, config and policies of
+``mend fix``), for a cache entry.
+
+A package is checked as ``mend fix PACKAGE_DIR`` checks it: the whole package is the tree, so a helper in
+one module is traced when a ``forward`` in another calls it (:class:`PackageContext`, built once per
+process and package on the first cache miss; the analyzer's per-file summaries are cached in the repair
+cache's ``static/`` folder). A module with findings is then repaired as ``mend fix`` repairs that file
+(:func:`mend.rewriter.window.fix_windowed`, re-checked against the same package); one without findings is
+an ``unchanged`` entry. Imported only on a cache miss (it loads LibCST and the analyzer); never imports
+torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from mend.imports.cache import FAILED, REPAIRED, UNCHANGED, AppliedChange, Entry
+from mend.imports.settings import RepairSettings
+
+
+class PackageContext:
+    """One package as ``mend fix`` sees it: config, fix options, call graph (project) and findings."""
+
+    def __init__(self, package_dir: str, settings: RepairSettings, cache_folder: Path) -> None:
+        from mend.analyzers import static
+        from mend.rewriter.api import options_from_config
+        from mend.rewriter.engine import FixOptions
+
+        self.static = static
+        config = static.load_config([settings.root], config_file=settings.config_file, isolated=settings.isolated)
+        self.config = dataclasses.replace(config, cache_dir=cache_folder / "static")
+        self.options = options_from_config(getattr(config, "raw", {}) or {}, FixOptions(unsafe=settings.unsafe),
+                                           settings.side_effects)
+        files = static.discover_files([package_dir], self.config)
+        self.display = {os.path.realpath(f): str(f) for f in files}  # real path -> the path the analyzer knows
+        result = static.check_paths([package_dir], self.config, jobs=1, use_cache=True, need_project=True)
+        self.project = result.project
+        self.sites: dict[str, list[Any]] = {}
+        for d in result.diagnostics:
+            self.sites.setdefault(os.path.realpath(d.path), []).append(d)
+        if settings.from_run:
+            from mend.rewriter.api import runtime_diagnostics
+
+            for d in runtime_diagnostics(settings.from_run):
+                self.sites.setdefault(os.path.realpath(d.path), []).append(d)
+
+    def repair(self, module: str, real_path: str, source: bytes, key: str, digest: str) -> Entry:
+        """The cache entry for one module (its text repaired, or unchanged, or failed with the reason)."""
+        from mend import __version__
+
+        t0 = time.perf_counter()
+        entry = Entry(key=key, module=module, path=real_path, source_sha256=digest, status=UNCHANGED, mend=__version__)
+        try:
+            self._repair(entry, real_path, source)
+        except Exception as exc:  # a repair that fails must never break the import: load the original
+            entry.status, entry.error, entry.text = FAILED, f"{type(exc).__name__}: {exc}"[:500], ""
+        entry.seconds = round(time.perf_counter() - t0, 3)
+        return entry
+
+    def _repair(self, entry: Entry, real_path: str, source: bytes) -> None:
+        from mend.analyzers.static.source import UnreadableSource, decode
+        from mend.rewriter.window import fix_windowed
+
+        display = self.display.get(real_path, real_path)
+        diags = _unique([_with_path(d, display) for d in self.sites.get(real_path, [])])
+        if not diags:
+            return
+        try:
+            text = decode(source).text
+        except UnreadableSource as exc:
+            entry.status, entry.error = FAILED, f"cannot read: {exc}"
+            return
+
+        def diagnose(new_text: str) -> list[Any]:
+            return list(self.static.check_source(new_text, display, self.config, self.project))
+
+        res = fix_windowed(text, display, diags, self.options, diagnose)
+        entry.remaining = len(res.remaining)
+        if res.error:
+            entry.status, entry.error = FAILED, res.error
+            return
+        if not res.changed:
+            return
+        compile(res.fixed, real_path, "exec", dont_inherit=True)  # a result that does not compile is not used
+        entry.status, entry.text = REPAIRED, res.fixed
+        entry.line_map = line_map(text, res.fixed)
+        entry.applied = [AppliedChange(a.code, a.line, a.col, a.message, a.applicability) for a in res.applied]
+
+
+def line_map(original: str, repaired: str) -> list[int]:
+    """For each line of ``repaired`` (1-based, in order), the line of ``original`` it comes from.
+
+    Equal lines map to their twin; a replaced block maps line by line onto the original block (its extra
+    lines onto the block's last line); an inserted line (a guard, an added import) maps to the original
+    line that follows it, or the last line at the end of the file."""
+    old, new = original.splitlines(), repaired.splitlines()
+    out: list[int] = []
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            out += range(i1 + 1, i2 + 1)
+        elif tag == "replace":
+            out += [i1 + 1 + min(k, i2 - i1 - 1) for k in range(j2 - j1)]
+        elif tag == "insert":
+            out += [min(i1 + 1, max(len(old), 1))] * (j2 - j1)
+    return out
+
+
+def _with_path(d: Any, path: str) -> Any:
+    if d.path == path:
+        return d
+    data = d.to_dict()
+    data["path"] = path
+    return type(d).from_dict(data)
+
+
+def _unique(diags: list[Any]) -> list[Any]:
+    seen: dict[tuple, Any] = {}
+    for d in diags:
+        seen.setdefault((d.code, d.line, d.col, d.end_line, d.end_col, d.source), d)
+    return list(seen.values())
+
+
+def recorded_sites(data_file: str) -> dict[str, str]:
+    """Real path -> a fingerprint of the sites a ``mend run`` data file recorded in that file (standard
+    library only: it is part of the cache key, computed on the warm path)."""
+    import hashlib
+    import json
+
+    try:
+        raw = json.loads(Path(data_file).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    root = str(raw.get("root") or ".")
+    per_file: dict[str, list[str]] = {}
+    for site in [*raw.get("breaks", []), *raw.get("recompiles", [])]:
+        if not isinstance(site, dict) or site.get("in_library") or not site.get("path"):
+            continue
+        real = os.path.realpath(os.path.join(root, site["path"]))
+        what = {k: site.get(k) for k in ("line", "gb_type", "registry_id", "kind", "guard", "message")}
+        per_file.setdefault(real, []).append(json.dumps(what, sort_keys=True))
+    return {p: hashlib.sha256("\n".join(sorted(v)).encode()).hexdigest() for p, v in per_file.items()}
+
+
+__all__ = ["PackageContext", "line_map", "recorded_sites"]
