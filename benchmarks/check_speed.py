@@ -75,7 +75,15 @@ def main() -> None:
     ap.add_argument("--torchfix", help="path of the torchfix executable")
     ap.add_argument("--fixit", help="path of the fixit executable")
     ap.add_argument("--skip-tools", action="store_true", help="time mend only")
+    ap.add_argument("--package", action="store_true", help="check the whole installed transformers package")
+    ap.add_argument("--against", metavar="PYTHON",
+                    help="also time the mend of another environment (its python), alternating run by run")
     args = ap.parse_args()
+    if args.package:
+        import importlib.util
+
+        spec = importlib.util.find_spec("transformers")
+        args.tree = Path(next(iter(spec.submodule_search_locations)))
 
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="mend-bench-") as tmp:
@@ -84,19 +92,26 @@ def main() -> None:
         files = sorted(tree.rglob("*.py"))
         lines = sum(len(f.read_bytes().splitlines()) for f in files)
         print(f"tree: {tree} ({len(files)} files, {lines} lines), {cores} cores, python {sys.version.split()[0]}")
-        mend = [sys.executable, "-m", "mend.cli", "check", "--exit-zero", "--isolated", "-q"]
-
-        cold, warm = [], []
+        pythons = [("mend", sys.executable)] + ([("baseline", args.against)] if args.against else [])
+        times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name, _ in pythons}
+        outs: dict[str, str] = {}
         for i in range(args.repeat):
-            cache = tmpdir / f"cache-{i}"
-            dt, _, out = timed([*mend, "--cache-dir", str(cache), str(tree)], tmpdir)
-            cold.append(dt)
-            dt, _, out2 = timed([*mend, "--cache-dir", str(cache), str(tree)], tmpdir)
-            warm.append(dt)
-            assert out == out2, "a warm run must report exactly what the cold run reported"
-        findings = len(out.splitlines())
-        rows = [("mend (cold)", statistics.median(cold), f"{findings} findings"),
-                ("mend (warm, cached)", statistics.median(warm), "same findings")]
+            for name, python in pythons:  # alternating, so both see the same load
+                cold, warm = times[name]
+                mend = [python, "-m", "mend.cli", "check", "--exit-zero", "--isolated", "-q"]
+                cache = tmpdir / f"cache-{name}-{i}"
+                dt, _, out = timed([*mend, "--cache-dir", str(cache), str(tree)], tmpdir)
+                cold.append(dt)
+                dt, _, out2 = timed([*mend, "--cache-dir", str(cache), str(tree)], tmpdir)
+                warm.append(dt)
+                assert out == out2, "a warm run must report exactly what the cold run reported"
+                outs[name] = out
+        cold, warm = times["mend"]
+        rows = []
+        for name, _ in pythons:
+            findings = len(outs[name].splitlines())
+            rows += [(f"{name} (cold)", statistics.median(times[name][0]), f"{findings} findings"),
+                     (f"{name} (warm, cached)", statistics.median(times[name][1]), "same findings")]
 
         if not args.skip_tools:
             tf = find_tool("torchfix", args.torchfix)
@@ -122,8 +137,14 @@ def main() -> None:
             print(f"| {label:24s} | {secs:9.2f} | {len(files) / secs:9.1f} | {lines / secs:10.0f} | "
                   f"{secs / base:10.2f}x | {note}")
         print()
-        print(f"mend cold runs: {', '.join(f'{t:.2f}' for t in cold)} s; warm runs: "
-              f"{', '.join(f'{t:.2f}' for t in warm)} s (median of {args.repeat})")
+        for name, _ in pythons:
+            cold, warm = times[name]
+            print(f"{name} cold runs: {', '.join(f'{t:.2f}' for t in cold)} s; warm runs: "
+                  f"{', '.join(f'{t:.2f}' for t in warm)} s (median of {args.repeat})")
+        if args.against:
+            for i, what in enumerate(("cold", "warm")):
+                ratio = statistics.median(times["mend"][i]) / statistics.median(times["baseline"][i])
+                print(f"mend / baseline, {what}: {ratio:.2f}x")
 
 
 if __name__ == "__main__":

@@ -4,12 +4,15 @@ One :class:`Record` per (row, source): build status, graphs, break sites with Dy
 recompiles, how the compiled output compares with eager, and (for repaired sources) how the eager output
 compares with the original's. A result file holds every record plus what produced them::
 
-    {"schema": "mend-zoo", "version": 1, "created": ISO-8601, "command": [...],
+    {"schema": "mend-zoo", "version": 2, "created": ISO-8601, "command": [...],
      "settings": {"dtype": "fp32", "profile": "tiny", "backend": "eager", "timeout": 300, "jobs": 2},
      "versions": {"transformers": ..., "torch": ..., "mend": ..., "python": ...},
      "sources": {"original": Source, "safe": Source, ...},      # where each source's package is, fix summary
      "wall_s": 1234.5,
      "records": [Record...]}
+
+Version 2 added ``Record.lines`` (the package lines the eager forward ran); version 1 files still load,
+with ``lines`` None (not recorded).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA = "mend-zoo"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)  # older files load; fields they lack take their defaults
 
 # a row's status in one source; "runs" means the eager forward ran
 OK = "ok"  # eager and compiled forward ran
@@ -91,6 +95,9 @@ class Record:
     breaks: list[Break] = field(default_factory=list)
     recompiles: list[Recompile] = field(default_factory=list)
     traced: list[list[Any]] = field(default_factory=list)  # [path, first line, last line, function] Dynamo traced
+    # the package's lines the first eager forward ran, {path: [[first, last], ...]} (mend.zoo.lines);
+    # None: not recorded (a version-1 file, or a row that did not reach the eager forward)
+    lines: dict[str, list[list[int]]] | None = None
     eager_deterministic: bool | None = None  # two eager runs gave the same bits
     compiled_max_abs_diff: float | None = None
     compiled_matches: bool | None = None  # compiled output within tolerance of eager
@@ -169,8 +176,8 @@ class Results:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Results:
-        if d.get("schema") != SCHEMA or d.get("version") != VERSION:
-            raise ResultFileError(f"not a {SCHEMA} result of version {VERSION} "
+        if d.get("schema") != SCHEMA or d.get("version") not in READABLE_VERSIONS:
+            raise ResultFileError(f"not a {SCHEMA} result of version {'/'.join(map(str, READABLE_VERSIONS))} "
                                   f"(schema {d.get('schema')!r}, version {d.get('version')!r})")
         sources = {}
         for k, v in d.get("sources", {}).items():

@@ -7,7 +7,8 @@ own printing goes to stderr (fd 1 is pointed there), so it never mixes with the 
 with the ``PYTHONPATH`` of its source, so ``import transformers`` finds the source's copy (source ``hook``:
 the installed package through mend's import hook); the record says which folder it imported.
 
-Per row: build (seeded), inputs, two eager forwards (seeded; are they the same bits?), one forward of
+Per row: build (seeded), inputs, two eager forwards (seeded; are they the same bits? the first records the
+package's lines that ran, :mod:`mend.zoo.lines`), one forward of
 ``torch.compile(model, backend=...)`` under mend's recorder (breaks are decided by Dynamo, not the backend;
 the default ``eager`` backend runs each graph as captured), outputs saved to ``DIR/SOURCE/NAME.pt``.
 ``torch._dynamo.reset()`` runs between rows.
@@ -27,6 +28,7 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from mend.zoo import records as R  # noqa: E402
+from mend.zoo.lines import LineRecorder  # noqa: E402
 from mend.zoo.reasons import reason_class  # noqa: E402
 
 _DTYPE_HINTS = ("not implemented for 'Half'", "not implemented for 'BFloat16'", '"Half"', '"BFloat16"')
@@ -109,8 +111,11 @@ class Runner:
             inputs = self._stage(rec, "inputs", lambda: make_inputs(model, config, spec, p, torch_dtype(self.dtype)))
             inputs = {k: v.to(self.device) if hasattr(v, "to") else v for k, v in inputs.items()}
             stage = "eager"
-            eager = self._stage(rec, "eager", lambda: flatten(self._forward(model, inputs)))
-            rec.eager_deterministic = compare(eager, flatten(self._forward(model, inputs))).same
+            with LineRecorder(self.tf_dir) as ran:
+                eager = self._stage(rec, "eager", lambda: flatten(self._forward(model, inputs)))
+            rec.lines = ran.ranges()
+            again = self._stage(rec, "eager_again", lambda: flatten(self._forward(model, inputs)))
+            rec.eager_deterministic = compare(eager, again).same
         except Exception as exc:  # the row's failure is its result
             rec.status, rec.error = _status_of(stage, exc, self.dtype), last_line(exc)
             return

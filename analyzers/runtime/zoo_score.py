@@ -9,8 +9,10 @@ compares:
 * a **recorded site** is a distinct (file, line) of the package's own files where Dynamo broke the
   graph or skipped the frame on at least one row of the chosen source;
 * a **finding** is a break-predicting diagnostic of ``mend check`` (recompile rules, MND4xx, and
-  mend's own MND9xx are left out); it is **judged** when its line lies inside a function Dynamo traced
-  on some row (code no model ran cannot be confirmed either way: those findings are counted apart);
+  mend's own MND9xx are left out); it is **judged** when a line it names ran on some row: a line of its
+  span, or for a frame-skip finding the inner break's line (the zoo records, per row, the package's lines
+  the eager forward ran; for records without them, a version-1 file, the functions Dynamo traced stand
+  in). A finding on lines no row ran cannot be confirmed either way: it is listed as *not judged*;
 * a finding **confirms** a site when the site's line lies in the finding's span (first to last line
   of the reported node) widened by ``tolerance`` lines either side (0: the span itself, the rule of
   ``mend crosscheck``'s model runs); a frame-skip finding (a break inside ``try``, a loop or a user
@@ -88,6 +90,7 @@ class ZooScore:
     found: list[Site]  # recorded sites a finding covers
     tolerance: int = 0
     rows: int = 0  # rows of the source that ran (eager and compile)
+    rows_with_lines: int = 0  # of those, rows that recorded the lines they ran (the others: traced functions)
     package: str = ""
     check_seconds: float = 0.0
 
@@ -100,6 +103,12 @@ class ZooScore:
     def unconfirmed(self) -> list[StaticFinding]:
         ok = set(self.confirmed)
         return [f for f in self.judged if f not in ok]
+
+    @property
+    def not_judged(self) -> list[StaticFinding]:
+        """Findings on lines no row ran (or for a mode no row runs): neither confirmed nor refuted."""
+        judged = set(self.judged)
+        return [f for f in self.findings if f not in judged]
 
     @property
     def recall(self) -> float:
@@ -131,7 +140,8 @@ class ZooScore:
     def to_dict(self) -> dict[str, Any]:
         return {
             "precision": round(self.precision, 4), "recall": round(self.recall, 4), "tolerance": self.tolerance,
-            "package": self.package, "rows": self.rows, "check_seconds": round(self.check_seconds, 2),
+            "package": self.package, "rows": self.rows, "rows_with_lines": self.rows_with_lines,
+            "check_seconds": round(self.check_seconds, 2),
             "recorded_sites": len(self.sites), "sites_found": len(self.found),
             "findings": len(self.findings), "judged_findings": len(self.judged),
             "confirmed_findings": len(self.confirmed), "unjudged_findings": len(self.findings) - len(self.judged),
@@ -139,6 +149,7 @@ class ZooScore:
             "by_reason": [dict(zip(("reason_class", "sites", "found"), r)) for r in self.by_reason()],
             "missed": [asdict(s) for s in self.missed],
             "unconfirmed": [asdict(f) for f in self.unconfirmed],
+            "not_judged": [asdict(f) for f in self.not_judged],
         }
 
 
@@ -191,6 +202,31 @@ class TracedIndex:
         return i >= 0 and merged[i][1] >= first
 
 
+class RanIndex:
+    """Which package lines ran on some row: the recorded eager lines (``Record.lines``), or, for a record
+    without them, every line of the functions Dynamo traced on it."""
+
+    def __init__(self, records: Iterable[Any]) -> None:
+        from mend.zoo.lines import from_ranges
+
+        records = list(records)
+        self.lines: dict[str, set[int]] = {}
+        for rec in records:
+            for path, ranges in (getattr(rec, "lines", None) or {}).items():
+                if in_package(path):
+                    self.lines.setdefault(path, set()).update(from_ranges(ranges))
+        self.by_lines = sum(getattr(r, "lines", None) is not None for r in records)
+        self.traced = TracedIndex([r for r in records if getattr(r, "lines", None) is None])
+
+    def ran(self, path: str, first: int, last: int | None = None) -> bool:
+        """Some line of ``first..last`` ran (or lies in a traced function of a record without lines)."""
+        last = first if last is None else last
+        lines = self.lines.get(path)
+        if lines and any(n in lines for n in range(first, last + 1)):
+            return True
+        return self.traced.contains(path, first, last)
+
+
 def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     for a, b in sorted(ranges):
@@ -214,18 +250,25 @@ def score(records: list[Any], findings: Iterable[StaticFinding], tolerance: int 
     """Score break-predicting ``findings`` (paths relative to the package) against ``records``."""
     records = [r for r in records if getattr(r, "runs", True)]
     sites = collect_sites(records)
-    traced = TracedIndex(records)
+    ran = RanIndex(records)
     findings = sorted({f for f in findings if not f.code.startswith(NON_BREAK_PREFIXES)},
                       key=lambda f: (f.path, f.line, f.code))
     by_path: dict[str, list[Site]] = {}
     for s in sites:
         by_path.setdefault(s.path, []).append(s)
-    judged = [f for f in findings if (not f.training_only and (traced.contains(f.path, f.line, f.end_line)
-                                                                or traced.contains(f.path, f.inner_line or f.line)))
+    judged = [f for f in findings if (not f.training_only and _ran(f, ran))
               or any(_covers(f, s, tolerance) for s in by_path.get(f.path, ()))]
     confirmed = [f for f in judged if any(_covers(f, s, tolerance) for s in by_path.get(f.path, ()))]
     found = [s for s in sites if any(_covers(f, s, tolerance) for f in confirmed)]
-    return ZooScore(sites, findings, judged, confirmed, found, tolerance, rows=len(records))
+    return ZooScore(sites, findings, judged, confirmed, found, tolerance, rows=len(records),
+                    rows_with_lines=ran.by_lines)
+
+
+def _ran(f: StaticFinding, ran: RanIndex) -> bool:
+    """A line ``f`` names ran: for a frame-skip finding the inner break's line, else a line of its span."""
+    if f.inner_line:
+        return ran.ran(f.path, f.inner_line)
+    return ran.ran(f.path, f.line, f.end_line)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -313,7 +356,7 @@ def render(result: ZooScore, limit: int | None = None) -> str:
            f"({result.rows} rows), {len(result.findings)} break finding(s) of `mend check` on {result.package} "
            f"({result.check_seconds:.1f} s)",
            f"a finding confirms a site when the site's line is inside {tol}; precision is judged over findings "
-           "inside functions Dynamo traced on some row",
+           f"on lines that ran on some row ({_judging(result)})",
            "", "| rule | findings | judged | confirmed | precision | sites found |", "|---|---:|---:|---:|---:|---:|"]
     for code, n, judged, conf, sites in result.by_rule():
         prec = f"{conf / judged:.2f}" if judged else "-"
@@ -331,14 +374,27 @@ def render(result: ZooScore, limit: int | None = None) -> str:
     out += ["", f"not confirmed ({len(unconf)} judged finding(s) on lines where no row broke):"]
     for f in unconf[:limit]:
         out.append(f"  {f.path}:{f.line} {f.code}")
-    unjudged = len(result.findings) - len(result.judged)
-    training = sum(f.training_only for f in result.findings if f not in set(result.judged))
-    out += ["", f"{unjudged} finding(s) cannot be judged and are not counted: {unjudged - training} lie outside every "
-                f"function Dynamo traced (no model ran that code), {training} are reported for a mode no row runs "
-                "(training: the zoo runs models in eval mode; flash/flex attention: it runs eager and sdpa)",
+    unjudged = result.not_judged
+    training = [f for f in unjudged if f.training_only]
+    unran = [f for f in unjudged if not f.training_only]
+    out += ["", f"not judged ({len(unjudged)} finding(s), not counted): {len(unran)} on lines no row ran, "
+                f"{len(training)} reported for a mode no row runs "
+                "(training: the zoo runs models in eval mode; flash/flex attention: it runs eager and sdpa)"]
+    for f in unran[:limit]:
+        out.append(f"  {f.path}:{f.line} {f.code}")
+    out += ["",
             f"precision {result.precision:.3f} ({len(result.confirmed)}/{len(result.judged)}), "
             f"recall {result.recall:.3f} ({len(result.found)}/{len(result.sites)})"]
     return "\n".join(out)
+
+
+def _judging(result: ZooScore) -> str:
+    if result.rows_with_lines == result.rows:
+        return "the lines each row's eager forward ran"
+    if not result.rows_with_lines:
+        return "every line of the functions Dynamo traced: the records hold no executed lines"
+    return (f"executed lines for {result.rows_with_lines} rows, the functions Dynamo traced for the other "
+            f"{result.rows - result.rows_with_lines}")
 
 
 def to_json(result: ZooScore) -> str:

@@ -30,7 +30,7 @@ from mend.analyzers.static.names import (
 from mend.analyzers.static.rules.base import FILE_CHECKERS, Finding
 from mend.analyzers.static.rules.context import ClassFacts, DriverScope, FunctionNode, Span
 from mend.analyzers.static.source import LineIndex
-from mend.analyzers.static.summary import ClassInfo, CompileSite, FileSummary, FuncInfo, Ref
+from mend.analyzers.static.summary import CallSite, ClassInfo, CompileSite, FileSummary, FuncInfo, Ref
 from mend.analyzers.static.tensors import T, torch_call_kind
 from mend.analyzers.static.torch_facts import COMPILE_NAMES, DISABLE_NAMES
 from mend.analyzers.static.walker import FunctionWalker
@@ -54,6 +54,7 @@ class ModuleAnalyzer:
         self.patched: dict[str, frozenset[str]] = {}
         self.config_flags: frozenset[str] = frozenset()
         self.func_nodes: list[tuple[FuncInfo, FunctionNode, Scope, dict]] = []
+        self.tensor_params: dict[str, set[str]] = {}  # function id -> parameters the file passes tensors to
         self.has_compile = "compile" in source
         self._driver_scopes: list[DriverScope] | None = None
 
@@ -76,12 +77,75 @@ class ModuleAnalyzer:
             self._mark_reorderable()
         for info, node, scope, env in self.func_nodes:
             FunctionWalker(self, info, node, scope, env).walk()
+        self._tensor_parameters()
         if self.has_compile:
             self._record_compile_calls()
         for check in FILE_CHECKERS:
             check(self)
         self.summary.imports = {k: b.value for k, b in self.scope.names.items() if b.kind == IMPORT}
         return self.summary
+
+    # -- tensors passed to the file's own functions ---------------------------------------------
+    def _tensor_parameters(self, rounds: int = 3) -> None:
+        """Walk again the functions that the file calls with a certain tensor where their parameter was
+        not one (``self._update_causal_mask(mask, x, cache_position)``, ``self.rotary_emb(x,
+        seq_len=cache_position[-1] + 1)``, a module-level helper), with those parameters as tensors. A
+        walk can pass tensors further down, hence a few rounds."""
+        entries = {info.id: (info, node, scope, env) for info, node, scope, env in self.func_nodes}
+        for _ in range(rounds):
+            grown = set()
+            for info in list(self.summary.functions.values()):
+                for site in info.calls:
+                    if site.tensor_args:
+                        grown |= self._pass_tensors(info, site, entries)
+            if not grown:
+                return
+            for fid in sorted(grown):
+                info, node, scope, env = entries[fid]
+                self.summary.findings[:] = [f for f in self.summary.findings if f.func != fid]
+                info.calls.clear()
+                info.returns.clear()
+                info.regions.clear()
+                FunctionWalker(self, info, node, scope, env).walk()
+
+    def _pass_tensors(self, caller: FuncInfo, site: CallSite, entries: dict) -> set[str]:
+        """The callee of ``site`` in this file gets its tensor arguments; its id when that is new."""
+        callee, bound = self._local_callee(caller, site.ref)
+        entry = entries.get(callee or "")
+        if entry is None:
+            return set()
+        a = entry[1].args
+        params = [p.arg for p in (*a.posonlyargs, *a.args)][1 if bound else 0:]
+        names = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+        got = {params[i] if isinstance(i, int) and i < len(params) else i for i in site.tensor_args}
+        got = {g for g in got if isinstance(g, str) and g in names}
+        have = self.tensor_params.setdefault(callee, set())
+        if got <= have:
+            return set()
+        have |= got
+        return {callee}
+
+    def _local_callee(self, caller: FuncInfo, ref: tuple) -> tuple[str | None, bool]:
+        """The id of the function of this file that ``ref`` calls, and whether it is called bound."""
+        cls = caller.cls
+        parent = caller.parent
+        while cls is None and parent:
+            up = self.summary.functions.get(parent)
+            cls, parent = (up.cls, up.parent) if up else (None, None)
+        if ref[0] == "self" and cls in self.summary.classes:
+            return self.summary.classes[cls].methods.get(ref[1]), True
+        if ref[0] == "selfattr" and cls in self.summary.classes:
+            for target in self.summary.classes[cls].attr_classes.get(ref[1], ()):
+                local = target.removeprefix(self.module + ".")
+                if local in self.summary.classes:
+                    return self.summary.classes[local].methods.get("forward"), True
+            return None, True
+        if ref[0] == "qual" and ref[1].startswith(self.module + "."):
+            fid = ref[1][len(self.module) + 1:]
+            info = self.summary.functions.get(fid)
+            if info is not None and info.cls is None and info.parent is None:
+                return fid, False
+        return None, False
 
     def report(self, code: str, node: ast.AST, scope: str | None, message: str) -> None:
         """A finding of driver code (see :class:`~mend.analyzers.static.rules.context.FileContext`)."""

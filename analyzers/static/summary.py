@@ -46,6 +46,9 @@ class CallSite:
     end_line: int
     end_col: int
     in_loop: bool = False
+    # the arguments that are certainly tensors: positional indices and keyword names (tensor flow into
+    # the callee's parameters, resolved inside the file by ModuleAnalyzer)
+    tensor_args: tuple[int | str, ...] = ()
 
 
 @dataclass(slots=True)

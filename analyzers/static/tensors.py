@@ -102,6 +102,7 @@ class TensorKinds:
     ptr_names: set[str]  # names holding data_ptr()/id() values
     local_values: dict[str, object]  # name -> last value (an expression, or (call, index) unpacked)
     optional_tensors: set[str]  # parameters annotated ``Optional[Tensor]``: a tensor once tested ``is not None``
+    tensor_params: frozenset[str]  # parameters some call in the file passes a certain tensor
 
     def qualify(self, expr: ast.AST) -> str | None:
         return self.scope.qualify(expr)
@@ -126,6 +127,8 @@ class TensorKinds:
             if i == 0 and self.self_name is not None and arg.arg == self.self_name:
                 continue
             kind = self._param_kind(arg, default)
+            if arg.arg in self.tensor_params:
+                kind = T  # the file calls this function with a tensor there (ModuleAnalyzer)
             if kind == M and is_tensor_annotation(arg.annotation, self.qualify) != N:
                 self.optional_tensors.add(arg.arg)
             if kind:
@@ -297,7 +300,27 @@ class TensorKinds:
             return S
         if f.attr in torch_facts.METADATA_METHODS:
             return N
+        if base == M and self.optional_root(f.value):
+            return T  # `(input_ids == k).sum()` with `input_ids: Optional[Tensor]`: None has no `.sum()`
         return base
+
+    def optional_root(self, e: ast.AST) -> bool:
+        """``e`` is computed from a parameter annotated ``Optional[Tensor]`` (through methods, indexing,
+        comparisons and arithmetic): calling a method on it proves that parameter was a tensor."""
+        while True:
+            t = e.__class__
+            if t is ast.Name:
+                return e.id in self.optional_tensors
+            if t is ast.Attribute or t is ast.Subscript:
+                e = e.value
+            elif t is ast.Call and e.func.__class__ is ast.Attribute:
+                e = e.func.value
+            elif t is ast.Compare:
+                e = e.left
+            elif t is ast.BinOp:
+                e = e.left if self.kind(e.left) == M else e.right
+            else:
+                return False
 
     def _tensor_argument(self, e: ast.Call) -> bool:
         return any(self.kind(a) in (T, M) for a in (*e.args, *(k.value for k in e.keywords)))
@@ -369,6 +392,8 @@ class TensorKinds:
             self.ptr_names.discard(name)
         if value is not None:
             self.local_values[name] = value
+            if kind == M and self.optional_root(value):
+                self.optional_tensors.add(name)
 
     def _unpack(self, target: ast.Tuple | ast.List, value: ast.AST | None, kind: int) -> None:
         passed = set()

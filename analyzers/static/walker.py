@@ -62,6 +62,7 @@ class FunctionWalker(tk.TensorKinds):
         self.ptr_names = set()
         self.local_values = {}
         self.optional_tensors = set()
+        self.tensor_params = frozenset(mod.tensor_params.get(info.id, ()))
         self.cls = info.cls
         self.facts = mod.class_facts.get(self.cls) if self.cls else None
         self.self_name = node.args.args[0].arg if (self.cls and node.args.args) else None
@@ -443,7 +444,9 @@ class FunctionWalker(tk.TensorKinds):
         ref = self.call_ref(call)
         if ref is not None:
             line, col, end_line, end_col = self.mod.span(call)
-            self.info.calls.append(CallSite(ref, line, col, end_line, end_col, self.loop_depth > 0))
+            tensors = tuple(i for i, a in enumerate(call.args) if self.kind(a) == tk.T) + tuple(
+                k.arg for k in call.keywords if k.arg and self.kind(k.value) == tk.T)
+            self.info.calls.append(CallSite(ref, line, col, end_line, end_col, self.loop_depth > 0, tensors))
 
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)

@@ -130,3 +130,29 @@ def test_cli_reports_an_unreadable_result_file(tmp_path):
     got = CliRunner().invoke(app, ["crosscheck", "--zoo", str(bad), "--package", str(_package(tmp_path))])
     assert got.exit_code == 2
     assert "not a mend-zoo result" in got.output
+
+
+def test_with_recorded_lines_a_finding_is_judged_only_where_its_lines_ran():
+    rec = _record("a", [_brk("m/a.py", 10)], [["m/a.py", 5, 40, "forward"]])
+    rec.lines = {"m/a.py": [[5, 12], [20, 20]]}
+    findings = [
+        zs.StaticFinding("m/a.py", 10, 10, "MND201"),  # ran, a break: confirmed
+        zs.StaticFinding("m/a.py", 20, 20, "MND102"),  # ran, no break: judged, not confirmed
+        zs.StaticFinding("m/a.py", 25, 25, "MND102"),  # in the traced function, but the line never ran
+        zs.StaticFinding("m/a.py", 18, 21, "MND310"),  # a multi-line span: one of its lines ran
+        zs.StaticFinding("m/a.py", 30, 30, "MND506", inner_line=20),  # frame skip: judged on the inner line
+        zs.StaticFinding("m/a.py", 11, 11, "MND506", inner_line=33),  # header ran, inner break never did
+    ]
+    s = zs.score([rec], findings)
+    assert [(f.line, f.code) for f in s.judged] == [(10, "MND201"), (18, "MND310"), (20, "MND102"),
+                                                    (30, "MND506")]
+    assert [(f.line, f.code) for f in s.not_judged] == [(11, "MND506"), (25, "MND102")]
+    assert s.rows_with_lines == 1 and s.precision == 0.25
+    text = zs.render(s)
+    assert "not judged (2 finding(s), not counted): 2 on lines no row ran" in text
+    assert "  m/a.py:25 MND102" in text and "the lines each row's eager forward ran" in text
+    # a record without lines (a version-1 file) falls back to the functions Dynamo traced
+    old = _record("b", [], [["m/b.py", 1, 9, "helper"]])
+    mixed = zs.score([rec, old], [zs.StaticFinding("m/b.py", 4, 4, "MND102"), findings[2]])
+    assert [f.path for f in mixed.judged] == ["m/b.py"] and mixed.rows_with_lines == 1
+    assert "executed lines for 1 rows, the functions Dynamo traced for the other 1" in zs.render(mixed)

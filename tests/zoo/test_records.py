@@ -23,7 +23,8 @@ LOG = ("logging.Logger method not supported for non-export cases", "side effects
 
 def _results():
     return R.Results(records=[
-        _rec("a", "original", breaks=[ITEM, LOG], graphs=3, eager_deterministic=True, compiled_matches=True),
+        _rec("a", "original", breaks=[ITEM, LOG], graphs=3, eager_deterministic=True, compiled_matches=True,
+             lines={"models/x/modeling_x.py": [[1, 4], [9, 9]]}),
         _rec("a", "safe", breaks=[ITEM], graphs=2, eager_same=True, eager_max_abs_diff=0.0, compiled_matches=True),
         _rec("b", "original", graphs=1, compiled_matches=True),
         _rec("b", "safe", graphs=1, eager_same=False, eager_max_abs_diff=0.5, compiled_matches=True),
@@ -40,11 +41,24 @@ def test_result_file_round_trips_and_rejects_other_versions(tmp_path):
     back = R.load(path)
     assert [r.to_dict() for r in back.records] == [r.to_dict() for r in _results().records]
     data = json.loads(path.read_text())
-    assert (data["schema"], data["version"]) == ("mend-zoo", 1)
+    assert (data["schema"], data["version"]) == ("mend-zoo", 2)
+    assert back.records[0].lines == {"models/x/modeling_x.py": [[1, 4], [9, 9]]} and back.records[1].lines is None
     data["version"] = 99
     path.write_text(json.dumps(data))
-    with pytest.raises(R.ResultFileError, match="version 1"):
+    with pytest.raises(R.ResultFileError, match="version 1/2"):
         R.load(path)
+
+
+def test_a_version_1_file_still_loads_with_lines_not_recorded(tmp_path):
+    data = _results().to_dict()
+    data["version"] = 1
+    for rec in data["records"]:
+        del rec["lines"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    back = R.load(path)
+    assert [r.name for r in back.records] == [r.name for r in _results().records]
+    assert all(r.lines is None for r in back.records)
 
 
 def test_summary_counts_breaks_per_class_over_rows_that_ran_in_every_source():
