@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import sympy
 
@@ -292,57 +294,69 @@ def unravel(flat, size) -> tuple[sympy.Expr, ...]:
     return tuple(out)
 
 
-def print_c(e) -> str:
-    """Print an integer index expression as C (int64_t arithmetic)."""
+@dataclass(frozen=True)
+class IndexDialect:
+    """How one target language writes integer index arithmetic: the one printer below swaps this table.
+
+    ``literal`` writes an integer, ``floordiv`` is the operator of :class:`FloorDiv` (operands are never
+    negative, so C's ``/`` and Python's ``//`` agree), ``minmax(kind, args)`` writes ``IMin``/``IMax``
+    (``kind`` is ``"min"`` or ``"max"``), and ``signed`` writes ``a + -1*b`` as ``a - b`` and ``-1*x`` as ``-x``.
+    """
+
+    literal: Callable[[int], str]
+    floordiv: str
+    minmax: Callable[[str, list[str]], str]
+    signed: bool = True
+
+
+def nested_minmax(names: dict[str, str]) -> Callable[[str, list[str]], str]:
+    """``min(a, b, c)`` as nested two-argument calls of ``names[kind]`` (C helpers, ``tl.minimum``)."""
+    def write(kind: str, args: list[str]) -> str:
+        s = args[0]
+        for a in args[1:]:
+            s = f"{names[kind]}({s}, {a})"
+        return s
+    return write
+
+
+def print_index_expr(e, d: IndexDialect) -> str:
+    """An integer index expression as code of dialect ``d``."""
     if e.is_Integer:
-        v = int(e)
-        return f"{v}L" if abs(v) > 2**31 - 1 else str(v)
+        return d.literal(int(e))
     if e.is_Symbol:
         return e.name
     if e.is_Add:
-        terms = [print_c(t) for t in e.args]
+        terms = [print_index_expr(t, d) for t in e.args]
+        if not d.signed:
+            return "(" + " + ".join(terms) + ")"
         s = terms[0]
         for t in terms[1:]:
             s = f"{s} - {t[1:]}" if t.startswith("-") else f"{s} + {t}"
         return f"({s})"
     if e.is_Mul:
         c, rest = e.as_coeff_Mul()
-        if c == -1:
-            return f"-{print_c(rest)}"
-        return "*".join(f"{print_c(a)}" for a in e.args)
+        if d.signed and c == -1:
+            return f"-{print_index_expr(rest, d)}"
+        return "*".join(print_index_expr(a, d) for a in e.args)
     if isinstance(e, FloorDiv):
-        return f"({print_c(e.args[0])} / {print_c(e.args[1])})"
+        return f"({print_index_expr(e.args[0], d)} {d.floordiv} {print_index_expr(e.args[1], d)})"
     if isinstance(e, IMod):
-        return f"({print_c(e.args[0])} % {print_c(e.args[1])})"
-    if isinstance(e, IMin):
-        s = print_c(e.args[0])
-        for a in e.args[1:]:
-            s = f"mend_imin({s}, {print_c(a)})"
-        return s
-    if isinstance(e, IMax):
-        s = print_c(e.args[0])
-        for a in e.args[1:]:
-            s = f"mend_imax({s}, {print_c(a)})"
-        return s
+        return f"({print_index_expr(e.args[0], d)} % {print_index_expr(e.args[1], d)})"
+    if isinstance(e, (IMin, IMax)):
+        return d.minmax("min" if isinstance(e, IMin) else "max", [print_index_expr(a, d) for a in e.args])
     raise NotImplementedError(f"cannot print index expression {e!r}")
+
+
+C_INDEX = IndexDialect(lambda v: f"{v}L" if abs(v) > 2**31 - 1 else str(v), "/",
+                       nested_minmax({"min": "mend_imin", "max": "mend_imax"}))
+PY_INDEX = IndexDialect(str, "//", lambda kind, args: f"{kind}(" + ", ".join(args) + ")", signed=False)
+
+
+def print_c(e) -> str:
+    """Print an integer index expression as C (int64_t arithmetic)."""
+    return print_index_expr(e, C_INDEX)
 
 
 def print_py(e) -> str:
-    """Print an index expression as Python/Triton integer arithmetic (``//``, ``%``)."""
-    if e.is_Integer:
-        return str(int(e))
-    if e.is_Symbol:
-        return e.name
-    if e.is_Add:
-        return "(" + " + ".join(print_py(t) for t in e.args) + ")"
-    if e.is_Mul:
-        return "*".join(f"{print_py(a)}" for a in e.args)
-    if isinstance(e, FloorDiv):
-        return f"({print_py(e.args[0])} // {print_py(e.args[1])})"
-    if isinstance(e, IMod):
-        return f"({print_py(e.args[0])} % {print_py(e.args[1])})"
-    if isinstance(e, IMin):
-        return "min(" + ", ".join(print_py(a) for a in e.args) + ")"
-    if isinstance(e, IMax):
-        return "max(" + ", ".join(print_py(a) for a in e.args) + ")"
-    raise NotImplementedError(f"cannot print index expression {e!r}")
+    """Print an index expression as Python integer arithmetic (``//``, ``%``)."""
+    return print_index_expr(e, PY_INDEX)

@@ -13,7 +13,7 @@ import torch
 
 from ... import ir
 from ...ir.ops import OPS
-from ...ir.symbolic import FloorDiv, IMax, IMin, IMod
+from ...ir.symbolic import IndexDialect, nested_minmax, print_index_expr
 from ..emitter import Emitter
 from .shim import NAMES as SHIM_NAMES
 
@@ -60,35 +60,12 @@ def tl_compute(dt: torch.dtype) -> str:
 
 
 
+TRITON_INDEX = IndexDialect(str, "//", nested_minmax({"min": "tl.minimum", "max": "tl.maximum"}))
+
+
 def print_index(e) -> str:
-    """An integer index expression as Triton code (operands are never negative: ``//`` and ``%`` are
-    the same under C and Python semantics)."""
-    if e.is_Integer:
-        return str(int(e))
-    if e.is_Symbol:
-        return e.name
-    if e.is_Add:
-        terms = [print_index(t) for t in e.args]
-        s = terms[0]
-        for t in terms[1:]:
-            s = f"{s} - {t[1:]}" if t.startswith("-") else f"{s} + {t}"
-        return f"({s})"
-    if e.is_Mul:
-        c, rest = e.as_coeff_Mul()
-        if c == -1:
-            return f"-{print_index(rest)}"
-        return "*".join(print_index(a) for a in e.args)
-    if isinstance(e, FloorDiv):
-        return f"({print_index(e.args[0])} // {print_index(e.args[1])})"
-    if isinstance(e, IMod):
-        return f"({print_index(e.args[0])} % {print_index(e.args[1])})"
-    if isinstance(e, (IMin, IMax)):
-        fn = "tl.minimum" if isinstance(e, IMin) else "tl.maximum"
-        s = print_index(e.args[0])
-        for a in e.args[1:]:
-            s = f"{fn}({s}, {print_index(a)})"
-        return s
-    raise NotImplementedError(f"cannot print index expression {e!r} for Triton")
+    """An integer index expression as Triton code."""
+    return print_index_expr(e, TRITON_INDEX)
 
 
 def const(value, dt, ndim: int) -> str:
