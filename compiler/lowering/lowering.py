@@ -1046,20 +1046,19 @@ def _finish(L, node, r: Value, a, rdims, keepdim, out_dtype) -> Value:
     return r
 
 
-@register(aten.sum.dim_IntList, aten.sum.default)
-def _sum(L, node, a, dim=None, keepdim=False, *, dtype=None):
-    val = meta_of(node)
-    rdims = _dims(a, dim)
-    r = L.reduction(a, rdims, "sum", _acc(val.dtype))
-    return _finish(L, node, r, a, rdims, keepdim, val.dtype)
+def _plain_reduction(kind: str):
+    """A reduction that accumulates in its accumulator dtype and casts to the output's (sum, prod)."""
+    def lower(L, node, a, dim=None, keepdim=False, *, dtype=None):
+        val = meta_of(node)
+        rdims = _dims(a, dim)
+        r = L.reduction(a, rdims, kind, _acc(val.dtype))
+        return _finish(L, node, r, a, rdims, keepdim, val.dtype)
+    lower.__name__ = f"_{kind}"
+    return lower
 
 
-@register(aten.prod.dim_int, aten.prod.default)
-def _prod(L, node, a, dim=None, keepdim=False, *, dtype=None):
-    val = meta_of(node)
-    rdims = _dims(a, dim)
-    r = L.reduction(a, rdims, "prod", _acc(val.dtype))
-    return _finish(L, node, r, a, rdims, keepdim, val.dtype)
+register(aten.sum.dim_IntList, aten.sum.default)(_plain_reduction("sum"))
+register(aten.prod.dim_int, aten.prod.default)(_plain_reduction("prod"))
 
 
 @register(aten.mean.dim, aten.mean.default)
