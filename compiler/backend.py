@@ -224,6 +224,7 @@ def _build_kernels(gm, dump, device, gen, sg, extern_ops, defer: bool = False):
     if os.environ.get("MEND_COMPILER_CHECK") == "1":
         call = _self_checking(call, gm, dump)
     call.mend_graph = sg  # for inspection (tests, explain): kernels, steps, buffers
+    call.mend_wrapper_source = src
     call.mend_interpreted = interpreted
     call.mend_extern_ops = list(extern_ops)
     call.mend_pending = _kernel_futures(fns, defer)

@@ -18,6 +18,23 @@ def _restride(t, size, stride):
     return out
 
 
+def _key(lay: ir.Layout) -> tuple:
+    return (tuple(lay.size), tuple(lay.stride), lay.offset, lay.dtype)
+
+
+def _reusable(sg: ir.ScheduledGraph) -> set[str]:
+    """Buffers whose storage a later kernel output may take over once they are dead: kernel outputs (the
+    wrapper allocated them, so they own their storage) read only by kernels. An extern op may return a view
+    of what it reads, which would still be alive, so a buffer an extern op reads is never taken over."""
+    owned, extern_read = set(), set()
+    for step in sg.steps:
+        if isinstance(step, ir.Kernel):
+            owned.update(step.outputs)
+        else:
+            extern_read.update(step.input_names())
+    return owned - extern_read
+
+
 def build(sg: ir.ScheduledGraph, kernels: dict, constants: dict, device) -> tuple:
     """Returns (call, source). ``kernels``: name -> (fn, style) from a generator or the interpreter."""
     g: dict = {"_as": _as, "_restride": _restride, "_empty": torch.empty_strided, "_device": device}
@@ -73,13 +90,19 @@ def build(sg: ir.ScheduledGraph, kernels: dict, constants: dict, device) -> tupl
     for n, si in last.items():
         if n in read and n not in out_bufs and n not in names and not n.startswith("const"):
             frees.setdefault(si, []).append(n)
+    reusable = _reusable(sg)
+    pool: dict[tuple, list[str]] = {}  # dead buffers a later kernel output of the same layout takes over
 
     for si, step in enumerate(sg.steps):
         if isinstance(step, ir.Kernel):
             for o in step.outputs:
                 lay = decl[o]
                 layouts[o] = lay
-                lines.append(f"    {o} = _empty({lay.size!r}, {lay.stride!r}, dtype={glob(lay.dtype)}, device=_device)")
+                dead = pool.get(_key(lay))
+                if dead:
+                    lines.append(f"    {o} = {dead[-1]}; del {dead.pop()}")
+                else:
+                    lines.append(f"    {o} = _empty({lay.size!r}, {lay.stride!r}, dtype={glob(lay.dtype)}, device=_device)")
             fn, style = kernels[step.name]
             g[step.name] = fn
             bufs = list(step.inputs) + list(step.outputs)
@@ -118,7 +141,12 @@ def build(sg: ir.ScheduledGraph, kernels: dict, constants: dict, device) -> tupl
             bind(step.outputs, res)
             lines.append(f"    del {res}")
         for n in frees.get(si, []):
-            lines.append(f"    del {n}")
+            if n in reusable:
+                pool.setdefault(_key(decl[n]), []).append(n)
+            else:
+                lines.append(f"    del {n}")
+    for dead in pool.values():
+        lines.extend(f"    del {n}" for n in dead)
     outs = []
     for o in sg.outputs:
         outs.append(ref(o) if isinstance(o, ir.TensorRef) else render(o))

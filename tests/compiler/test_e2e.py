@@ -94,6 +94,35 @@ def test_softmax_is_one_row_kernel_without_intermediate_buffers():
     assert len(call.mend_graph.buffers) == 1  # only the output is allocated
 
 
+def _transposed_softmax_chain(x):
+    a = torch.softmax(x, -1) * 2
+    b = torch.softmax(a.t().contiguous() + 1, -1)
+    c = torch.softmax(b.t().contiguous() * 3, -1)
+    return torch.softmax(c.t().contiguous() - 1, -1).t().contiguous().sum(0)
+
+
+def test_dead_kernel_buffers_are_taken_over_by_later_outputs():
+    """A kernel output of the same layout as a dead buffer takes its storage (no allocator call): the
+    result is still eager's, and fewer buffers are allocated than there are kernel outputs."""
+    x = torch.randn(32, 32)
+    call = _compare(_transposed_softmax_chain, x)
+    src = call.mend_wrapper_source
+    outputs = sum(len(k.outputs) for k in call.mend_graph.steps if hasattr(k, "stages"))
+    taken = src.count("; del ")
+    assert taken >= 3, src
+    assert src.count("_empty(") == outputs - taken, src
+    # the same wrapper called twice gives the same answer (a taken-over buffer holds no stale state)
+    call2 = _compare(_transposed_softmax_chain, x * 3)
+    assert call2.mend_wrapper_source.count("; del ") == taken
+
+
+def test_buffers_read_by_extern_ops_are_never_taken_over():
+    """An extern op may return a view of its input: such a buffer keeps its own storage."""
+    w = torch.randn(32, 32)
+    call = _compare(lambda x: (torch.softmax(x, -1) @ w).softmax(-1) @ w + 1, torch.randn(32, 32))
+    assert "; del " not in call.mend_wrapper_source, call.mend_wrapper_source
+
+
 def test_layer_norm_is_one_kernel():
     ln = torch.nn.LayerNorm(48)
     call = _compare(ln, torch.randn(4, 5, 48), kernels=1)

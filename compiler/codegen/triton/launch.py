@@ -134,6 +134,11 @@ def _hooked(hook) -> bool:
     return bool(calls) if calls is not None else True
 
 
+# the current CUDA device without torch.cuda.current_device()'s lazy-initialisation checks (the fast launch
+# path asks once per launch; CUDA is initialised by then)
+_current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+
+
 def _device_index(tensors) -> int:
     for t in reversed(tensors):
         if isinstance(t, torch.Tensor) and t.device.type == "cuda":
@@ -291,7 +296,7 @@ class TritonLauncher:
             index = _device_index(tensors)
             g = self.plan.grid(self.config) + (1,)
             self._fast_static = (ck, g[0], g[1], index, ck._impl._launch_kernel, ck.function, ck.num_warps,
-                                 ck.shared, ck.arg_tys, (None,) * ck.n_extra, ck._stream, torch.cuda.current_device)
+                                 ck.shared, ck.arg_tys, (None,) * ck.n_extra, ck._stream, _current_device)
             return
         try:
             knobs = getattr(triton, "knobs", None)
