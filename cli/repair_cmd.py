@@ -1,6 +1,7 @@
-"""``mend repair-cache list|clear``: the cache of modules repaired at import (``mend run --repair``).
+"""``mend repair-cache list|clear|warm``: the cache of modules repaired at import (``mend run --repair``).
 
-Imports only ``mend.imports`` (standard library): no analyzer, no LibCST, no torch.
+``list`` and ``clear`` import only ``mend.imports`` (standard library); ``warm`` runs the repair (the analyzer,
+LibCST); none imports torch.
 """
 
 from __future__ import annotations
@@ -63,6 +64,45 @@ def clear(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CAC
         typer.echo(f"mend: cannot clear {cache.folder}: {exc}", err=True)
         raise typer.Exit(2) from None
     typer.echo(f"removed {count} cached module(s) from {cache.folder}")
+
+
+@repair_cache.command("warm")
+def warm(
+    packages: str = typer.Argument(..., help="The packages to repair ahead of time (comma-separated, e.g. "
+                                   "transformers,timm), as `mend run --repair` names them."),
+    unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="Also apply unsafe fixes (as the run will)."),
+    from_run: Optional[Path] = typer.Option(None, "--from-run", help="Also repair the sites this data file "
+                                            "recorded inside the packages (as the run will)."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help=CACHE_HELP),
+) -> None:
+    """Repair every module of the packages into the cache now, so no process pays the first import's repair
+    (a CI image, a shared cache). Run it from the folder the program starts in: the key includes the
+    [tool.mend] config found from there. Exit 1 when a module could not be repaired (it would load as it
+    is), 2 on bad arguments or a package that is not installed."""
+    from mend.imports.settings import RepairSettings, SettingsError
+    from mend.imports.warm import warm as warm_packages
+
+    if from_run is not None and not from_run.is_file():
+        typer.echo(f"mend: --from-run: no such data file: {from_run}", err=True)
+        raise typer.Exit(2)
+    cache = _cache(cache_dir)
+    try:
+        settings = RepairSettings(packages=tuple(packages.split(",")), unsafe=unsafe_fixes,
+                                  from_run=str(from_run) if from_run else None, cache_dir=str(cache.folder))
+    except SettingsError as exc:
+        typer.echo(f"mend: {exc}", err=True)
+        raise typer.Exit(2) from None
+    report = warm_packages(settings)
+    if report.missing:
+        typer.echo(f"mend: no installed package named {', '.join(report.missing)}", err=True)
+        raise typer.Exit(2)
+    for module, why in report.errors:
+        typer.echo(f"mend: {module}: {why}", err=True)
+    n = sum(report.statuses.values())
+    typer.echo(f"{n} module(s): {report.statuses['repaired']} repaired, {report.statuses['unchanged']} unchanged, "
+               f"{report.statuses['failed']} failed; {report.new} new in {cache.folder} ({report.seconds:.1f} s)")
+    if report.statuses["failed"] or report.errors:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -137,3 +137,21 @@ def test_the_hook_imports_no_torch_unless_the_program_does(tmp_path):
     assert warm.stdout.split() == ["4", "False", "False"], warm.stderr
     listed = subprocess.run([*MEND, "repair-cache", "list"], env=env, capture_output=True, text=True)
     assert listed.returncode == 0
+
+
+def test_repair_cache_warm(project):
+    root, env = project
+    warmed = mend(["repair-cache", "warm", "cli_toy"], root, env)
+    assert warmed.returncode == 0, warmed.stderr
+    assert warmed.stdout.startswith("2 module(s): 1 repaired, 1 unchanged, 0 failed; 2 new"), warmed.stdout
+    again = mend(["repair-cache", "warm", "cli_toy"], root, env)
+    assert again.returncode == 0 and "; 0 new" in again.stdout, again.stdout
+    listed = mend(["repair-cache", "list"], root, env)
+    assert "repaired   cli_toy.model" in listed.stdout
+    # the program's run finds every module cached: nothing new is written
+    run = mend(["run", "--repair", "cli_toy", "train.py"], root, env)
+    assert run.returncode == 3, run.stderr
+    third = mend(["repair-cache", "warm", "cli_toy"], root, env)
+    assert "; 0 new" in third.stdout, third.stdout
+    assert mend(["repair-cache", "warm", "no_such_package_here"], root, env).returncode == 2
+    assert mend(["repair-cache", "warm", "not-a-name"], root, env).returncode == 2

@@ -215,3 +215,30 @@ def test_the_env_var_carries_the_settings(toy):
         mi.RepairSettings.from_env("{not json")
     with pytest.raises(mi.SettingsError):
         mi.RepairSettings.from_env(" , ")
+
+
+def test_warmed_cache_serves_the_import_without_repairing(toy, monkeypatch):
+    """`mend repair-cache warm`'s path: every module repaired into the cache without executing any; the
+    import then takes the entries and the compiled code as they are (a repair at import would fail here)."""
+    from mend.imports.settings import RepairSettings
+    from mend.imports.warm import package_modules, warm
+
+    pkg, folder, cache = toy
+    modules = {m: is_pkg for m, _, is_pkg in package_modules(pkg)}
+    assert modules == {pkg: True, f"{pkg}.model": False, f"{pkg}.helpers": False}
+    report = warm(RepairSettings(packages=(pkg,), isolated=True, cache_dir=str(cache)))
+    assert dict(report.statuses) == {"repaired": 2, "unchanged": 1} and report.new == 3 and not report.errors
+    assert not any(m.startswith(pkg) for m in sys.modules)  # nothing of the package was executed
+    assert warm(RepairSettings(packages=(pkg,), isolated=True, cache_dir=str(cache))).new == 0
+
+    def no_repair(*args, **kwargs):
+        raise AssertionError("repaired at import although the cache was warm")
+
+    monkeypatch.setattr("mend.imports.repair.PackageContext", no_repair)
+    monkeypatch.setattr("mend.imports.hook.compile", no_repair, raising=False)  # the code is cached too
+    hook = mi.repair_imports([pkg], cache_dir=str(cache), isolated=True)
+    model = _import(pkg, "model")
+    monkeypatch.undo()
+    assert not hook.errors
+    assert {e.module: e.status for e in hook.loaded.values()}[f"{pkg}.model"] == REPAIRED
+    assert "is_compiling()" in inspect.getsource(model.Block.forward)
