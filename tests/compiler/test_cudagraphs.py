@@ -141,6 +141,9 @@ def test_replay_logic_copies_inputs_rebuilds_aliases_and_copies_outputs_per_stor
         cg.graph.outs = cg.static_outputs
 
     monkeypatch.setattr(cg, "_capture", capture)
+    batched = []  # each replay copies its inputs in and its outputs out with one multi-tensor call each
+    real_copy_all = torch._foreach_copy_
+    monkeypatch.setattr(torch, "_foreach_copy_", lambda d, s: (batched.append(len(d)), real_copy_all(d, s)))
     kept = []
     for i in range(4):
         x = torch.randn(6, 5)
@@ -157,6 +160,7 @@ def test_replay_logic_copies_inputs_rebuilds_aliases_and_copies_outputs_per_stor
             assert got[3].untyped_storage().data_ptr() == got[2].untyped_storage().data_ptr()
             assert got[2].data_ptr() != cg.static_outputs[2].data_ptr()
         kept.append((got[2], got[2].clone()))
+    assert batched == [1] + [1, 1] * 3  # capture: x in; replays 2-4: x in, y's storage out (x's views are rebuilt)
     assert cg.graph is not None and cg.captures == 1
     for out, out0 in kept:
         assert torch.equal(out, out0)
