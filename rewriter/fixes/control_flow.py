@@ -1140,7 +1140,21 @@ def _validation_cond(test: cst.BaseExpression, facts: FunctionFacts, torch: str,
             helpers.append("_mend_tensor_equal")
             body = f"_mend_tensor_equal({code(inner.args[0].value)}, {code(inner.args[1].value)})"
             return f"{torch}.logical_not({body})" if neg else body
-    return _Lower(facts, torch)(test)
+    try:
+        return _Lower(facts, torch)(test)
+    except _Declined:
+        if not _plain_comparison(test):
+            raise
+    # The analyzer found a tensor here that this function's facts cannot show (a count from an
+    # unannotated argument, `(input_ids == k).sum()`): ``torch.as_tensor`` returns a tensor as it is and
+    # makes a Python bool a 0-d tensor, so the check holds exactly when the original condition does.
+    return f"{torch}.as_tensor({code(test)})"
+
+
+def _plain_comparison(test: cst.BaseExpression) -> bool:
+    """``a <op> b`` with one order or equality operator (not ``is``/``in``)."""
+    return isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and not isinstance(
+        test.comparisons[0].operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn))
 
 
 WRAPPERS = ("_mend_restore_exceptions", "_mend_boundary")

@@ -485,3 +485,49 @@ def test_buffer_selection_with_other_preparations_is_declined(prep: str, reason:
     result = _repair(source, unsafe=True)
     assert result.fixed == source
     assert any(reason in r.reason for r in result.remaining), [r.reason for r in result.remaining]
+
+
+COUNT_CHECK = """
+from typing import Optional
+
+import torch
+
+
+@torch.compile
+def f(input_ids: Optional[torch.LongTensor], features: torch.Tensor):
+    if input_ids is None:
+        n_tokens = (features == 0).sum()
+    else:
+        n_tokens = (input_ids == 7).sum(dim=1).sum(dim=0)
+    n_features = features.shape[0] * features.shape[1]
+    if n_tokens != n_features:
+        raise ValueError(f"Image features and image tokens do not match: tokens: {n_tokens}, features {n_features}")
+    return features.sum(-1) * n_tokens
+"""
+
+
+def test_count_check_the_function_cannot_type_is_checked_through_as_tensor() -> None:
+    """Aria's count check: the analyzer sees a tensor condition that the rewriter's facts cannot show
+    (``Optional[torch.LongTensor]``, the count assigned on two paths); ``torch.as_tensor`` keeps a tensor as it is, so the check runs in
+    the graph (one graph) and the boundary restores the class, with the f-string's fields as source."""
+    result = _repair(COUNT_CHECK, unsafe=True)
+    assert [(a.code, a.applicability) for a in result.applied] == [("MND203", "unsafe")], result.remaining
+    assert "torch.as_tensor(n_tokens != n_features)" in result.fixed
+    original, repaired = _load(COUNT_CHECK, "orig"), _load(result.fixed, "fixed")
+    ids, feats = torch.tensor([[7, 7, 1], [7, 7, 7]]), torch.randn(5, 1, 3)
+    want = original.f(ids, feats)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    inner = getattr(repaired.f, "__wrapped__", repaired.f)  # the file's own boundary, compiled here
+    compiled = repaired._mend_restore_exceptions(torch.compile(inner, backend=backend))
+    assert _same(compiled(ids, feats), want) and len(graphs) == 1
+    with pytest.raises(ValueError, match="tokens: 5, features 4"):
+        original.f(ids, feats[:4])
+    with pytest.raises(ValueError, match=r"^Image features and image tokens do not match: tokens: \{n_tokens\}, "
+                                         r"features \{n_features\}$"):
+        compiled(ids, feats[:4])
