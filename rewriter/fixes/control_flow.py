@@ -430,7 +430,9 @@ def _check_statement(s: cst.BaseSmallStatement, facts: FunctionFacts) -> bool:
             raise _Declined("only assignments to plain names are predicated (a tuple or attribute "
                             "target is not)")
         if is_container_or_none(s.value):
-            raise _Declined(f"`{code(s.value)}` is not a tensor value")
+            raise _Declined(f"`{code(s.value)}` is not a tensor value" + (
+                "; a branch that sets a name to None (no mask) selects what the code reading it does, which "
+                "torch.where cannot hold" if code(s.value) == "None" else ""))
         value = s.value
     elif isinstance(s, cst.AugAssign):
         raise _Declined("augmented assignment (`x += ...`) may update a tensor in place; rewrite it as "
