@@ -108,6 +108,19 @@ def compiled_statements(sel: BufferSelection, facts: FunctionFacts, cond: str) -
     return out + [parse_stmt(f"{code(call.func)}({', '.join(args)})\n")]
 
 
+def local_names(sel: BufferSelection) -> set[str]:
+    """Plain names the preparations assign (``_`` in ``X.a, _ = ...``): compiled code assigns them on
+    both sides, so the code after the branch must not read them."""
+    return {n.value for prep in sel.preps for stmt in prep for n in walk(stmt)
+            if isinstance(n, cst.AssignTarget) for n in _flat_targets(n.target) if isinstance(n, cst.Name)}
+
+
+def _flat_targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [e.value for e in target.elements]
+    return [target]
+
+
 def _attributes(node: cst.CSTNode) -> set[str]:
     return {code(n) for n in walk(node) if isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name)}
 

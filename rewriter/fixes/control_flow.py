@@ -325,7 +325,7 @@ def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFac
             return guarded
     selection = buffer_select.match(node)
     if selection is not None:
-        return _fix_buffer_selection(diag, node, selection, facts, lower, torch, imports)
+        return _fix_buffer_selection(ctx, diag, node, selection, facts, lower, torch, imports)
     chain = _read_chain(ctx, node, facts)
     if chain.needs_cond:
         if chain.returns:
@@ -340,12 +340,16 @@ def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFac
     return _where_plan(ctx, diag, chain, facts, lower, torch, imports)
 
 
-def _fix_buffer_selection(diag: Diagnostic, node: cst.If, selection: buffer_select.BufferSelection,
-                          facts: FunctionFacts, lower: _Lower, torch: str, imports: list) -> Plan:
+def _fix_buffer_selection(ctx: FileContext, diag: Diagnostic, node: cst.If,
+                          selection: buffer_select.BufferSelection, facts: FunctionFacts, lower: _Lower,
+                          torch: str, imports: list) -> Plan:
     """Both sides register one buffer: under compile it is registered once, holding the selected value
     (LongRoPE's ``inv_freq``); eager keeps the branch. See :mod:`mend.rewriter.fixes.buffer_select`."""
     if not facts.is_pure(_drop_item(node.test)):
         raise _Declined("the condition has calls mend cannot prove side-effect free")
+    read_later = buffer_select.local_names(selection) & _names_read_after(ctx, node, facts)
+    if read_later:
+        raise _Declined(f"`{sorted(read_later)[0]}`, assigned by one side, is read after the `if`")
     try:
         compiled = buffer_select.compiled_statements(selection, facts, lower(node.test))
     except ValueError as exc:

@@ -487,6 +487,16 @@ def test_buffer_selection_with_other_preparations_is_declined(prep: str, reason:
     assert any(reason in r.reason for r in result.remaining), [r.reason for r in result.remaining]
 
 
+def test_buffer_selection_whose_preparation_sets_a_name_read_later_is_declined() -> None:
+    """``X.a, _ = init(...)`` also assigns ``_``: compiled code would assign it on both sides."""
+    source = _longrope().replace("    def wrapper(self, x, position_ids):",
+                                 "        return _\n\n    def wrapper(self, x, position_ids):")
+    reason = "`_`, assigned by one side, is read after the `if`"
+    result = _repair(source, unsafe=True)
+    assert result.fixed == source
+    assert any(reason in r.reason for r in result.remaining), [r.reason for r in result.remaining]
+
+
 COUNT_CHECK = """
 from typing import Optional
 
