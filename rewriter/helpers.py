@@ -57,6 +57,15 @@ def _mend_where(cond, new, old):
         return torch.where(cond.reshape(()), new, old)
     return new if cond else old  # noqa: MND201
 ''',
+    "_mend_same": '''
+def _mend_same(cond, new, old):
+    """``new if cond else old`` for a Python value such as a dtype (added by mend fix): ``old`` when
+    ``new`` is the same object, decided while torch.compile traces, so no selection is needed;
+    otherwise the original selection (a graph break there)."""
+    if new is old:
+        return old
+    return new if cond else old  # noqa: MND201
+''',
     "_mend_elif": '''
 def _mend_elif(taken, cond):
     """The condition of an ``elif`` whose earlier branches were ``taken`` (added by mend fix).

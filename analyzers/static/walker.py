@@ -170,11 +170,22 @@ class FunctionWalker(tk.TensorKinds):
 
     # -- the walk --------------------------------------------------------------------------------
     def walk(self) -> None:
+        self._decorated()
         self.block(self.node.body)
         for check in FUNCTION_CHECKERS:
             check(self)
         self._record_regions()
         self.mod.summary.findings.extend(self.findings)
+
+    def _decorated(self) -> None:
+        """A decorator of the tree replaces this function with the function it returns (transformers'
+        ``dynamic_rope_update`` returns its nested ``wrapper``): Dynamo traces that one whenever this
+        one is called, so it is recorded as a callee (what the decorator returns, ``("ret", d, "0")``)."""
+        for dec in getattr(self.node, "decorator_list", ()):
+            q = self.scope.qualify(dec) if isinstance(dec, (ast.Name, ast.Attribute)) else None
+            if q and not q.startswith(("builtins.", "torch.", "functools.", "typing.")):
+                line, col, end_line, end_col = self.mod.span(dec)
+                self.info.calls.append(CallSite(("ret", q, "0"), line, col, end_line, end_col))
 
     def block(self, body: list[ast.stmt]) -> None:
         for stmt in body:

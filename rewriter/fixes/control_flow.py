@@ -19,7 +19,9 @@ shapes, over a whole ``if``/``elif``/``else`` chain:
 Under compile, conditions are computed first, then each assignment becomes
 ``x = _mend_where(cond_k, new, x)`` in order, exact for mutually exclusive one-element conditions.
 ``_mend_where`` (a helper added to the file) is ``torch.where`` when the sides agree in shape, dtype and
-device, decided while tracing, and the original selection otherwise. The side not taken is computed
+device, decided while tracing, and the original selection otherwise. A name whose values are dtype or
+device reads (``dtype = h.dtype``) becomes ``_mend_same(cond, new, old)``: ``old`` when ``new`` is the
+same object, else the original selection. The side not taken is computed
 too: the fix is *safe* when every such expression cannot raise (``FunctionFacts.is_total``), else
 *unsafe*. When a value's gradient could be infinite on the unselected side, the original branch also
 runs when grad is enabled (GraphMend's gate).
@@ -54,6 +56,7 @@ is asynchronous) and, where no boundary is wrapped, surfaces as ``RuntimeError("
 
 from __future__ import annotations
 
+import ast
 import builtins
 from dataclasses import dataclass
 
@@ -75,6 +78,7 @@ from mend.rewriter.analysis import (
     walk,
 )
 from mend.rewriter.engine import Decline, FileContext, Plan
+from mend.rewriter.fixes import buffer_select
 from mend.rewriter.fixes.base import fixer
 
 
@@ -319,6 +323,9 @@ def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFac
         guarded = _fix_reporting_if(ctx, diag, node, facts, imports)
         if guarded is not None:
             return guarded
+    selection = buffer_select.match(node)
+    if selection is not None:
+        return _fix_buffer_selection(ctx, diag, node, selection, facts, lower, torch, imports)
     chain = _read_chain(ctx, node, facts)
     if chain.needs_cond:
         if chain.returns:
@@ -331,6 +338,28 @@ def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFac
         return _fix_cond(ctx, diag, node, facts, lower(chain.tests[0]), chain.bodies[0], else_stmts, torch,
                          imports)
     return _where_plan(ctx, diag, chain, facts, lower, torch, imports)
+
+
+def _fix_buffer_selection(ctx: FileContext, diag: Diagnostic, node: cst.If,
+                          selection: buffer_select.BufferSelection, facts: FunctionFacts, lower: _Lower,
+                          torch: str, imports: list) -> Plan:
+    """Both sides register one buffer: under compile it is registered once, holding the selected value
+    (LongRoPE's ``inv_freq``); eager keeps the branch. See :mod:`mend.rewriter.fixes.buffer_select`."""
+    if not facts.is_pure(_drop_item(node.test)):
+        raise _Declined("the condition has calls mend cannot prove side-effect free")
+    read_later = buffer_select.local_names(selection) & _names_read_after(ctx, node, facts)
+    if read_later:
+        raise _Declined(f"`{sorted(read_later)[0]}`, assigned by one side, is read after the `if`")
+    try:
+        compiled = buffer_select.compiled_statements(selection, facts, lower(node.test))
+    except ValueError as exc:
+        raise _Declined(str(exc)) from None
+    split = cst.If(test=parse_expr(f"not {torch}.compiler.is_compiling()"),
+                   body=cst.IndentedBlock(body=[node.with_changes(leading_lines=[])]),
+                   orelse=cst.Else(body=cst.IndentedBlock(body=compiled)), leading_lines=node.leading_lines)
+    return Plan(diag, "data-dependent branch (buffer) -> one register_buffer of the torch.where-selected value "
+                      "under compile (eager keeps the branch)", "unsafe", [(node, split)], imports=imports,
+                helpers=["_mend_where"])
 
 
 # --- may this chain be rewritten? ---------------------------------------------------------------
@@ -405,7 +434,9 @@ def _check_statement(s: cst.BaseSmallStatement, facts: FunctionFacts) -> bool:
             raise _Declined("only assignments to plain names are predicated (a tuple or attribute "
                             "target is not)")
         if is_container_or_none(s.value):
-            raise _Declined(f"`{code(s.value)}` is not a tensor value")
+            raise _Declined(f"`{code(s.value)}` is not a tensor value" + (
+                "; a branch that sets a name to None (no mask) selects what the code reading it does, which "
+                "torch.where cannot hold" if code(s.value) == "None" else ""))
         value = s.value
     elif isinstance(s, cst.AugAssign):
         raise _Declined("augmented assignment (`x += ...`) may update a tensor in place; rewrite it as "
@@ -471,7 +502,7 @@ def _where_plan(ctx: FileContext, diag: Diagnostic, chain: _Chain, facts: Functi
     what = "returns" if chain.returns else "assignments"
     msg = f"data-dependent branch ({what}) -> torch.where under compile (eager keeps the branch"
     msg += "; also when grad is enabled)" if grad_gate else ")"
-    helpers = ["_mend_where"] + (["_mend_elif"] if any("_mend_elif(" in t for t in compiled) else [])
+    helpers = [h for h in ("_mend_where", "_mend_elif", "_mend_same") if any(f"{h}(" in t for t in compiled)]
     return Plan(diag, msg, "safe" if safe else "unsafe", [(chain.node, split)], imports=imports, helpers=helpers)
 
 
@@ -561,9 +592,13 @@ def _where_assignments(ctx: FileContext, chain: _Chain, facts: FunctionFacts, co
             if name in temporaries:
                 out.append(f"{name} = {value}")
             elif _defined_before(ctx, facts, name, chain.node):
-                if not _tensor_assigned(chain, facts, name):
-                    raise _Declined(f"cannot prove `{name}` holds a tensor")
-                out.append(f"{name} = _mend_where({k}, {value}, {name})")
+                if _static_assigned(chain, name):
+                    out.append(f"{name} = _mend_same({k}, {value}, {name})")
+                elif not _tensor_assigned(chain, facts, name):
+                    raise _Declined(f"cannot prove `{name}` holds a tensor (a dtype or device read, "
+                                    "`x.dtype`, is the only other value selected)")
+                else:
+                    out.append(f"{name} = _mend_where({k}, {value}, {name})")
             elif name in live:
                 if not (chain.has_else and all(_assigns(b, name) for b in chain.bodies)):
                     raise _Declined(f"`{name}` is not defined before the `if` and not assigned in every "
@@ -619,6 +654,19 @@ def _exclusive_conditions(ctx: FileContext, chain: _Chain, conds: list[str], tor
         out.append(f"{var} = {torch}.logical_not({taken})")
         names.append(var)
     return names
+
+
+_STATIC_ATTRS = frozenset({"dtype", "device"})
+
+
+def _static_assigned(chain: _Chain, name: str) -> bool:
+    """Every value the chain assigns to ``name`` reads a tensor's ``.dtype`` or ``.device``: a Python
+    constant while Dynamo traces. ``_mend_same`` keeps the old value when the new one is the same
+    object (no selection is needed: Zamba's ``dtype = hidden_states.dtype`` beside a masked update),
+    and otherwise selects as the original did (a graph break, never another value)."""
+    values = [s.value for b in chain.bodies for s in chain.assignments(b) if s.targets[0].target.value == name]
+    return bool(values) and all(isinstance(v, cst.Attribute) and v.attr.value in _STATIC_ATTRS for v in
+                                map(strip_parens, values))
 
 
 def _tensor_assigned(chain: _Chain, facts: FunctionFacts, name: str) -> bool:
@@ -1022,12 +1070,10 @@ def fix_validation(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     if not (isinstance(builtin_exc, type) and issubclass(builtin_exc, Exception)) or exc_name in facts.stores \
             or exc_name in ctx.imports.names:
         return Decline(diag, f"`{exc_name}` is not a builtin exception, so it cannot be re-raised by name")
-    msg_node = exc.args[0].value
-    if not isinstance(msg_node, (cst.SimpleString, cst.ConcatenatedString)):
-        return Decline(diag, "the message is not a string literal (f-strings and formatting are not kept)")
-    message = msg_node.evaluated_value
-    if not isinstance(message, str):
-        return Decline(diag, "the message is not a text literal")
+    message = _message_template(exc.args[0].value)
+    if message is None:
+        return Decline(diag, "the message is not a string literal or an f-string (formatting with `%` or "
+                             "`.format()` is not rewritten)")
     if ctx.in_try(node):
         return Decline(diag, "the guard is inside a `try` in the same function; the moved check could "
                              "not be caught there")
@@ -1057,8 +1103,35 @@ def fix_validation(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     where = "restored at this file's compile boundary" if boundaries else (
         "raised as RuntimeError('[mend:...]') unless the caller wraps its compiled object with "
         "mend.rewriter.runtime.restore_exceptions")
+    if any(isinstance(n, cst.FormattedString) for n in walk(exc.args[0].value)):
+        where += "; the f-string's values are written as their source, `{name}`"
     return Plan(diag, f"validation guard -> {torch}._assert_async under compile ({exc_name} {where})",
                 "unsafe", edits, imports=imports, helpers=helpers)
+
+
+def _message_template(node: cst.BaseExpression) -> str | None:
+    """The text of a literal message; for an f-string, its literal parts with each replacement field
+    written as its source (``f"tokens: {n}"`` -> ``"tokens: {n}"``): the values are not known inside
+    the graph. None for anything else."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    if isinstance(node, cst.ConcatenatedString):
+        left, right = _message_template(node.left), _message_template(node.right)
+        return None if left is None or right is None else left + right
+    if isinstance(node, cst.FormattedString):
+        prefix = node.prefix.lower().replace("f", "")
+        if "b" in prefix:
+            return None
+        parts = []
+        for part in node.parts:
+            if isinstance(part, cst.FormattedStringText):
+                text = part.value.replace("{{", "{").replace("}}", "}")
+                parts.append(ast.literal_eval(f"{prefix}{node.start[len(node.prefix):]}{text}{node.end}"))
+            else:
+                parts.append("{" + code(part.expression) + "}")
+        return "".join(parts)
+    return None
 
 
 def _validation_cond(test: cst.BaseExpression, facts: FunctionFacts, torch: str, helpers: list) -> str:
@@ -1073,7 +1146,21 @@ def _validation_cond(test: cst.BaseExpression, facts: FunctionFacts, torch: str,
             helpers.append("_mend_tensor_equal")
             body = f"_mend_tensor_equal({code(inner.args[0].value)}, {code(inner.args[1].value)})"
             return f"{torch}.logical_not({body})" if neg else body
-    return _Lower(facts, torch)(test)
+    try:
+        return _Lower(facts, torch)(test)
+    except _Declined:
+        if not _plain_comparison(test):
+            raise
+    # The analyzer found a tensor here that this function's facts cannot show (a count from an
+    # unannotated argument, `(input_ids == k).sum()`): ``torch.as_tensor`` returns a tensor as it is and
+    # makes a Python bool a 0-d tensor, so the check holds exactly when the original condition does.
+    return f"{torch}.as_tensor({code(test)})"
+
+
+def _plain_comparison(test: cst.BaseExpression) -> bool:
+    """``a <op> b`` with one order or equality operator (not ``is``/``in``)."""
+    return isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and not isinstance(
+        test.comparisons[0].operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn))
 
 
 WRAPPERS = ("_mend_restore_exceptions", "_mend_boundary")

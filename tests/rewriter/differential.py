@@ -167,6 +167,7 @@ FIX_KINDS: list[tuple[str, str]] = [
     (r"^read the clock only in eager", "clock"),
     (r"^data-dependent branch \(assignments\) -> torch\.where", "where"),
     (r"^data-dependent branch \(returns\) -> torch\.where", "where-return"),
+    (r"^data-dependent branch \(buffer\) -> ", "where-buffer"),
     (r"^conditional expression -> torch\.where", "where-ternary"),
     (r"torch\.cond under compile", "cond"),
     (r"^validation guard ->", "validation"),
@@ -484,6 +485,22 @@ def _mend_marked_runtime_error(d: Difference) -> bool:
     return f"[mend:{d.original[0]}] {d.original[1]}" in d.rewritten[1]
 
 
+def _fstring_template(d: Difference) -> bool:
+    """An f-string message: the compiled check raises the original class (at a restoring boundary, else
+    the marked RuntimeError) with the literal parts and each replacement field as its source
+    (``bad {x.shape}``); the original's message is that template filled in."""
+    if d.original is None or d.rewritten is None:
+        return False
+    kind, text = d.rewritten[0], d.rewritten[1]
+    marker = f"[mend:{d.original[0]}] "
+    if kind == "RuntimeError" and marker in text:
+        text = text[text.index(marker) + len(marker):].split("\n", 1)[0]
+    elif kind != d.original[0]:
+        return False
+    literal = re.split(r"\{[^{}]+\}", text)
+    return len(literal) > 1 and re.fullmatch(".*".join(map(re.escape, literal)), d.original[1], re.S) is not None
+
+
 def _replayed(events: list) -> Counter:
     """Messages without the place a warning is attributed to (a replay after the graph has no line)."""
     return Counter(e[:3] if e[0] == "warn" else e for e in events)
@@ -577,6 +594,9 @@ ALLOWANCES: list[Allowance] = [
               "docs/rules/MND301.md: a failing check under compile raises RuntimeError"),
     Allowance("validation", "unsafe", "compiled", "exception", _mend_marked_runtime_error,
               "docs/rules/MND203.md: without a restoring boundary the check surfaces as RuntimeError('[mend:E] msg')"),
+    Allowance("validation", "unsafe", "compiled", "exception", _fstring_template,
+              "docs/rules/MND203.md: an f-string message keeps its literal parts; each value is written as its "
+              "source (`{n}`)"),
 ]
 
 

@@ -5,7 +5,9 @@ A generated :class:`Program` is the source of one module whose compiled function
 decorated with ``@torch.compile(backend="eager")``. Its body is a few *blocks*, each one shape of
 one fix family:
 
-* data-dependent branches: ``if``/``elif``/``else`` with assignments, branches that return,
+* data-dependent branches: ``if``/``elif``/``else`` with assignments (also of a dtype read beside
+  the update, Zamba2's convolution; of the one buffer both sides register, LongRoPE's), branches
+  that return,
   conditional expressions, nested ifs, augmented assignments, shape-changing sides (``torch.cat``,
   ``reshape``, slicing, reductions), tuple targets, submodule calls (``torch.cond``);
 * conditions written every way the analyzer sees them: ``.sum() > k``, ``.any()``, ``.item()``,
@@ -224,6 +226,38 @@ def submodule_if(draw, env: _Env) -> tuple[str, list[str]]:
 
 
 @st.composite
+def dtype_update(draw, env: _Env) -> tuple[str, list[str]]:
+    """Zamba2's convolution: a branch also assigns a dtype read (``dtype = h.dtype``) that the update
+    and the code after it use; the old dtype is another tensor's, so it may or may not be the same."""
+    pre, cond = draw(condition(env))
+    t, src = draw(st.sampled_from(env.names)), draw(st.sampled_from(env.names))
+    d = env.fresh("dtype")
+    value = draw(new_value(env, t))
+    return "if-dtype", pre + [f"{d} = {src}.dtype", f"if {cond}:", f"    {d} = {t}.dtype",
+                              f"    {t} = ({value}).to({d})", f"{t} = {t}.to({d})"]
+
+
+@st.composite
+def buffer_if(draw, env: _Env) -> tuple[str, list[str]]:
+    """LongRoPE: both sides register the module's one buffer, after a lazily created attribute or a
+    ``.to()`` move (module programs; a plain ``if`` chain in functions)."""
+    if env.kind != "module":
+        return draw(if_chain(env))
+    pre, cond = draw(condition(env))
+    t = draw(st.sampled_from(env.names))
+    return "if-buffer", pre + [
+        f"if {cond}:",
+        '    if not hasattr(self, "long_buf"):',
+        f"        self.long_buf = torch.linspace(0.5, 2.0, {WIDTH})",
+        '    self.register_buffer("buf", self.long_buf, persistent=False)',
+        "else:",
+        f"    self.short_buf = self.short_buf.to({t}.device)",
+        '    self.register_buffer("buf", self.short_buf, persistent=False)',
+        f"{t} = {t} * self.buf",
+    ]
+
+
+@st.composite
 def if_return(draw, env: _Env) -> tuple[str, list[str]]:
     """Branches that return (the function ends here)."""
     lines: list[str] = []
@@ -335,6 +369,8 @@ def scalars(draw, env: _Env) -> tuple[str, list[str]]:
 BLOCKS = {
     "if-assign": if_chain,
     "if-submodule": submodule_if,
+    "if-dtype": dtype_update,
+    "if-buffer": buffer_if,
     "if-return": if_return,
     "ternary": ternary,
     "nested-if": nested_if,
@@ -386,6 +422,8 @@ def programs(draw, blocks: tuple[str, ...] = tuple(BLOCKS), max_blocks: int = 3)
             "    def __init__(self):",
             "        super().__init__()",
             f"        self.lin = nn.Linear({WIDTH}, {WIDTH})",
+            f'        self.register_buffer("buf", torch.ones({WIDTH}), persistent=False)',
+            "        self.short_buf = self.buf",
             "",
             f"    def forward(self, {params}):",
         ] + _indent(body, 2) + ["", "", "def make():", "    torch.manual_seed(0)", "    return M()"]

@@ -401,3 +401,143 @@ def test_a_temporary_another_branch_reads_first_is_not_a_temporary() -> None:
         want = original.f(x.clone(), y.clone())
         got, _ = _compiled_graphs(repaired.f, (x.clone(), y.clone()))
         assert _same(got, want) and _same(repaired.f(x.clone(), y.clone()), want)
+
+
+ZAMBA_CONV = """
+import torch
+
+
+@torch.compile
+def f(x: torch.Tensor, attention_mask=None):
+    dtype = x.dtype
+    h = x.sin().to(torch.float64) if x.dtype == torch.float16 else x.sin()
+    if attention_mask is not None and not torch.all(attention_mask == 1):
+        dtype = h.dtype
+        h = (h * attention_mask[:, :, None]).to(dtype)
+    return h.to(dtype)
+"""
+
+
+def test_dtype_read_in_a_masked_update_is_selected_while_tracing() -> None:
+    """Zamba2's convolution: the branch also assigns ``dtype = hidden_states.dtype``, a Python value
+    torch.where cannot select. ``_mend_same`` keeps the old value when the new one is the same dtype
+    (decided while tracing: one graph), and selects as the original did when it is not (float16 input,
+    float64 ``h``: a break there, never another value)."""
+    assert _repair(ZAMBA_CONV).fixed == ZAMBA_CONV  # the masked update is unsafe
+    result = _repair(ZAMBA_CONV, unsafe=True)
+    assert [(a.code, a.applicability) for a in result.applied] == [("MND201", "unsafe")], result.remaining
+    assert "dtype = _mend_same(" in result.fixed
+    assert _repair(result.fixed, unsafe=True).fixed == result.fixed
+    original, repaired = _load(ZAMBA_CONV, "orig"), _load(result.fixed, "fixed")
+    masks = (torch.ones(2, 3, dtype=torch.long), torch.tensor([[1, 1, 0], [1, 1, 1]]), None)
+    for dtype in (torch.float32, torch.float16):
+        x = torch.randn(2, 3, 4).to(dtype)
+        for mask in masks:
+            want = original.f(x.clone(), mask)
+            assert _same(repaired.f(x.clone(), mask), want)
+            with torch.no_grad():
+                got, graphs = _compiled_graphs(repaired.f, (x.clone(), mask))
+                _, graphs_before = _compiled_graphs(original.f, (x.clone(), mask))
+            assert _same(got, want), (dtype, mask)
+            assert graphs == 1 if mask is None or dtype == torch.float32 else graphs > 1, (dtype, mask, graphs)
+            assert graphs_before == (1 if mask is None else 2)
+
+
+def test_a_python_value_other_than_a_dtype_or_device_is_declined() -> None:
+    source = _module("""
+        n = 1
+        if x.sum() > 0:
+            n = 2
+        return y * n
+    """)
+    result = _repair(source, unsafe=True)
+    assert result.fixed == source
+    assert any("cannot prove `n` holds a tensor" in r.reason for r in result.remaining), result.remaining
+
+
+def _longrope(prep_short: str = "self.original_inv_freq = self.original_inv_freq.to(device)") -> str:
+    from tests.rewriter.conftest import FIXTURES
+
+    source = (FIXTURES / "where_buffer.in.py").read_text().split("\n", 1)[1]
+    return source.replace("self.original_inv_freq = self.original_inv_freq.to(device)", prep_short)
+
+
+def test_buffer_selection_is_found_through_the_decorator_and_repaired_unsafe() -> None:
+    """LongRoPE's branch sits in a function the decorated ``forward``'s wrapper calls: the analyzer
+    follows the decorator to it; the repair registers the selected buffer once (unsafe only)."""
+    source = _longrope()
+    safe = _repair(source)
+    assert safe.fixed == source
+    assert any(r.unsafe_available for r in safe.remaining), safe.remaining
+    result = _repair(source, unsafe=True)
+    assert [(a.code, a.applicability) for a in result.applied] == [("MND201", "unsafe")]
+    assert 'self.register_buffer("inv_freq", _mend_where(seq_len > original_max_position_embeddings, ' \
+           'self.long_inv_freq, self.original_inv_freq), persistent=False)' in result.fixed
+    assert ".copy_(" not in result.fixed
+
+
+@pytest.mark.parametrize("prep,reason", [
+    ("self.calls = self.calls + 1", "cannot run on both sides"),
+    ("self.long_inv_freq = self.long_inv_freq.to(device)", "which the other side reads"),
+])
+def test_buffer_selection_with_other_preparations_is_declined(prep: str, reason: str) -> None:
+    source = _longrope(prep)
+    result = _repair(source, unsafe=True)
+    assert result.fixed == source
+    assert any(reason in r.reason for r in result.remaining), [r.reason for r in result.remaining]
+
+
+def test_buffer_selection_whose_preparation_sets_a_name_read_later_is_declined() -> None:
+    """``X.a, _ = init(...)`` also assigns ``_``: compiled code would assign it on both sides."""
+    source = _longrope().replace("    def wrapper(self, x, position_ids):",
+                                 "        return _\n\n    def wrapper(self, x, position_ids):")
+    reason = "`_`, assigned by one side, is read after the `if`"
+    result = _repair(source, unsafe=True)
+    assert result.fixed == source
+    assert any(reason in r.reason for r in result.remaining), [r.reason for r in result.remaining]
+
+
+COUNT_CHECK = """
+from typing import Optional
+
+import torch
+
+
+@torch.compile
+def f(input_ids: Optional[torch.LongTensor], features: torch.Tensor):
+    if input_ids is None:
+        n_tokens = (features == 0).sum()
+    else:
+        n_tokens = (input_ids == 7).sum(dim=1).sum(dim=0)
+    n_features = features.shape[0] * features.shape[1]
+    if n_tokens != n_features:
+        raise ValueError(f"Image features and image tokens do not match: tokens: {n_tokens}, features {n_features}")
+    return features.sum(-1) * n_tokens
+"""
+
+
+def test_count_check_the_function_cannot_type_is_checked_through_as_tensor() -> None:
+    """Aria's count check: the analyzer sees a tensor condition that the rewriter's facts cannot show
+    (``Optional[torch.LongTensor]``, the count assigned on two paths); ``torch.as_tensor`` keeps a tensor as it is, so the check runs in
+    the graph (one graph) and the boundary restores the class, with the f-string's fields as source."""
+    result = _repair(COUNT_CHECK, unsafe=True)
+    assert [(a.code, a.applicability) for a in result.applied] == [("MND203", "unsafe")], result.remaining
+    assert "torch.as_tensor(n_tokens != n_features)" in result.fixed
+    original, repaired = _load(COUNT_CHECK, "orig"), _load(result.fixed, "fixed")
+    ids, feats = torch.tensor([[7, 7, 1], [7, 7, 7]]), torch.randn(5, 1, 3)
+    want = original.f(ids, feats)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    inner = getattr(repaired.f, "__wrapped__", repaired.f)  # the file's own boundary, compiled here
+    compiled = repaired._mend_restore_exceptions(torch.compile(inner, backend=backend))
+    assert _same(compiled(ids, feats), want) and len(graphs) == 1
+    with pytest.raises(ValueError, match="tokens: 5, features 4"):
+        original.f(ids, feats[:4])
+    with pytest.raises(ValueError, match=r"^Image features and image tokens do not match: tokens: \{n_tokens\}, "
+                                         r"features \{n_features\}$"):
+        compiled(ids, feats[:4])

@@ -141,13 +141,13 @@ CASES = {
                 raise MyError("bad")
             return x
         """, "not a builtin exception"),
-    "f-string message": ("MND203", 4, """
+    "message built with format": ("MND203", 4, """
         import torch
         def f(x: torch.Tensor):
             if x.sum() > 0:
-                raise ValueError(f"bad {x.shape}")
+                raise ValueError("bad {}".format(x.shape))
             return x
-        """, "not a string literal"),
+        """, "not a string literal or an f-string"),
     "guard inside try": ("MND203", 5, """
         import torch
         def f(x: torch.Tensor):

@@ -239,7 +239,7 @@ def test_minimal_program(name: str) -> None:
 # family -> (the generator's blocks, the known defects its programs can show)
 FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "side effects": (("side-effect", "reporting-if"), ()),
-    "branches that assign": (("if-assign", "nested-if", "if-submodule"), ()),
+    "branches that assign": (("if-assign", "nested-if", "if-submodule", "if-dtype", "if-buffer"), ()),
     "returns and ternaries": (("if-return", "ternary"), ()),
     "validation and asserts": (("validation", "item-assert"), ()),
     "scalars from tensors": (("item-arith", "scalars"), ()),
@@ -303,7 +303,8 @@ def test_generated_programs_mixed_families(compiled: bool) -> None:
     check()
 
 
-REPAIRS = {"keep", "report-guard", "where", "where-return", "where-ternary", "cond", "validation", "item-tensor",
+REPAIRS = {"keep", "report-guard", "where", "where-return", "where-ternary", "where-buffer", "cond", "validation",
+           "item-tensor",
            "item-assert", "capture", "float", "tolist", "masked", "deepcopy"}
 
 

@@ -103,11 +103,16 @@ INPUTS = {
     "guard_print": lambda: [(torch.randn(3),)],
     "validation": lambda: [(torch.randn(3, 4), torch.ones(3, 4, dtype=torch.bool)),
                            (torch.randn(3, 4), torch.zeros(3, 4, dtype=torch.bool))],
+    "validation_fstring": lambda: [(torch.tensor([[7, 7, 1], [7, 7, 0]]), torch.randn(2, 2, 3)),
+                                   (torch.tensor([[7, 1]]), torch.randn(1, 1, 3))],
     "capture": lambda: [(torch.randn(8),)],
     "cond_submodule": lambda: [(torch.randn(3, 8) * 10,), (torch.randn(3, 8) * 1e-3,)],
     "cond_else": lambda: [(torch.rand(2, 4) + 0.1,), (-torch.rand(2, 4) - 0.1,)],
     "report_if": lambda: [(torch.randn(2, 3), torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])),
                           (torch.randn(2, 3), torch.zeros(2, 3)), (torch.randn(2, 3) * 1e5, torch.ones(2, 3))],
+    "where_buffer": lambda: [(torch.randn(2, 6, 8), torch.arange(6)[None].expand(2, 6)),
+                             (torch.randn(2, 12, 8), torch.arange(12)[None].expand(2, 12)),
+                             (torch.randn(2, 6, 8), torch.arange(6)[None].expand(2, 6))],
     "assert_item": lambda: [(torch.randn(2, 5), torch.tensor([3, 5]), torch.tensor([True, False])),
                             (torch.randn(3, 4), torch.tensor([1, 2, 4]), torch.tensor([False, True]))],
 }
@@ -165,6 +170,34 @@ def test_buffer_fixture_stops_recompiles() -> None:
     _same(eager, compiled)
 
 
+def test_buffer_selection_keeps_both_frequencies_and_compiles_once_more() -> None:
+    """LongRoPE: the compiled form registers a copy of the selected frequencies, never writes into
+    them (right after __init__ the buffer *is* ``original_inv_freq``: an in-place copy of the long ones
+    would overwrite it). One graph per call shape; one recompile, when the lazily created
+    ``long_inv_freq`` first exists (the original recompiles there too); none after that."""
+    calls = INPUTS["where_buffer"]() * 2
+    eager_ns = _load("where_buffer", "in")
+    eager = _eager(eager_ns["f"], calls)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    ns = _load("where_buffer", "out", backend)
+    short = ns["rope"].original_inv_freq.clone()
+    counts = []
+    for args in calls:
+        with torch.no_grad():
+            out = ns["f"](*args)
+        counts.append(len(graphs))
+        _same([eager[len(counts) - 1]], [out])
+    assert torch.equal(ns["rope"].original_inv_freq, short)
+    assert torch.equal(ns["rope"].inv_freq, eager_ns["rope"].inv_freq)
+    assert counts[0] == 1 and counts[-1] == counts[2] and counts[-1] <= 3, counts
+
+
 def test_validation_restores_exception_type_and_message() -> None:
     x, bad = torch.randn(3, 4), torch.zeros(3, 4, dtype=torch.bool)
     _, outs = _compiled_run("validation", "out", [(x, bad)])
@@ -175,6 +208,18 @@ def test_validation_restores_exception_type_and_message() -> None:
     torch._dynamo.reset()
     with pytest.raises(ValueError, match="^every row needs one position$"):
         restore_exceptions(torch.compile(inner, backend="eager"))(x, bad)
+
+
+def test_validation_with_an_fstring_restores_the_type_and_the_message_template() -> None:
+    """The values of an f-string message are not known inside the graph: the compiled check raises the
+    original class with the literal parts and each replacement field as its source (unsafe)."""
+    args = (torch.tensor([[7, 7, 7]]), torch.randn(2, 2, 3))
+    eager = _eager(_load("validation_fstring", "in")["f"], [args])
+    assert eager == [(ValueError, "Image features and image tokens do not match: tokens: 3, features 4")]
+    graphs, outs = _compiled_run("validation_fstring", "out", [args])
+    assert graphs == 1
+    assert outs == [(ValueError, "Image features and image tokens do not match: tokens: {n_image_tokens}, "
+                                 "features {n_image_features}")]
 
 
 def test_defer_keeps_output_after_graph(capsys) -> None:

@@ -77,6 +77,12 @@ register(
             "indexing, ...): torch.where cannot select between such sides; except a broadcast update "
             "`h = h * mask[:, None]` (also `+ - /`, maybe cast with `.to(...)`), where only the other operand "
             "is reshaped: the result has `h`'s shape or `_mend_where` falls back, and the fix is **unsafe**. "
+            "A name assigned a dtype or device read (`dtype = h.dtype`) becomes `_mend_same(cond, new, old)`: "
+            "the old value when the new one is the same object (decided while tracing), else the original "
+            "selection. Both sides ending in `X.register_buffer(\"b\", A)` / `(\"b\", B)` (LongRoPE's "
+            "frequencies) register `_mend_where(cond, A, B)` once under compile, after both sides' "
+            "preparations (`if not hasattr(X, \"a\"): X.a = ...`, `X.a = X.a.to(...)`); **unsafe**: the buffer "
+            "holds a copy of the selected tensor, and the lazily created attribute exists after any call. "
             "A dtype test before the tensor test (`h.dtype == torch.float16 and ...`, the fp16 overflow guard) "
             "stays a Python test, so other dtypes trace as before. Under compile the side not taken is "
             "computed too: **safe** when every such expression cannot raise for any values, shapes and real "
@@ -162,8 +168,10 @@ register(
             "re-raises `E(msg)`. **Unsafe**: the check becomes asynchronous on CUDA, and where the compile "
             "boundary is outside the repaired tree (e.g. a repaired library compiled by the user's script) it "
             "surfaces as `RuntimeError('[mend:E] msg')` unless the caller wraps its compiled object with "
-            "`mend.rewriter.runtime.restore_exceptions`. Declines: non-builtin exceptions, non-literal "
-            "messages, `raise ... from`, guards inside `try`.",
+            "`mend.rewriter.runtime.restore_exceptions`. An f-string message keeps its literal parts, each "
+            "value written as its source (`f\"tokens: {n}\"` -> `tokens: {n}`): the values are not known "
+            "inside the graph. Declines: non-builtin exceptions, messages built with `%` or `.format()`, "
+            "`raise ... from`, guards inside `try`.",
         ),
     ),
 )
