@@ -45,6 +45,33 @@ def _mend_tensor_equal(a, b):
         return torch.zeros((), dtype=torch.bool, device=a.device)
     return (a == b).all()
 ''',
+    "_mend_fold": '''
+@torch._dynamo.assume_constant_result
+def _mend_fold(fn, *args):
+    """``fn(*args)`` run while torch.compile traces, on the real buffers, its 0-d tensor result handed on as a
+    Python number (added by mend fix). A ``torch.Size`` argument stands for a tensor ``fn`` reads only the
+    shape of. ``_mend_fold.active`` tells a folded method to run its original code."""
+
+    class _Shaped:
+        def __init__(self, shape):
+            self.shape = shape
+
+        def size(self, dim=None):
+            return self.shape if dim is None else self.shape[dim]
+
+        def dim(self):
+            return len(self.shape)
+
+    _mend_fold.active = True
+    try:
+        out = fn(*[_Shaped(a) if isinstance(a, torch.Size) else a for a in args])
+    finally:
+        _mend_fold.active = False
+    return out.tolist() if isinstance(out, torch.Tensor) else out
+
+
+_mend_fold.active = False
+''',
     "_mend_where": '''
 def _mend_where(cond, new, old):
     """``new if cond else old`` as one tensor op while torch.compile traces (added by mend fix).

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 
 from mend.analyzers.static import tensors as tk
-from mend.analyzers.static.rules.base import Rule, checker, register
+from mend.analyzers.static.rules.base import FixInfo, Rule, checker, register
 from mend.analyzers.static.rules.context import Context
 
 _HDR = "import torch\nfrom torch import nn\n"
@@ -40,7 +40,18 @@ register(
             Use a static size (`x.shape[1]`, a config value) and mask the rest, or take the number out
             once, before the compiled region, and pass it in as an `int`.
         """,
-        no_fix="the size must become a static value; which one depends on the model",
+        fix=FixInfo(
+            "sometimes", "unsafe", "fold a module's integer buffers to Python numbers under compile",
+            "When the size comes from 0-d integer buffers a module builds from Python numbers in `__init__` "
+            "(EnCodec's and Mimi's `stride`, `kernel_size`, `padding_total`), compiled code reads them as "
+            "numbers: a method that computes only from them and the shapes of its arguments is run while "
+            "Dynamo traces (`_mend_fold`, `torch._dynamo.assume_constant_result`), and a statement passing a "
+            "buffer on reads it as `_mend_fold(getattr, self, name)`; eager runs the original code "
+            "(**unsafe**: the numbers are read once, while Dynamo traces, so a later in-place write to those "
+            "buffers is not seen by the compiled graph; a folded method returns a Python number instead of a "
+            "0-d tensor under compile). Declined when the file writes the buffers, when a folded method is "
+            "called from outside its class, or when a buffer is used as a tensor in the same statement.",
+        ),
         invalid=(_HDR + """
             class M(nn.Module):
                 def forward(self, x, mask):
@@ -73,7 +84,18 @@ register(
             Slice with static bounds and mask, gather with an index tensor (`torch.index_select`,
             `torch.gather`), or compute the bounds outside the compiled region.
         """,
-        no_fix="slices with data-dependent bounds have a data-dependent shape; not rewritten automatically",
+        fix=FixInfo(
+            "sometimes", "unsafe", "fold a module's integer buffers to Python numbers under compile",
+            "When the size comes from 0-d integer buffers a module builds from Python numbers in `__init__` "
+            "(EnCodec's and Mimi's `stride`, `kernel_size`, `padding_total`), compiled code reads them as "
+            "numbers: a method that computes only from them and the shapes of its arguments is run while "
+            "Dynamo traces (`_mend_fold`, `torch._dynamo.assume_constant_result`), and a statement passing a "
+            "buffer on reads it as `_mend_fold(getattr, self, name)`; eager runs the original code "
+            "(**unsafe**: the numbers are read once, while Dynamo traces, so a later in-place write to those "
+            "buffers is not seen by the compiled graph; a folded method returns a Python number instead of a "
+            "0-d tensor under compile). Declined when the file writes the buffers, when a folded method is "
+            "called from outside its class, or when a buffer is used as a tensor in the same statement.",
+        ),
         invalid=(_HDR + """
             class M(nn.Module):
                 def forward(self, x, lengths):

@@ -1,0 +1,276 @@
+"""Sizes computed from a module's integer buffers (MND310/MND311): fold them to Python ints under compile.
+
+Audio codecs (EnCodec, Mimi) keep a convolution's stride and kernel size as 0-d ``int64`` buffers built
+from Python ints in ``__init__`` (``self.register_buffer("stride", torch.tensor(s, dtype=torch.int64),
+persistent=False)``) and compute their padding from them with tensor arithmetic: the pads handed to
+``F.pad`` are tensors, and Dynamo breaks on each (a data-dependent operator). The numbers are constants
+of the module; only their tensor form hides them. The repair keeps every line eager runs and gives
+compiled code the numbers:
+
+* a method that computes from the buffers and only the shapes of its tensor arguments (EnCodec's
+  ``_get_extra_padding_for_conv1d``) starts with ``if torch.compiler.is_compiling() and not
+  _mend_fold.active: return _mend_fold(Cls.method, self, x.shape)``: ``_mend_fold`` (a helper marked
+  ``torch._dynamo.assume_constant_result``) runs the original method while Dynamo traces, on the real
+  buffers and a stand-in carrying the shape, and hands the result on as a Python number;
+* a statement of another method that passes a buffer on as a number (``self._pad1d(x, (self.padding_total,
+  extra))``) reads it, under compile, as ``_mend_fold(getattr, self, "padding_total")``.
+
+Eager runs the original code, so eager results are unchanged. Compiled code computes with the very
+operations of the original (they run in torch, while tracing), so the numbers are exact. **Unsafe**:
+the numbers are read once, when Dynamo traces; a later in-place write to those buffers is not seen by
+the compiled graph (the fix declines when the file writes them), and a method folded this way returns
+a Python number instead of a 0-d tensor under compile (the fix declines when anything but the class
+itself calls it). With dynamic shapes the fold breaks the graph, as the original did.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mend.analyzers.diagnostic import Diagnostic
+from mend.rewriter.analysis import code, parse_expr, parse_stmt, walk
+from mend.rewriter.engine import Decline, FileContext, Plan
+
+_WHY = ("fold the module's integer buffers to Python numbers under compile (unsafe: they are read while "
+        "Dynamo traces; a later in-place write to them is not seen by the compiled graph)")
+_INT_DTYPES = {"torch.int64", "torch.long", "torch.int32", "torch.int"}
+_SHAPE_USES = {"shape", "size", "dim", "ndim"}
+# operators under which a buffer's number stays an exact integer (true division would round in float32)
+_INT_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide)
+
+
+class _NoFold(Exception):
+    """The class does not have the shape this repair proves; the message says why."""
+
+
+def int_buffer_plan(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode) -> Plan | Decline | None:
+    """The fold plan for the class around ``node``, a decline with the reason, or None (no integer buffers)."""
+    cls = ctx.enclosing_class(node)
+    if cls is None:
+        return None
+    init = _method(cls, "__init__")
+    buffers = _int_buffers(init) if init is not None else set()
+    if not buffers:
+        return None
+    try:
+        return _plan(ctx, diag, cls, buffers)
+    except _NoFold as exc:
+        return Decline(diag, f"the size comes from the integer buffers {', '.join(sorted(buffers))}, but {exc}")
+
+
+def _plan(ctx: FileContext, diag: Diagnostic, cls: cst.ClassDef, buffers: set[str]) -> Plan | Decline:
+    if any("_mend_fold" in code(m) for m in _methods(cls)):
+        raise _NoFold("this class is already folded (a site left is not fed by them)")
+    _check_no_writes(cls, buffers)
+    torch, imports = ctx.torch_name()
+    edits: list = []
+    folded: set[str] = set()
+    for method in _methods(cls):
+        if method.name.value == "__init__" or not _reads(method, buffers):
+            continue
+        shapes = _shape_only_params(method, buffers)
+        if shapes is not None and _called_by_class_only(ctx, cls, method.name.value):
+            edits.append((method, _fold_method(torch, cls.name.value, method, shapes)))
+            folded.add(method.name.value)
+            continue
+        edits += _fold_statements(torch, method, buffers)
+    if not edits:
+        raise _NoFold("no method computes a number from them only (each also reads other tensor data)")
+    return Plan(diag, f"{_WHY}: {', '.join(sorted(buffers))}", "unsafe", edits, imports=imports,
+                helpers=["_mend_fold"])
+
+
+def _methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
+    return [s for s in cls.body.body if isinstance(s, cst.FunctionDef)]
+
+
+def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    return next((m for m in _methods(cls) if m.name.value == name), None)
+
+
+def _self_attr(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return node.attr.value
+    return None
+
+
+def _int_buffers(init: cst.FunctionDef) -> set[str]:
+    """Names of the module's 0-d integer tensors built in ``__init__`` from Python numbers: registered
+    buffers and tensor attributes computed from them with ``+ - * //``."""
+    local: set[str] = set()  # locals holding such a tensor
+    found: set[str] = set()
+
+    def built(e: cst.BaseExpression) -> bool:
+        if isinstance(e, cst.Name):
+            return e.value in local
+        if _self_attr(e) in found:
+            return True
+        if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, _INT_OPS):
+            sides = [e.left, e.right]
+            return any(built(s) for s in sides) and all(built(s) or isinstance(s, cst.Integer) for s in sides)
+        if isinstance(e, cst.Call) and code(e.func) == "torch.tensor" and len(e.args) == 2 \
+                and e.args[1].keyword is not None and e.args[1].keyword.value == "dtype":
+            return code(e.args[1].value) in _INT_DTYPES and not isinstance(e.args[0].value, (cst.List, cst.Tuple))
+        return False
+
+    for stmt in init.body.body:
+        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+            continue
+        small = stmt.body[0]
+        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            target = small.targets[0].target
+            if isinstance(target, cst.Name):
+                (local.add if built(small.value) else local.discard)(target.value)
+            elif _self_attr(target) is not None and built(small.value):
+                found.add(_self_attr(target))
+        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) \
+                and code(small.value.func) == "self.register_buffer" and len(small.value.args) >= 2 \
+                and isinstance(small.value.args[0].value, cst.SimpleString) and built(small.value.args[1].value):
+            found.add(small.value.args[0].value.evaluated_value)
+    return found
+
+
+def _check_no_writes(cls: cst.ClassDef, buffers: set[str]) -> None:
+    for method in _methods(cls):
+        if method.name.value == "__init__":
+            continue
+        for n in walk(method):
+            targets = []
+            if isinstance(n, cst.Assign):
+                targets = [t.target for t in n.targets]
+            elif isinstance(n, (cst.AugAssign, cst.AnnAssign)):
+                targets = [n.target]
+            for t in targets:
+                if _self_attr(t) in buffers:
+                    raise _NoFold(f"`{method.name.value}` assigns `self.{_self_attr(t)}`")
+            if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and _self_attr(n.func.value) in buffers \
+                    and n.func.attr.value.endswith("_"):
+                raise _NoFold(f"`{method.name.value}` writes `self.{_self_attr(n.func.value)}` in place")
+
+
+def _reads(node: cst.CSTNode, buffers: set[str]) -> list[cst.Attribute]:
+    return [n for n in walk(node) if _self_attr(n) in buffers]
+
+
+def _shape_only_params(method: cst.FunctionDef, buffers: set[str]) -> list[str] | None:
+    """The parameters (after ``self``) when the method is straight-line arithmetic on the buffers and the
+    shapes of its arguments (each argument read only as ``x.shape``/``x.size()``), else None."""
+    params = method.params
+    if params.star_arg not in (None, cst.MaybeSentinel.DEFAULT) or params.kwonly_params or params.star_kwarg \
+            or params.posonly_params or not params.params or params.params[0].name.value != "self":
+        return None
+    names = [p.name.value for p in params.params[1:]]
+    if any(p.default is not None for p in params.params[1:]) or method.decorators:
+        return None
+    body = [s for s in method.body.body if not _docstring(s)]
+    if not body or not all(isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
+                           and isinstance(s.body[0], (cst.Assign, cst.Return)) for s in body):
+        return None
+    if not isinstance(body[-1].body[0], cst.Return):
+        return None
+    for n in walk(method.body):
+        if isinstance(n, cst.Name) and n.value in names:
+            continue
+        if isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) and n.value.value in names \
+                and n.attr.value not in _SHAPE_USES:
+            return None
+        if isinstance(n, cst.Call) and not _pure_callee(n, buffers):
+            return None
+    for n in walk(method.body):  # every parameter read goes through a shape attribute
+        if isinstance(n, cst.Name) and n.value in names and not _under_shape(method.body, n):
+            return None
+    return names
+
+
+def _under_shape(root: cst.CSTNode, name: cst.Name) -> bool:
+    for n in walk(root):
+        if isinstance(n, cst.Attribute) and n.value is name:
+            return n.attr.value in _SHAPE_USES
+    return False
+
+
+def _pure_callee(call: cst.Call, buffers: set[str]) -> bool:
+    """torch functions and tensor methods that compute on their inputs (no self-method calls, no I/O)."""
+    func = code(call.func)
+    if func.startswith("torch.") and not func.startswith(("torch.nn", "torch.distributed", "torch.save")):
+        return True
+    if isinstance(call.func, cst.Attribute):
+        meth = call.func.attr.value
+        return meth in {"to", "long", "int", "float", "size", "dim", "clamp", "ceil", "floor"} \
+            and not meth.endswith("_")
+    return func in {"int", "max", "min", "abs"}
+
+
+def _docstring(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr) \
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+
+
+def _called_by_class_only(ctx: FileContext, cls: cst.ClassDef, name: str) -> bool:
+    """Every call of ``.name(...)`` in the file is ``self.name(...)`` inside ``cls``."""
+    for n in walk(ctx.module):
+        if isinstance(n, cst.Attribute) and n.attr.value == name:
+            if not (isinstance(n.value, cst.Name) and n.value.value == "self"):
+                return False
+            if not any(a is cls for a in ctx.ancestors(n)):
+                return False
+    return True
+
+
+def _fold_method(torch: str, cls_name: str, method: cst.FunctionDef, shapes: list[str]) -> cst.FunctionDef:
+    args = ", ".join(["self", *(f"{p}.shape" for p in shapes)])
+    guard = parse_stmt(f"if {torch}.compiler.is_compiling() and not _mend_fold.active:\n"
+                       f"    return _mend_fold({cls_name}.{method.name.value}, {args})\n")
+    body = list(method.body.body)
+    at = 1 if body and _docstring(body[0]) else 0
+    return method.with_changes(body=method.body.with_changes(body=[*body[:at], guard, *body[at:]]))
+
+
+def _fold_statements(torch: str, method: cst.FunctionDef, buffers: set[str]) -> list:
+    """``if not compiling: <statement> else: <statement reading the buffers as numbers>`` for each
+    statement that passes a buffer on as a number (a tuple item, an argument, integer arithmetic); none
+    when a statement of the method uses a buffer otherwise (as a tensor)."""
+    statements = [s for s in walk(method.body) if isinstance(s, cst.SimpleStatementLine) and _reads(s, buffers)]
+    if not all(_number_use(s, r) for s in statements for r in _reads(s, buffers)):
+        return []  # it computes with the buffers as tensors (on tensor data): left as it is
+    edits = []
+    for stmt in statements:
+        compiled = stmt.visit(_ReadAsNumber(buffers))
+        edits.append((stmt, cst.If(
+            test=parse_expr(f"not {torch}.compiler.is_compiling()"),
+            body=cst.IndentedBlock(body=[stmt.with_changes(leading_lines=[])]),
+            orelse=cst.Else(body=cst.IndentedBlock(body=[compiled.with_changes(leading_lines=[])])),
+            leading_lines=stmt.leading_lines)))
+    return edits
+
+
+def _number_use(stmt: cst.CSTNode, read: cst.Attribute) -> bool:
+    """``read`` reaches a call argument or a plain assignment only through tuples and integer operators."""
+    parents: dict[int, cst.CSTNode] = {}
+    for n in walk(stmt):
+        for child in n.children:
+            parents[id(child)] = n
+    cur: cst.CSTNode = read
+    while True:
+        up = parents.get(id(cur))
+        if isinstance(up, cst.BinaryOperation) and isinstance(up.operator, _INT_OPS):
+            cur = up
+        elif isinstance(up, (cst.Element, cst.Tuple)):
+            cur = up
+        elif isinstance(up, cst.Arg) and up.value is cur:
+            return True
+        elif isinstance(up, cst.Assign) and up.value is cur:
+            return all(isinstance(t.target, cst.Name) for t in up.targets)
+        else:
+            return False
+
+
+class _ReadAsNumber(cst.CSTTransformer):
+    def __init__(self, buffers: set[str]) -> None:
+        self.buffers = buffers
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
+        name = _self_attr(original_node)
+        if name in self.buffers:
+            return parse_expr(f'_mend_fold(getattr, self, "{name}")')
+        return updated_node
