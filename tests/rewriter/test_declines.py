@@ -340,3 +340,41 @@ def test_registry() -> None:
     assert info is not None and info.applicability == "safe" and "torch.where" in info.safety_doc
     assert fix_info("MND203").applicability == "unsafe"
     assert fix_info("MND510") is None
+
+
+_CONV = '''import torch
+from torch import nn
+
+
+class Conv(nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.register_buffer("kernel_size", torch.tensor(k, dtype=torch.int64), persistent=False)
+
+    def _extra(self, x):
+        return x.shape[-1] % self.kernel_size
+
+    def forward(self, x):
+        return nn.functional.pad(x, (0, self._extra(x)))
+{more}
+'''
+
+
+@pytest.mark.parametrize(("more", "reason"), [
+    ("\n    def reset(self):\n        self.kernel_size.fill_(3)\n", "writes `self.kernel_size` in place"),
+    ("\n    def grow(self):\n        self.kernel_size = self.kernel_size + 1\n", "assigns `self.kernel_size`"),
+    ("\n\ndef outside(conv, x):\n    return conv._extra(x)\n", "no method computes a number from them only"),
+])
+def test_int_buffers_declines(more: str, reason: str) -> None:
+    """MND310: the fold is declined when the file writes the buffers or calls the folded method from outside."""
+    src = _CONV.format(more=more)
+    res = fix_source(src, "t.py", [diag("MND310", 14, 16)], FixOptions(unsafe=True))
+    assert res.fixed == src
+    assert reason in res.remaining[0].reason, res.remaining[0].reason
+
+
+def test_int_buffers_fold_when_only_the_class_calls() -> None:
+    src = _CONV.format(more="")
+    res = fix_source(src, "t.py", [diag("MND310", 14, 16)], FixOptions(unsafe=True))
+    assert "return _mend_fold(Conv._extra, self, x.shape)" in res.fixed
+    assert fix_source(src, "t.py", [diag("MND310", 14, 16)], FixOptions()).remaining[0].unsafe_available

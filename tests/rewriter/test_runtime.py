@@ -99,6 +99,7 @@ INPUTS = {
     "masked": lambda: [(torch.randn(4, 3), torch.rand(4, 3) > 0.5)],
     "moe_routing": lambda: [(torch.randn(6, 8),), (torch.randn(1, 8),), (_inf((5, 8)),)],
     "grouped_experts": lambda: [(torch.randn(6, 8),), (torch.randn(1, 8),), (torch.randn(9, 8),)],
+    "int_buffers": lambda: [(torch.randn(1, 2, 16),), (torch.randn(1, 2, 5),), (torch.randn(2, 2, 17),)],
     "small": lambda: [(torch.randn(3),)],
     "guard_print": lambda: [(torch.randn(3),)],
     "validation": lambda: [(torch.randn(3, 4), torch.ones(3, 4, dtype=torch.bool)),
