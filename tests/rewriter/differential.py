@@ -178,6 +178,7 @@ FIX_KINDS: list[tuple[str, str]] = [
     (r"`len\(t\.tolist\(\)\)`", "tolist"),
     (r"^masked reduction", "masked"),
     (r"`copy\.deepcopy\(t\)`", "deepcopy"),
+    (r"^fold the module's integer buffers", "int-fold"),
 ]
 
 

@@ -18,7 +18,9 @@ one fix family:
   the whole body of an ``if`` on a tensor;
 * validation ``raise ValueError("...")`` under a tensor condition, ``assert t.item() <= n``;
 * Python scalars from tensors: ``.item()`` feeding arithmetic, ``max(n, c)``, ``float(t)``,
-  ``len(t.tolist())``, masked reductions ``t[m].sum()``, ``copy.deepcopy(t)``.
+  ``len(t.tolist())``, masked reductions ``t[m].sum()``, ``copy.deepcopy(t)``;
+* sizes from a module's integer buffers (EnCodec's padding): ``F.pad`` by numbers computed from 0-d
+  ``int64`` buffers registered in ``__init__`` and a method on the input's shape (module programs).
 
 Every function takes ``x`` and ``y`` (tensors; ``y`` may broadcast against ``x``) and, in some
 programs, ``mask=None``. Names a block may read are tracked, so most programs run; some raise on
@@ -56,6 +58,8 @@ class _Env:
     has_mask: bool
     counter: int = 0
     imports: set[str] = field(default_factory=set)
+    init: list[str] = field(default_factory=list)  # extra ``__init__`` lines (module programs)
+    methods: list[str] = field(default_factory=list)  # extra methods (module programs)
 
     def fresh(self, stem: str) -> str:
         self.counter += 1
@@ -366,6 +370,40 @@ def scalars(draw, env: _Env) -> tuple[str, list[str]]:
     return "deepcopy", [f"{k} = copy.deepcopy({a})", f"{t} = {k} * 2"]
 
 
+_EXTRA_PADDING = """
+def _extra_padding{i}(self, t):
+    length = t.shape[-1]
+    n_frames = (length - self.kernel_size{i} + self.padding_total{i}) / self.stride{i} + 1
+    n_frames = torch.ceil(n_frames).to(torch.int64) - 1
+    ideal_length = n_frames * self.stride{i} + self.kernel_size{i} - self.padding_total{i}
+    return ideal_length - length
+"""
+
+
+@st.composite
+def int_buffers(draw, env: _Env) -> tuple[str, list[str]]:
+    """``F.pad`` by numbers from 0-d int64 buffers (EnCodec's conv padding); a module's own block."""
+    a = draw(st.sampled_from(env.names))
+    t = draw(st.sampled_from(env.names))
+    if env.kind != "module":  # buffers need a module: a plain size from the shape instead
+        return "int-buffers", [f"{t} = {t} * {a}.shape[-1]"]
+    i = env.fresh("")
+    kernel, stride = draw(st.integers(1, 9)), draw(st.integers(1, 4))
+    env.init += [f"kernel_size{i} = torch.tensor({kernel}, dtype=torch.int64)",
+                 f"stride{i} = torch.tensor({stride}, dtype=torch.int64)",
+                 f'self.register_buffer("kernel_size{i}", kernel_size{i}, persistent=False)',
+                 f'self.register_buffer("stride{i}", stride{i}, persistent=False)',
+                 f'self.register_buffer("padding_total{i}", kernel_size{i} - stride{i}, persistent=False)']
+    env.methods += _EXTRA_PADDING.format(i=i).strip().splitlines() + [""]
+    e, k = env.fresh("e"), env.fresh("k")
+    pads = draw(st.sampled_from(["(self.padding_total{i} // 2, {e})", "({e}, self.stride{i})",
+                                 "(self.padding_total{i} - self.padding_total{i} // 2, {e} + self.stride{i})"]))
+    use = draw(st.sampled_from(["{t} * {k}.shape[-1]", "{t} + {k}.sum()"]))
+    return "int-buffers", [f"{e} = self._extra_padding{i}({a})",
+                           f"{k} = torch.nn.functional.pad({a}, {pads.format(i=i, e=e)})",
+                           f"{t} = " + use.format(t=t, k=k)]
+
+
 BLOCKS = {
     "if-assign": if_chain,
     "if-submodule": submodule_if,
@@ -380,6 +418,7 @@ BLOCKS = {
     "item-arith": item_arith,
     "item-assert": item_assert,
     "scalars": scalars,
+    "int-buffers": int_buffers,
 }
 
 
@@ -424,7 +463,7 @@ def programs(draw, blocks: tuple[str, ...] = tuple(BLOCKS), max_blocks: int = 3)
             f"        self.lin = nn.Linear({WIDTH}, {WIDTH})",
             f'        self.register_buffer("buf", torch.ones({WIDTH}), persistent=False)',
             "        self.short_buf = self.buf",
-            "",
+        ] + _indent(env.init, 2) + [""] + _indent(env.methods) + [
             f"    def forward(self, {params}):",
         ] + _indent(body, 2) + ["", "", "def make():", "    torch.manual_seed(0)", "    return M()"]
     else:
