@@ -8,10 +8,14 @@ of the module; only their tensor form hides them. The repair keeps every line ea
 compiled code the numbers:
 
 * a method that computes from the buffers and only the shapes of its tensor arguments (EnCodec's
-  ``_get_extra_padding_for_conv1d``) starts with ``if torch.compiler.is_compiling() and not
-  _mend_fold.active: return _mend_fold(Cls.method, self, x.shape)``: ``_mend_fold`` (a helper marked
-  ``torch._dynamo.assume_constant_result``) runs the original method while Dynamo traces, on the real
-  buffers and a stand-in carrying the shape, and hands the result on as a Python number;
+  ``_get_extra_padding_for_conv1d``) gets a compiled form at its top, ``if torch.compiler.is_compiling()
+  and not _mend_fold.active:``. Where its arithmetic is integer arithmetic and ``ceil``/``floor`` of
+  ``a / b + c`` (:class:`_IntegerForm`), that form computes it exactly in Python integers (also on
+  symbolic sizes, with dynamic shapes) and runs only within the bounds that make it equal to torch's
+  float arithmetic (else the original code runs). Otherwise it is ``return _mend_fold(Cls.method, self,
+  x.shape)``: ``_mend_fold`` (a helper marked ``torch._dynamo.assume_constant_result``) runs the original
+  method while Dynamo traces, on the real buffers and a stand-in carrying the shape, and hands the result
+  on as a Python number (static shapes only: with dynamic shapes it breaks the graph, as the original did);
 * a statement of another method that passes a buffer on as a number (``self._pad1d(x, (self.padding_total,
   extra))``) reads it, under compile, as ``_mend_fold(getattr, self, "padding_total")``.
 
@@ -20,7 +24,7 @@ operations of the original (they run in torch, while tracing), so the numbers ar
 the numbers are read once, when Dynamo traces; a later in-place write to those buffers is not seen by
 the compiled graph (the fix declines when the file writes them), and a method folded this way returns
 a Python number instead of a 0-d tensor under compile (the fix declines when anything but the class
-itself calls it). With dynamic shapes the fold breaks the graph, as the original did.
+itself calls it).
 """
 
 from __future__ import annotations
@@ -70,7 +74,7 @@ def _plan(ctx: FileContext, diag: Diagnostic, cls: cst.ClassDef, buffers: set[st
             continue
         shapes = _shape_only_params(method, buffers)
         if shapes is not None and _called_by_class_only(ctx, cls, method.name.value):
-            edits.append((method, _fold_method(torch, cls.name.value, method, shapes)))
+            edits.append((method, _fold_method(torch, cls.name.value, method, shapes, buffers)))
             folded.add(method.name.value)
             continue
         edits += _fold_statements(torch, method, buffers)
@@ -217,10 +221,16 @@ def _called_by_class_only(ctx: FileContext, cls: cst.ClassDef, name: str) -> boo
     return True
 
 
-def _fold_method(torch: str, cls_name: str, method: cst.FunctionDef, shapes: list[str]) -> cst.FunctionDef:
+def _fold_method(torch: str, cls_name: str, method: cst.FunctionDef, shapes: list[str],
+                 buffers: set[str]) -> cst.FunctionDef:
     args = ", ".join(["self", *(f"{p}.shape" for p in shapes)])
-    guard = parse_stmt(f"if {torch}.compiler.is_compiling() and not _mend_fold.active:\n"
-                       f"    return _mend_fold({cls_name}.{method.name.value}, {args})\n")
+    exact = _IntegerForm(torch, set(shapes), buffers).method(method)
+    if exact is not None:  # exact integer arithmetic: traces with dynamic shapes too
+        guard = parse_stmt(f"if {torch}.compiler.is_compiling() and not _mend_fold.active:\n"
+                           + "".join(f"    {line}\n" for line in exact))
+    else:
+        guard = parse_stmt(f"if {torch}.compiler.is_compiling() and not _mend_fold.active:\n"
+                           f"    return _mend_fold({cls_name}.{method.name.value}, {args})\n")
     body = list(method.body.body)
     at = 1 if body and _docstring(body[0]) else 0
     return method.with_changes(body=method.body.with_changes(body=[*body[:at], guard, *body[at:]]))
@@ -274,3 +284,113 @@ class _ReadAsNumber(cst.CSTTransformer):
         if name in self.buffers:
             return parse_expr(f'_mend_fold(getattr, self, "{name}")')
         return updated_node
+
+
+# The float arithmetic of the integer form: ``a / b + c`` (integers) under ``ceil``/``floor``. torch
+# computes it in the default dtype (float32): f32(f32(a) / f32(b)) + c rounded again. When |a| < 2**21,
+# 0 < b < 2**21 and |c * b| < 2**22 every integer is exact in float32 and the two roundings move the
+# value by less than its distance to the next integer (at least 1 / b), so ceil/floor equal the exact
+# ``-((-(a + c * b)) // b)`` / ``(a + c * b) // b`` (float64 only rounds less). Outside those bounds, or
+# for another default dtype, the original code runs.
+_RATIO_BOUND = "abs({a}) < 2**21 and 0 < {b} < 2**21 and abs({c} * {b}) < 2**22"
+
+
+class _IntegerForm:
+    """A folded method's body in exact Python integer arithmetic (on ints or symbolic sizes), or None.
+
+    Accepted: assignments to locals and one final ``return``; integers from ``x.shape[i]``, literals and
+    the buffers (``_mend_fold(getattr, self, name)``) combined with ``+ - * //``; ``a / b (+|-) c`` of
+    integers consumed by ``torch.ceil``/``torch.floor`` followed by ``.to(torch.int64)``/``.long()``."""
+
+    def __init__(self, torch: str, shape_params: set[str], buffers: set[str]) -> None:
+        self.torch = torch
+        self.params = shape_params
+        self.buffers = buffers
+        self.ints: set[str] = set()  # locals holding integers
+        self.ratios: dict[str, tuple[str, str, str]] = {}  # local -> (a, b, c) names of ``a / b + c``
+        self.lines: list[str] = []
+        self.checks: list[str] = []
+
+    def method(self, method: cst.FunctionDef) -> list[str] | None:
+        body = [st for st in method.body.body if not _docstring(st)]
+        try:
+            for stmt in body[:-1]:
+                small = stmt.body[0]
+                if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+                        and isinstance(small.targets[0].target, cst.Name)):
+                    return None
+                self._assign(small.targets[0].target.value, small.value)
+            ret = body[-1].body[0]
+            if not isinstance(ret, cst.Return) or ret.value is None:
+                return None
+            value = self._int(ret.value)
+        except _NoFold:
+            return None
+        checks = " and ".join([f"{self.torch}.get_default_dtype() in ({self.torch}.float32, {self.torch}.float64)",
+                               *self.checks])
+        return [*self.lines, f"if {checks}:", f"    return {value}"]
+
+    def _assign(self, name: str, value: cst.BaseExpression) -> None:
+        if name in self.params:
+            raise _NoFold("a parameter is reassigned")
+        ratio = self._ratio(value)
+        if ratio is not None:
+            n = len(self.ratios) + 1
+            names = tuple(f"_mend_{part}{n}" for part in "abc")
+            self.lines += [f"{nm} = {expr}" for nm, expr in zip(names, ratio)]
+            self.checks.append(_RATIO_BOUND.format(a=names[0], b=names[1], c=names[2]))
+            self.ratios[name] = names
+            self.ints.discard(name)
+            return
+        self.lines.append(f"{name} = {self._int(value)}")
+        self.ints.add(name)
+        self.ratios.pop(name, None)
+
+    def _ratio(self, e: cst.BaseExpression) -> tuple[str, str, str] | None:
+        """``a / b``, ``a / b + c``, ``a / b - c`` of integers: (a, b, c)."""
+        e = _bare(e)
+        c = "0"
+        if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, (cst.Add, cst.Subtract)) \
+                and isinstance(_bare(e.left), cst.BinaryOperation) and isinstance(_bare(e.left).operator, cst.Divide):
+            c = self._int(e.right)
+            c = c if isinstance(e.operator, cst.Add) else f"-({c})"
+            e = _bare(e.left)
+        if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Divide):
+            return self._int(e.left), self._int(e.right), c
+        return None
+
+    def _int(self, e: cst.BaseExpression) -> str:
+        e = _bare(e)
+        if isinstance(e, cst.Integer):
+            return e.value
+        if isinstance(e, cst.Name) and e.value in self.ints:
+            return e.value
+        if _self_attr(e) in self.buffers:
+            return f'_mend_fold(getattr, self, "{_self_attr(e)}")'
+        if isinstance(e, cst.Subscript) and isinstance(e.value, cst.Attribute) and e.value.attr.value == "shape" \
+                and isinstance(e.value.value, cst.Name) and e.value.value.value in self.params:
+            return code(e)
+        if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Minus):
+            return f"(-{self._int(e.expression)})"
+        if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, _INT_OPS):
+            op = code(e.operator).strip()
+            return f"({self._int(e.left)} {op} {self._int(e.right)})"
+        if isinstance(e, cst.Call) and isinstance(e.func, cst.Attribute) and not e.args and e.func.attr.value == "long" \
+                or isinstance(e, cst.Call) and isinstance(e.func, cst.Attribute) and e.func.attr.value == "to" \
+                and len(e.args) == 1 and code(e.args[0].value) in {"torch.int64", "torch.long"}:
+            return self._rounded(e.func.value)
+        raise _NoFold(f"`{code(e)}` is not integer arithmetic")
+
+    def _rounded(self, e: cst.BaseExpression) -> str:
+        """``torch.ceil(r)`` / ``torch.floor(r)`` of a ratio local, as an exact integer."""
+        e = _bare(e)
+        if isinstance(e, cst.Call) and code(e.func) in {"torch.ceil", "torch.floor"} and len(e.args) == 1 \
+                and isinstance(e.args[0].value, cst.Name) and e.args[0].value.value in self.ratios:
+            a, b, c = self.ratios[e.args[0].value.value]
+            num = f"({a} + {c} * {b})"
+            return f"(-((-{num}) // {b}))" if code(e.func) == "torch.ceil" else f"({num} // {b})"
+        raise _NoFold(f"`{code(e)}` is not `torch.ceil`/`torch.floor` of `a / b + c`")
+
+
+def _bare(e: cst.BaseExpression) -> cst.BaseExpression:
+    return e.with_changes(lpar=[], rpar=[]) if getattr(e, "lpar", None) else e
