@@ -455,3 +455,22 @@ def test_keep_policy_keeps_every_message_and_the_graph(tmp_path) -> None:
     for run in (got, eager):
         assert run[1:] == want[1:]
         torch.testing.assert_close(run[0], want[0], rtol=0, atol=0)
+
+
+def test_int_buffers_fixture_traces_dynamic_shapes() -> None:
+    """The integer form of the folded padding method keeps sizes symbolic: one graph for every length,
+    outputs bitwise equal to the original run eagerly (lengths around the kernel, odd and even)."""
+    calls = [(torch.randn(1, 2, n),) for n in (16, 5, 17, 8, 33, 64)]
+    eager = _eager(_load("int_buffers", "in")["f"], calls)
+    torch._dynamo.reset()
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(gm)
+        return gm.forward
+
+    fn = torch.compile(_load("int_buffers", "out")["conv"], backend=backend, dynamic=True)
+    outs = [fn(*args) for args in calls]
+    assert len(seen) == 1
+    for a, b in zip(eager, outs, strict=True):
+        assert torch.equal(a, b)
