@@ -240,9 +240,17 @@ def _fold_statements(torch: str, method: cst.FunctionDef, buffers: set[str]) -> 
     """``if not compiling: <statement> else: <statement reading the buffers as numbers>`` for each
     statement that passes a buffer on as a number (a tuple item, an argument, integer arithmetic); none
     when a statement of the method uses a buffer otherwise (as a tensor)."""
-    statements = [s for s in walk(method.body) if isinstance(s, cst.SimpleStatementLine) and _reads(s, buffers)]
+    lines = [s for s in walk(method.body) if isinstance(s, cst.SimpleStatementLine)]
+    statements = [s for s in lines if _reads(s, buffers)]
     if not all(_number_use(s, r) for s in statements for r in _reads(s, buffers)):
         return []  # it computes with the buffers as tensors (on tensor data): left as it is
+    numbers = {t.target.value for s in statements for n in walk(s) if isinstance(n, cst.Assign)
+               for t in n.targets if isinstance(t.target, cst.Name)}  # locals that become numbers
+    for line in lines:
+        for n in walk(line):
+            if isinstance(n, cst.Name) and n.value in numbers and not _is_target(line, n) \
+                    and not _number_use(line, n):
+                raise _NoFold(f"`{n.value}`, computed from them in `{method.name.value}`, is used as a tensor")
     edits = []
     for stmt in statements:
         compiled = stmt.visit(_ReadAsNumber(buffers))
@@ -273,6 +281,10 @@ def _number_use(stmt: cst.CSTNode, read: cst.Attribute) -> bool:
             return all(isinstance(t.target, cst.Name) for t in up.targets)
         else:
             return False
+
+
+def _is_target(stmt: cst.CSTNode, name: cst.Name) -> bool:
+    return any(isinstance(n, cst.AssignTarget) and n.target is name for n in walk(stmt))
 
 
 class _ReadAsNumber(cst.CSTTransformer):

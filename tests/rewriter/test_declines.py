@@ -378,3 +378,13 @@ def test_int_buffers_fold_when_only_the_class_calls() -> None:
     res = fix_source(src, "t.py", [diag("MND310", 14, 16)], FixOptions(unsafe=True))
     assert "return _mend_fold(Conv._extra, self, x.shape)" in res.fixed
     assert fix_source(src, "t.py", [diag("MND310", 14, 16)], FixOptions()).remaining[0].unsafe_available
+
+
+def test_int_buffers_declines_a_number_used_as_tensor() -> None:
+    """A local computed from a buffer that is later used as a tensor (`.float()`) keeps the original."""
+    src = _CONV.format(more="").replace(
+        "        return nn.functional.pad(x, (0, self._extra(x)))",
+        "        half = self.kernel_size // 2\n        return nn.functional.pad(x, (half, self._extra(x))) * half.float()")
+    res = fix_source(src, "t.py", [diag("MND310", 15, 16)], FixOptions(unsafe=True))
+    assert res.fixed == src
+    assert "`half`, computed from them in `forward`, is used as a tensor" in res.remaining[0].reason
