@@ -244,8 +244,8 @@ def _fold_statements(torch: str, method: cst.FunctionDef, buffers: set[str]) -> 
     statements = [s for s in lines if _reads(s, buffers)]
     if not all(_number_use(s, r) for s in statements for r in _reads(s, buffers)):
         return []  # it computes with the buffers as tensors (on tensor data): left as it is
-    numbers = {t.target.value for s in statements for n in walk(s) if isinstance(n, cst.Assign)
-               for t in n.targets if isinstance(t.target, cst.Name)}  # locals that become numbers
+    numbers = {t.target.value for s in statements for r in _reads(s, buffers)  # locals that become numbers
+               for sink in [_number_sink(s, r)] if isinstance(sink, cst.Assign) for t in sink.targets}
     for line in lines:
         for n in walk(line):
             if isinstance(n, cst.Name) and n.value in numbers and not _is_target(line, n) \
@@ -262,8 +262,14 @@ def _fold_statements(torch: str, method: cst.FunctionDef, buffers: set[str]) -> 
     return edits
 
 
-def _number_use(stmt: cst.CSTNode, read: cst.Attribute) -> bool:
+def _number_use(stmt: cst.CSTNode, read: cst.CSTNode) -> bool:
     """``read`` reaches a call argument or a plain assignment only through tuples and integer operators."""
+    return _number_sink(stmt, read) is not None
+
+
+def _number_sink(stmt: cst.CSTNode, read: cst.CSTNode) -> cst.Arg | cst.Assign | None:
+    """Where ``read`` goes through tuples and integer operators: a call argument, an assignment to
+    locals, or None (anything else)."""
     parents: dict[int, cst.CSTNode] = {}
     for n in walk(stmt):
         for child in n.children:
@@ -276,11 +282,11 @@ def _number_use(stmt: cst.CSTNode, read: cst.Attribute) -> bool:
         elif isinstance(up, (cst.Element, cst.Tuple)):
             cur = up
         elif isinstance(up, cst.Arg) and up.value is cur:
-            return True
+            return up
         elif isinstance(up, cst.Assign) and up.value is cur:
-            return all(isinstance(t.target, cst.Name) for t in up.targets)
+            return up if all(isinstance(t.target, cst.Name) for t in up.targets) else None
         else:
-            return False
+            return None
 
 
 def _is_target(stmt: cst.CSTNode, name: cst.Name) -> bool:

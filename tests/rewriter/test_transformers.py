@@ -75,3 +75,28 @@ def test_repaired_transformers_copy_compiles_longformer_with_fewer_breaks(tmp_pa
     b = torch.load(tmp_path / "after.json.pt")
     assert torch.equal(a["eager"], b["eager"])
     torch.testing.assert_close(b["compiled"], a["eager"], rtol=1.3e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("model", ["mimi", "encodec"])
+def test_int_buffers_fold_on_the_audio_codecs(model: str) -> None:
+    """MND310 on transformers' EnCodec/Mimi convolution (sites `mend check` reports in Mimi, and the
+    recorded `F.pad` site in EnCodec): the padding method gets the exact integer form and every buffer
+    the forward passes on is read as a number under compile; eager lines are kept."""
+    from mend.analyzers.diagnostic import Diagnostic
+    from mend.rewriter.engine import FixOptions, fix_source
+
+    path = Path(transformers.__file__).parent / "models" / model / f"modeling_{model}.py"
+    src = path.read_text()
+    lines = src.splitlines()
+    at = next(i for i, ln in enumerate(lines) if "return nn.functional.pad(hidden_states, paddings, mode, value)" in ln)
+    diag = Diagnostic(code="MND310", message="site", path=str(path), line=at + 1,
+                      col=lines[at].index("nn.functional.pad") + 1)
+    res = fix_source(src, str(path), [diag], FixOptions(unsafe=True))
+    assert res.error is None and len(res.applied) == 1, [r.reason for r in res.remaining]
+    fixed = res.fixed
+    assert "_mend_a1 = ((length - _mend_fold(getattr, self, \"kernel_size\"))" in fixed
+    assert "-((-(_mend_a1 + _mend_c1 * _mend_b1)) // _mend_b1)" in fixed
+    assert '(_mend_fold(getattr, self, "padding_total"), extra_padding)' in fixed
+    kept = [ln for ln in lines if "self.kernel_size + self.padding_total) / self.stride + 1" in ln]
+    assert kept and all(ln in fixed.splitlines() for ln in kept)  # the original arithmetic stays for eager
+    assert fix_source(src, str(path), [diag], FixOptions()).remaining[0].unsafe_available
