@@ -32,7 +32,6 @@ from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
 from mend.rewriter.fixes.control_flow import fix_branch
 from mend.rewriter.fixes.expert_split import expert_split_plan
-from mend.rewriter.fixes.int_buffers import int_buffer_plan
 from mend.rewriter.fixes.moe import expert_loop_plan
 
 
@@ -298,14 +297,3 @@ def fix_dynamic_op(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     return _capture_decorator(ctx, diag, call, "capture_dynamic_output_shape_ops",
                               "the operator's output shape depends on tensor data")
 
-
-@fixer("MND310", "MND311")
-def fix_tensor_size(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
-    node = ctx.find((cst.Call, cst.Subscript), diag)
-    if node is None:
-        return Decline(diag, "could not find the call or subscript at this position")
-    folded = int_buffer_plan(ctx, diag, node)
-    if folded is not None:
-        return folded
-    return Decline(diag, "the size or bound is tensor data, not a module's integer buffers: it must become a "
-                         "static value, and which one depends on the model")

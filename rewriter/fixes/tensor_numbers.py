@@ -1,0 +1,26 @@
+"""MND310-MND329: a tensor used where Python needs a number (a size, a bound, a slice).
+
+The repair: sizes computed from a module's 0-d integer buffers are read as Python numbers under compile
+(:mod:`mend.rewriter.fixes.int_buffers`); other tensor sizes are declined with the reason.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mend.analyzers.diagnostic import Diagnostic
+from mend.rewriter.engine import Decline, FileContext, Plan
+from mend.rewriter.fixes.base import fixer
+from mend.rewriter.fixes.int_buffers import int_buffer_plan
+
+
+@fixer("MND310", "MND311")
+def fix_tensor_size(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
+    node = ctx.find((cst.Call, cst.Subscript), diag)
+    if node is None:
+        return Decline(diag, "could not find the call or subscript at this position")
+    folded = int_buffer_plan(ctx, diag, node)
+    if folded is not None:
+        return folded
+    return Decline(diag, "the size or bound is tensor data, not a module's integer buffers: it must become a "
+                         "static value, and which one depends on the model")
