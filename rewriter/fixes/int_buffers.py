@@ -327,7 +327,10 @@ class _IntegerForm:
         self.ints: set[str] = set()  # locals holding integers
         self.ratios: dict[str, tuple[str, str, str]] = {}  # local -> (a, b, c) names of ``a / b + c``
         self.lines: list[str] = []
-        self.checks: list[str] = []
+        self.depth = 0  # the ``if`` of each ratio's bounds nests what follows
+
+    def _emit(self, *lines: str) -> None:
+        self.lines += ["    " * (self.depth + 1) + line for line in lines]
 
     def method(self, method: cst.FunctionDef) -> list[str] | None:
         body = [st for st in method.body.body if not _docstring(st)]
@@ -344,9 +347,8 @@ class _IntegerForm:
             value = self._int(ret.value)
         except _NoFold:
             return None
-        checks = " and ".join([f"{self.torch}.get_default_dtype() in ({self.torch}.float32, {self.torch}.float64)",
-                               *self.checks])
-        return [*self.lines, f"if {checks}:", f"    return {value}"]
+        dtype = f"{self.torch}.get_default_dtype() in ({self.torch}.float32, {self.torch}.float64)"
+        return [f"if {dtype}:", *self.lines, "    " * self.depth + f"    return {value}"]
 
     def _assign(self, name: str, value: cst.BaseExpression) -> None:
         if name in self.params:
@@ -355,12 +357,13 @@ class _IntegerForm:
         if ratio is not None:
             n = len(self.ratios) + 1
             names = tuple(f"_mend_{part}{n}" for part in "abc")
-            self.lines += [f"{nm} = {expr}" for nm, expr in zip(names, ratio)]
-            self.checks.append(_RATIO_BOUND.format(a=names[0], b=names[1], c=names[2]))
+            self._emit(*(f"{nm} = {expr}" for nm, expr in zip(names, ratio)))
+            self._emit("if " + _RATIO_BOUND.format(a=names[0], b=names[1], c=names[2]) + ":")
+            self.depth += 1  # what follows runs only within the bounds (no division by zero either)
             self.ratios[name] = names
             self.ints.discard(name)
             return
-        self.lines.append(f"{name} = {self._int(value)}")
+        self._emit(f"{name} = {self._int(value)}")
         self.ints.add(name)
         self.ratios.pop(name, None)
 
