@@ -12,12 +12,17 @@ compares:
   mend's own MND9xx are left out); it is **judged** when a line it names ran on some row: a line of its
   span, or for a frame-skip finding the inner break's line (the zoo records, per row, the package's lines
   the eager forward ran; for records without them, a version-1 file, the functions Dynamo traced stand
-  in). A finding on lines no row ran cannot be confirmed either way: it is listed as *not judged*;
+  in). A finding on lines no row ran cannot be confirmed either way: it is listed as *not judged*. So
+  are lines a row ran only after Dynamo skipped their frame (a frame-skip break earlier in the same
+  function that Dynamo did not resume after: the rest of that call ran eagerly, unobserved), and
+  findings for a mode no row runs (training, flash/flex attention, a dtype other than the zoo's);
 * a finding **confirms** a site when the site's line lies in the finding's span (first to last line
   of the reported node) widened by ``tolerance`` lines either side (0: the span itself, the rule of
   ``mend crosscheck``'s model runs); a frame-skip finding (a break inside ``try``, a loop or a user
   ``with``, MND505/506/508) is reported on the statement's header and predicts the break at the inner
-  line it names, which is the line Dynamo records;
+  line it names, which is the line Dynamo records; when that inner line is a call whose callee breaks,
+  Dynamo records the skip at the callee's break (the innermost frame), so the finding also confirms a
+  frame-skip site recorded there;
 * **recall** = recorded sites some finding confirms / recorded sites;
 * **precision** = judged findings that confirm a site / judged findings.
 
@@ -30,6 +35,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,6 +45,18 @@ from typing import Any
 NON_BREAK_PREFIXES = ("MND4", "MND9")
 # attention implementations no zoo row runs (on the CPU, transformers picks sdpa or eager)
 UNRUN_ATTENTION = ("flash_attention", "flex_attention")
+
+
+# torch dtypes as the zoo names them, for findings that hold only for one dtype
+ZOO_DTYPES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32",
+              "float64": "fp64", "double": "fp64"}
+DTYPE_TEST = re.compile(r"\.dtype==torch\.(\w+)|torch\.(\w+)==[\w.\[\]]+\.dtype")
+
+
+def _tested_dtype(mode: str) -> str | None:
+    """The zoo's name of the dtype a mode tests for equality (``h.dtype==torch.float16``: "fp16")."""
+    m = DTYPE_TEST.search(mode)
+    return ZOO_DTYPES.get(m.group(1) or m.group(2)) if m else None
 
 
 class ZooScoreError(Exception):
@@ -72,13 +90,19 @@ class StaticFinding:
     code: str
     mode: str = ""  # the mode the finding depends on (``self.training``), from ``data["mode"]``
     inner_line: int = 0  # a frame-skip finding (a break inside try/loop/with): the line of that break
+    # a frame-skip finding about a call that breaks: where the callee breaks (package-relative path, line)
+    break_path: str = ""
+    break_line: int = 0
 
-    @property
-    def training_only(self) -> bool:
-        """The reported code runs only in a mode no zoo row runs: training (the zoo runs models in
-        eval mode) or a flash/flex attention implementation (the zoo runs eager and sdpa attention)."""
+    def unrun_mode(self, dtype: str = "fp32") -> bool:
+        """The reported code runs only in a mode no zoo row runs: training (the zoo runs models in eval
+        mode), a flash/flex attention implementation (the zoo runs eager and sdpa attention), or a test
+        for a dtype other than the zoo's (``h.dtype == torch.float16`` in an fp32 zoo)."""
         mode = self.mode.replace(" ", "")
-        return mode.startswith("self.training") or any(m in mode for m in UNRUN_ATTENTION)
+        if mode.startswith("self.training") or any(m in mode for m in UNRUN_ATTENTION):
+            return True
+        tested = _tested_dtype(mode)
+        return tested is not None and tested != dtype
 
 
 @dataclass
@@ -89,6 +113,7 @@ class ZooScore:
     confirmed: list[StaticFinding]  # judged findings that cover a recorded site
     found: list[Site]  # recorded sites a finding covers
     tolerance: int = 0
+    dtype: str = "fp32"  # the dtype the zoo ran its rows in
     rows: int = 0  # rows of the source that ran (eager and compile)
     rows_with_lines: int = 0  # of those, rows that recorded the lines they ran (the others: traced functions)
     package: str = ""
@@ -203,28 +228,67 @@ class TracedIndex:
 
 
 class RanIndex:
-    """Which package lines ran on some row: the recorded eager lines (``Record.lines``), or, for a record
-    without them, every line of the functions Dynamo traced on it."""
+    """Which package lines ran on some row where Dynamo could see them: the recorded eager lines
+    (``Record.lines``), or, for a record without them, every line of the functions Dynamo traced on it;
+    less, on each row, the lines after a frame skip in the same function that Dynamo did not resume
+    after (that call then ran eagerly, from start to end, unobserved)."""
 
     def __init__(self, records: Iterable[Any]) -> None:
-        from mend.zoo.lines import from_ranges
-
         records = list(records)
-        self.lines: dict[str, set[int]] = {}
-        for rec in records:
-            for path, ranges in (getattr(rec, "lines", None) or {}).items():
-                if in_package(path):
-                    self.lines.setdefault(path, set()).update(from_ranges(ranges))
-        self.by_lines = sum(getattr(r, "lines", None) is not None for r in records)
-        self.traced = TracedIndex([r for r in records if getattr(r, "lines", None) is None])
+        self.rows = [_RowLines(r) for r in records]
+        self.by_path: dict[str, list[_RowLines]] = {}
+        for row in self.rows:
+            for path in row.paths():
+                self.by_path.setdefault(path, []).append(row)
+        self.by_lines = sum(row.lines is not None for row in self.rows)
 
     def ran(self, path: str, first: int, last: int | None = None) -> bool:
-        """Some line of ``first..last`` ran (or lies in a traced function of a record without lines)."""
+        """Some line of ``first..last`` ran, unshadowed, on some row."""
         last = first if last is None else last
-        lines = self.lines.get(path)
-        if lines and any(n in lines for n in range(first, last + 1)):
-            return True
-        return self.traced.contains(path, first, last)
+        return any(row.ran(path, n) for row in self.by_path.get(path, ()) for n in range(first, last + 1))
+
+
+class _RowLines:
+    """One row's lines: those it ran (or its traced functions' lines) and those a frame skip hid."""
+
+    def __init__(self, rec: Any) -> None:
+        from mend.zoo.lines import from_ranges
+
+        raw = getattr(rec, "lines", None)
+        self.lines = None if raw is None else {p: set(from_ranges(r)) for p, r in raw.items() if in_package(p)}
+        traced = [(p, int(a), int(b), fn) for p, a, b, fn in rec.traced if in_package(p)]
+        self.traced: dict[str, list[tuple[int, int]]] = {}
+        for p, a, b, _fn in traced:
+            self.traced.setdefault(p, []).append((a, b))
+        self.hidden: dict[str, list[tuple[int, int]]] = {}
+        for b in rec.breaks:
+            hidden = _after_skip(b, traced) if b.frame_skip and in_package(b.path) else None
+            if hidden is not None:
+                self.hidden.setdefault(b.path, []).append(hidden)
+
+    def paths(self) -> set[str]:
+        return set(self.lines) if self.lines is not None else set(self.traced)
+
+    def ran(self, path: str, n: int) -> bool:
+        if any(a <= n <= b for a, b in self.hidden.get(path, ())):
+            return False
+        if self.lines is not None:
+            return n in self.lines.get(path, ())
+        return any(a <= n <= b for a, b in self.traced.get(path, ()))
+
+
+def _after_skip(b: Any, traced: list[tuple[str, int, int, str]]) -> tuple[int, int] | None:
+    """The lines of ``b``'s function after the frame-skip break ``b``, when Dynamo did not resume after
+    it there (no ``torch_dynamo_resume_in_<fn>_at_<line>`` traced): they ran in eager only."""
+    resumed = f"_at_{b.line}"
+    if any(p == b.path and fn.startswith("torch_dynamo_resume_in_") and fn.endswith(resumed)
+           for p, _a, _b, fn in traced):
+        return None
+    around = [(a, z) for p, a, z, fn in traced if p == b.path and fn == b.function and a <= b.line <= z]
+    if not around:
+        return None
+    a, z = min(around, key=lambda r: r[1] - r[0])  # the innermost function of that name
+    return (b.line + 1, z) if b.line < z else None
 
 
 def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -238,7 +302,10 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def _covers(f: StaticFinding, s: Site, tolerance: int) -> bool:
-    """``f`` predicts a break at ``s``: its span (or, for a frame skip, the inner break's line) holds the site."""
+    """``f`` predicts a break at ``s``: its span (or, for a frame skip, the inner break's line) holds the
+    site; or ``f`` is a frame skip through a call and ``s`` the frame skip recorded at the callee's break."""
+    if f.break_line and s.frame_skip and f.break_path == s.path and abs(f.break_line - s.line) <= tolerance:
+        return True
     if f.path != s.path:
         return False
     if f.inner_line and abs(f.inner_line - s.line) <= tolerance:
@@ -246,8 +313,9 @@ def _covers(f: StaticFinding, s: Site, tolerance: int) -> bool:
     return f.line - tolerance <= s.line <= f.end_line + tolerance
 
 
-def score(records: list[Any], findings: Iterable[StaticFinding], tolerance: int = 0) -> ZooScore:
-    """Score break-predicting ``findings`` (paths relative to the package) against ``records``."""
+def score(records: list[Any], findings: Iterable[StaticFinding], tolerance: int = 0, dtype: str = "fp32") -> ZooScore:
+    """Score break-predicting ``findings`` (paths relative to the package) against ``records``, which
+    ran in ``dtype``."""
     records = [r for r in records if getattr(r, "runs", True)]
     sites = collect_sites(records)
     ran = RanIndex(records)
@@ -256,11 +324,17 @@ def score(records: list[Any], findings: Iterable[StaticFinding], tolerance: int 
     by_path: dict[str, list[Site]] = {}
     for s in sites:
         by_path.setdefault(s.path, []).append(s)
-    judged = [f for f in findings if (not f.training_only and _ran(f, ran))
-              or any(_covers(f, s, tolerance) for s in by_path.get(f.path, ()))]
-    confirmed = [f for f in judged if any(_covers(f, s, tolerance) for s in by_path.get(f.path, ()))]
+
+    def confirms(f: StaticFinding) -> bool:
+        near = by_path.get(f.path, [])
+        if f.break_path and f.break_path != f.path:
+            near = near + by_path.get(f.break_path, [])
+        return any(_covers(f, s, tolerance) for s in near)
+
+    judged = [f for f in findings if (not f.unrun_mode(dtype) and _ran(f, ran)) or confirms(f)]
+    confirmed = [f for f in judged if confirms(f)]
     found = [s for s in sites if any(_covers(f, s, tolerance) for f in confirmed)]
-    return ZooScore(sites, findings, judged, confirmed, found, tolerance, rows=len(records),
+    return ZooScore(sites, findings, judged, confirmed, found, tolerance, dtype, rows=len(records),
                     rows_with_lines=ran.by_lines)
 
 
@@ -287,7 +361,8 @@ def load_records(results_file: str | os.PathLike[str], source: str = "original")
     if not recs:
         have = sorted({r.source for r in results.records})
         raise ZooScoreError(f"{results_file}: no records of source {source!r} (it has: {', '.join(have) or 'none'})")
-    info = {"versions": results.versions, "source_path": getattr(results.sources.get(source), "path", "")}
+    info = {"versions": results.versions, "source_path": getattr(results.sources.get(source), "path", ""),
+            "dtype": str(results.settings.get("dtype", "fp32"))}
     return recs, info
 
 
@@ -323,10 +398,16 @@ def check_package(package: Path, jobs: int | None = None, cache_dir: Path | None
     root = os.path.realpath(package)
     out = []
     for d in result.diagnostics:
-        path = os.path.relpath(os.path.realpath(os.path.abspath(d.path)), root)
-        out.append(StaticFinding(path.replace(os.sep, "/"), d.line, d.end_line or d.line, d.code,
-                                 str(d.data.get("mode", "")), int(d.data.get("inner_line", 0) or 0)))
+        brk = _relative(str(d.data["break_path"]), root) if d.data.get("break_path") else ""
+        brk = "" if brk.startswith("../") else brk  # a break outside the package: no recorded site
+        out.append(StaticFinding(_relative(d.path, root), d.line, d.end_line or d.line, d.code,
+                                 str(d.data.get("mode", "")), int(d.data.get("inner_line", 0) or 0),
+                                 brk, int(d.data.get("break_line", 0) or 0) if brk else 0))
     return out, result.seconds
+
+
+def _relative(path: str, root: str) -> str:
+    return os.path.relpath(os.path.realpath(os.path.abspath(path)), root).replace(os.sep, "/")
 
 
 def run(results_file: str | os.PathLike[str], package: Path | None = None, source: str = "original",
@@ -340,7 +421,7 @@ def run(results_file: str | os.PathLike[str], package: Path | None = None, sourc
     if want and have and want != have:
         raise ZooScoreError(f"the zoo ran transformers {want}, {package} is {have}: line numbers would not match")
     findings, seconds = check_package(package, jobs, cache_dir)
-    result = score(records, findings, tolerance)
+    result = score(records, findings, tolerance, info["dtype"])
     result.package, result.check_seconds = str(package), seconds
     return result
 
@@ -375,11 +456,12 @@ def render(result: ZooScore, limit: int | None = None) -> str:
     for f in unconf[:limit]:
         out.append(f"  {f.path}:{f.line} {f.code}")
     unjudged = result.not_judged
-    training = [f for f in unjudged if f.training_only]
-    unran = [f for f in unjudged if not f.training_only]
+    training = [f for f in unjudged if f.unrun_mode(result.dtype)]
+    unran = [f for f in unjudged if not f.unrun_mode(result.dtype)]
     out += ["", f"not judged ({len(unjudged)} finding(s), not counted): {len(unran)} on lines no row ran, "
                 f"{len(training)} reported for a mode no row runs "
-                "(training: the zoo runs models in eval mode; flash/flex attention: it runs eager and sdpa)"]
+                f"(training: the zoo runs models in eval mode; flash/flex attention: it runs eager and sdpa; "
+                f"dtype tests: it runs {result.dtype})"]
     for f in unran[:limit]:
         out.append(f"  {f.path}:{f.line} {f.code}")
     out += ["",

@@ -55,6 +55,7 @@ class ModuleAnalyzer:
         self.config_flags: frozenset[str] = frozenset()
         self.func_nodes: list[tuple[FuncInfo, FunctionNode, Scope, dict]] = []
         self.tensor_params: dict[str, set[str]] = {}  # function id -> parameters the file passes tensors to
+        self.static_methods: set[str] = set()  # ids of the methods decorated ``@staticmethod`` (no ``self``)
         self.has_compile = "compile" in source
         self._driver_scopes: list[DriverScope] | None = None
 
@@ -115,7 +116,7 @@ class ModuleAnalyzer:
         if entry is None:
             return set()
         a = entry[1].args
-        params = [p.arg for p in (*a.posonlyargs, *a.args)][1 if bound else 0:]
+        params = [p.arg for p in (*a.posonlyargs, *a.args)][1 if bound and callee not in self.static_methods else 0:]
         names = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
         got = {params[i] if isinstance(i, int) and i < len(params) else i for i in site.tensor_args}
         got = {g for g in got if isinstance(g, str) and g in names}
@@ -287,7 +288,9 @@ class ModuleAnalyzer:
         for dec in node.decorator_list:
             target = dec.func if isinstance(dec, ast.Call) else dec
             q = scope.qualify(target)
-            if q in COMPILE_NAMES:
+            if q == "builtins.staticmethod" and info.cls:
+                self.static_methods.add(info.id)
+            elif q in COMPILE_NAMES:
                 info.compiled, info.compile_line = True, dec.lineno
                 line, col, _, _ = self.span(dec)
                 self.summary.compile_sites.append(

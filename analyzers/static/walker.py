@@ -25,8 +25,12 @@ if TYPE_CHECKING:
     from mend.analyzers.static.module import ModuleAnalyzer
 
 
-def under_compile(expr: ast.AST, scope: Scope) -> bool | None:
-    """The value of ``expr`` under torch.compile when it is fixed (``is_compiling()`` and friends)."""
+def under_compile(expr: ast.AST, scope: Scope, fixed: dict[str, bool] | None = None) -> bool | None:
+    """The value of ``expr`` under torch.compile when it is fixed (``is_compiling()`` and friends, and
+    the names in ``fixed``: locals assigned such a value, ``is_tracing = torch.jit.is_tracing() or
+    is_torchdynamo_compiling()``)."""
+    if isinstance(expr, ast.Name):
+        return fixed.get(expr.id) if fixed else None
     if isinstance(expr, ast.Call) and not expr.args:
         q = scope.qualify(expr.func)
         if q and torch_facts.is_compiling_call(q):
@@ -35,10 +39,10 @@ def under_compile(expr: ast.AST, scope: Scope) -> bool | None:
             return False
         return None
     if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
-        v = under_compile(expr.operand, scope)
+        v = under_compile(expr.operand, scope, fixed)
         return None if v is None else not v
     if isinstance(expr, ast.BoolOp):
-        vals = [under_compile(v, scope) for v in expr.values]
+        vals = [under_compile(v, scope, fixed) for v in expr.values]
         if isinstance(expr.op, ast.And):
             return False if False in vals else (True if all(v is True for v in vals) else None)
         return True if True in vals else (False if all(v is False for v in vals) else None)
@@ -65,7 +69,8 @@ class FunctionWalker(tk.TensorKinds):
         self.tensor_params = frozenset(mod.tensor_params.get(info.id, ()))
         self.cls = info.cls
         self.facts = mod.class_facts.get(self.cls) if self.cls else None
-        self.self_name = node.args.args[0].arg if (self.cls and node.args.args) else None
+        bound = self.cls and node.args.args and info.id not in mod.static_methods
+        self.self_name = node.args.args[0].arg if bound else None
         self.is_forward = bool(self.cls) and info.name == "forward"
         self.loop_vars = {}
         self.method_loop_vars: dict[str, str] = {}  # the same, through enumerate(): for method calls only
@@ -75,6 +80,8 @@ class FunctionWalker(tk.TensorKinds):
         self.config_flags = mod.config_flags | mod.patched.get(info.id, frozenset())
         self.loop_depth = 0
         self.mode_guards: list[str] = []  # enclosing `if self.training:`-style conditions
+        self.mode_names: dict[str, str] = {}  # names that hold a tensor only in a mode -> the mode
+        self.fixed: dict[str, bool] = {}  # locals whose value under compile is known (`is_tracing = ...`)
         self._with_items: set[int] = set()
         self.bind_params()
 
@@ -91,9 +98,10 @@ class FunctionWalker(tk.TensorKinds):
         self._seen.add(key)
         data = dict(data)
         message = message or RULES[code].summary
-        if self.mode_guards and "mode" not in data:
-            data["mode"] = self.mode_guards[-1]
-            message += f" (only when `{self.mode_guards[-1]}`)"
+        mode = self.mode_guards[-1] if self.mode_guards else self.name_mode(node)
+        if mode and "mode" not in data:
+            data["mode"] = mode
+            message += f" (only when `{mode}`)"
         self.findings.append(Finding(code, message, line, col, end_line, end_col, self.info.id, requires, data))
 
     def in_with_item(self, call: ast.Call) -> bool:
@@ -128,6 +136,10 @@ class FunctionWalker(tk.TensorKinds):
         e = expr.operand if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not) else expr
         if isinstance(e, ast.Attribute) and e.attr == "training" and self.is_self_attr(e):
             return ast.unparse(expr)
+        if (isinstance(e, ast.Compare) and len(e.ops) == 1 and isinstance(e.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq))
+                and isinstance(e.left, ast.Attribute) and e.left.attr == "training" and self.is_self_attr(e.left)
+                and isinstance(e.comparators[0], ast.Constant) and isinstance(e.comparators[0].value, bool)):
+            return ast.unparse(expr)  # `self.training is False`
         if isinstance(e, ast.Compare):
             for o in (e.left, *e.comparators):
                 if isinstance(o, ast.Attribute) and o.attr == "dtype":
@@ -150,7 +162,7 @@ class FunctionWalker(tk.TensorKinds):
             m = next((t for t in map(self.mode_test, test.values) if t is not None), None)
         if m is None and isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
             # `not is_compiling() or torch.is_grad_enabled()`: under compile only the other operands decide
-            live = [v for v in test.values if under_compile(v, self.scope) is not False]
+            live = [v for v in test.values if under_compile(v, self.scope, self.fixed) is not False]
             if len(live) == 1:
                 m = self.mode_test(live[0])
         return m
@@ -167,6 +179,28 @@ class FunctionWalker(tk.TensorKinds):
             if m is not None:
                 return m
         return None
+
+    def name_mode(self, expr: ast.AST) -> str | None:
+        """The mode of a name in ``expr`` that holds a tensor only in a mode: assigned under ``if
+        self.training:`` (``skip = torch.rand([]) < p``) or from ``self.training and <tensor test>``.
+        A finding on such an expression is reported for that mode, as one inside the ``if``."""
+        if not self.mode_names or not isinstance(expr, ast.AST):
+            return None
+        for n in ast.walk(expr):
+            if isinstance(n, ast.Name) and n.id in self.mode_names and self.env.get(n.id) == tk.T:
+                return self.mode_names[n.id]
+        return None
+
+    def _bind_name(self, name: str, value: ast.AST | None, kind: int) -> None:
+        super()._bind_name(name, value, kind)
+        mode = None
+        if kind == tk.T:
+            mode = self.mode_guards[-1] if self.mode_guards else (
+                self.mode_prefixed(value) if value is not None else None)
+        if mode is None:
+            self.mode_names.pop(name, None)
+        else:
+            self.mode_names[name] = mode
 
     # -- the walk --------------------------------------------------------------------------------
     def walk(self) -> None:
@@ -218,7 +252,7 @@ class FunctionWalker(tk.TensorKinds):
         return False
 
     def _if(self, s: ast.If) -> bool:
-        fixed = under_compile(s.test, self.scope)
+        fixed = under_compile(s.test, self.scope, self.fixed)
         if fixed is True:
             self.block(s.body)
             return _terminates(s.body)
@@ -305,8 +339,14 @@ class FunctionWalker(tk.TensorKinds):
             self.expr_targets(t)
         self.dispatch("assign", s)
         k = self.kind(s.value)
+        value = under_compile(s.value, self.scope, self.fixed)
         for t in s.targets:
             self.assign(t, s.value, k)
+            for name in target_names(t):
+                if value is None or not isinstance(t, ast.Name):
+                    self.fixed.pop(name, None)
+                else:
+                    self.fixed[name] = value
         return False
 
     def _annassign(self, s: ast.AnnAssign) -> bool:
@@ -352,7 +392,7 @@ class FunctionWalker(tk.TensorKinds):
             if isinstance(n, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             if isinstance(n, ast.IfExp):
-                fixed = under_compile(n.test, self.scope)
+                fixed = under_compile(n.test, self.scope, self.fixed)
                 if fixed is not None:
                     stack.append(n.body if fixed else n.orelse)
                     continue

@@ -236,7 +236,8 @@ def calls_in_regions(project: ProjectContext, s: FileSummary, fn: FuncInfo) -> I
         where = f"line {bline}" if bpath == s.path else f"{bpath}:{bline}"
         msg = (f"call to `{target.name}()` at line {site.line} breaks the graph ({RULES[bcode].name} at {where}) "
                f"{rule.where_call}: Dynamo cannot resume here and skips the whole frame ({rule.ids})")
-        yield Finding(rule.code, msg, line, col, line, col + 1, fn.id, (), {"inner_line": site.line, "inner_code": bcode})
+        yield Finding(rule.code, msg, line, col, line, col + 1, fn.id, (),
+                      {"inner_line": site.line, "inner_code": bcode, "break_path": bpath, "break_line": bline})
 
 
 def _breaking_call(project: ProjectContext, s: FileSummary, fn: FuncInfo, start: int, end: int):
