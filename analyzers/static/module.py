@@ -55,6 +55,7 @@ class ModuleAnalyzer:
         self.config_flags: frozenset[str] = frozenset()
         self.func_nodes: list[tuple[FuncInfo, FunctionNode, Scope, dict]] = []
         self.tensor_params: dict[str, set[str]] = {}  # function id -> parameters the file passes tensors to
+        self.static_params: dict[str, set[str]] = {}  # function id -> parameters the file passes Python values to
         self.static_methods: set[str] = set()  # ids of the methods decorated ``@staticmethod`` (no ``self``)
         self.has_compile = "compile" in source
         self._driver_scopes: list[DriverScope] | None = None
@@ -76,8 +77,10 @@ class ModuleAnalyzer:
         self._collect(self.tree.body, None, None, self.scope)
         if "reorderable_logging_functions" in self.source:
             self._mark_reorderable()
+        self._nodes = {info.id: node for info, node, _scope, _env in self.func_nodes}
         for info, node, scope, env in self.func_nodes:
             FunctionWalker(self, info, node, scope, env).walk()
+        self._static_parameters()
         self._tensor_parameters()
         if self.has_compile:
             self._record_compile_calls()
@@ -87,40 +90,57 @@ class ModuleAnalyzer:
         return self.summary
 
     # -- tensors passed to the file's own functions ---------------------------------------------
+    def _static_parameters(self) -> None:
+        """Parameters of the file's ``forward`` methods that a call passes a Python value (a tuple
+        literal, a shape): not tensors, whatever the ``forward`` heuristic says. Every function is walked
+        again with them known, so that no tensor is passed on from such a parameter."""
+        for info in self.summary.functions.values():
+            for site in info.calls:
+                if site.static_args:
+                    self._pass_args(info, site, "static_args", self.static_params, forward_only=True)
+        if any(self.static_params.values()):
+            self._rewalk([info.id for info, _node, _scope, _env in self.func_nodes])
+
+    def _rewalk(self, fids) -> None:
+        entries = {info.id: (info, node, scope, env) for info, node, scope, env in self.func_nodes}
+        for fid in fids:
+            info, node, scope, env = entries[fid]
+            self.summary.findings[:] = [f for f in self.summary.findings if f.func != fid]
+            info.calls.clear()
+            info.returns.clear()
+            info.regions.clear()
+            FunctionWalker(self, info, node, scope, env).walk()
+
     def _tensor_parameters(self, rounds: int = 3) -> None:
         """Walk again the functions that the file calls with a certain tensor where their parameter was
         not one (``self._update_causal_mask(mask, x, cache_position)``, ``self.rotary_emb(x,
         seq_len=cache_position[-1] + 1)``, a module-level helper), with those parameters as tensors. A
         walk can pass tensors further down, hence a few rounds."""
-        entries = {info.id: (info, node, scope, env) for info, node, scope, env in self.func_nodes}
         for _ in range(rounds):
             grown = set()
             for info in list(self.summary.functions.values()):
                 for site in info.calls:
                     if site.tensor_args:
-                        grown |= self._pass_tensors(info, site, entries)
+                        grown |= self._pass_args(info, site, "tensor_args", self.tensor_params)
             if not grown:
                 return
-            for fid in sorted(grown):
-                info, node, scope, env = entries[fid]
-                self.summary.findings[:] = [f for f in self.summary.findings if f.func != fid]
-                info.calls.clear()
-                info.returns.clear()
-                info.regions.clear()
-                FunctionWalker(self, info, node, scope, env).walk()
+            self._rewalk(sorted(grown))
 
-    def _pass_tensors(self, caller: FuncInfo, site: CallSite, entries: dict) -> set[str]:
-        """The callee of ``site`` in this file gets its tensor arguments; its id when that is new."""
+    def _pass_args(self, caller: FuncInfo, site: CallSite, which: str, table: dict[str, set[str]],
+                   forward_only: bool = False) -> set[str]:
+        """The callee of ``site`` in this file gets the parameters its ``which`` arguments bind (into
+        ``table``); its id when that is new."""
         callee, bound = self._local_callee(caller, site.ref)
-        entry = entries.get(callee or "")
-        if entry is None:
+        info = self.summary.functions.get(callee or "")
+        node = self._nodes.get(callee or "")
+        if node is None or (forward_only and info.name != "forward"):
             return set()
-        a = entry[1].args
+        a = node.args
         params = [p.arg for p in (*a.posonlyargs, *a.args)][1 if bound and callee not in self.static_methods else 0:]
         names = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
-        got = {params[i] if isinstance(i, int) and i < len(params) else i for i in site.tensor_args}
+        got = {params[i] if isinstance(i, int) and i < len(params) else i for i in getattr(site, which)}
         got = {g for g in got if isinstance(g, str) and g in names}
-        have = self.tensor_params.setdefault(callee, set())
+        have = table.setdefault(callee, set())
         if got <= have:
             return set()
         have |= got

@@ -49,6 +49,9 @@ class CallSite:
     # the arguments that are certainly tensors: positional indices and keyword names (tensor flow into
     # the callee's parameters, resolved inside the file by ModuleAnalyzer)
     tensor_args: tuple[int | str, ...] = ()
+    # the arguments that are certainly Python values (literals, shapes, sizes): such a parameter is not
+    # taken for a tensor by the ``forward`` heuristic
+    static_args: tuple[int | str, ...] = ()
 
 
 @dataclass(slots=True)

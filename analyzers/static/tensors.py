@@ -103,6 +103,7 @@ class TensorKinds:
     local_values: dict[str, object]  # name -> last value (an expression, or (call, index) unpacked)
     optional_tensors: set[str]  # parameters annotated ``Optional[Tensor]``: a tensor once tested ``is not None``
     tensor_params: frozenset[str]  # parameters some call in the file passes a certain tensor
+    static_params: frozenset[str]  # parameters some call in the file passes a Python value (a tuple, a shape)
 
     def qualify(self, expr: ast.AST) -> str | None:
         return self.scope.qualify(expr)
@@ -142,7 +143,8 @@ class TensorKinds:
             return M
         if kind != N or arg.annotation is not None:
             return kind
-        if self.is_forward and default is None and arg.arg in self._tensor_like_names():
+        if (self.is_forward and default is None and arg.arg in self._tensor_like_names()
+                and arg.arg not in self.static_params):
             # forward's parameters are tensors in practice; flags such as
             # `output_attentions` (never used with `.attr` or `[...]`) are not
             return T
@@ -321,6 +323,34 @@ class TensorKinds:
                 e = e.left if self.kind(e.left) == M else e.right
             else:
                 return False
+
+    def python_value(self, e: ast.AST) -> bool:
+        """``e`` is certainly a Python value, never a tensor: a literal (tuple, list, dict, string,
+        number), a shape or size of a tensor, ``len(...)``, or a local last assigned one of those."""
+        t = e.__class__
+        if t is ast.Name:
+            if self.env.get(e.id, N) != N:
+                return False
+            v = self.local_values.get(e.id)
+            return isinstance(v, ast.AST) and v is not e and self._literal(v)
+        return self._literal(e)
+
+    def _literal(self, e: ast.AST) -> bool:
+        t = e.__class__
+        if t in (ast.Tuple, ast.List, ast.Dict, ast.Set, ast.JoinedStr):
+            return True
+        if t is ast.Constant:
+            return e.value is not None
+        if t is ast.Attribute:
+            return e.attr == "shape" and self.kind(e.value) in (T, M)
+        if t is ast.Subscript:
+            return self._literal(e.value) and isinstance(e.value, ast.Attribute)
+        if t is ast.Call:
+            f = e.func
+            if isinstance(f, ast.Attribute) and f.attr in ("size", "dim") and self.kind(f.value) in (T, M):
+                return True
+            return self.qualify(f) == "builtins.len"
+        return False
 
     def _tensor_argument(self, e: ast.Call) -> bool:
         return any(self.kind(a) in (T, M) for a in (*e.args, *(k.value for k in e.keywords)))

@@ -67,6 +67,7 @@ class FunctionWalker(tk.TensorKinds):
         self.local_values = {}
         self.optional_tensors = set()
         self.tensor_params = frozenset(mod.tensor_params.get(info.id, ()))
+        self.static_params = frozenset(mod.static_params.get(info.id, ()))
         self.cls = info.cls
         self.facts = mod.class_facts.get(self.cls) if self.cls else None
         bound = self.cls and node.args.args and info.id not in mod.static_methods
@@ -497,7 +498,9 @@ class FunctionWalker(tk.TensorKinds):
             line, col, end_line, end_col = self.mod.span(call)
             tensors = tuple(i for i, a in enumerate(call.args) if self.kind(a) == tk.T) + tuple(
                 k.arg for k in call.keywords if k.arg and self.kind(k.value) == tk.T)
-            self.info.calls.append(CallSite(ref, line, col, end_line, end_col, self.loop_depth > 0, tensors))
+            statics = tuple(i for i, a in enumerate(call.args) if self.python_value(a)) + tuple(
+                k.arg for k in call.keywords if k.arg and self.python_value(k.value))
+            self.info.calls.append(CallSite(ref, line, col, end_line, end_col, self.loop_depth > 0, tensors, statics))
 
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)

@@ -156,3 +156,43 @@ def test_with_recorded_lines_a_finding_is_judged_only_where_its_lines_ran():
     mixed = zs.score([rec, old], [zs.StaticFinding("m/b.py", 4, 4, "MND102"), findings[2]])
     assert [f.path for f in mixed.judged] == ["m/b.py"] and mixed.rows_with_lines == 1
     assert "executed lines for 1 rows, the functions Dynamo traced for the other 1" in zs.render(mixed)
+
+
+def test_lines_after_an_unresumed_frame_skip_are_not_judged_on_that_row():
+    skip = _brk("m/a.py", 12, skip=True)
+    rec = _record("a", [skip], [["m/a.py", 5, 40, "forward"]])
+    rec.lines = {"m/a.py": [[5, 30]]}
+    findings = [
+        zs.StaticFinding("m/a.py", 8, 8, "MND102"),  # before the skip: traced, no break there
+        zs.StaticFinding("m/a.py", 12, 12, "MND201"),  # the skip itself: confirmed
+        zs.StaticFinding("m/a.py", 20, 20, "MND310"),  # after it: the rest of the call ran eagerly
+    ]
+    s = zs.score([rec], findings)
+    assert [f.line for f in s.judged] == [8, 12] and [f.line for f in s.not_judged] == [20]
+    # Dynamo resumed after the skip line (a resume function of that line was traced): judged again
+    rec.traced.append(["m/a.py", 12, 40, "torch_dynamo_resume_in_forward_at_12"])
+    assert [f.line for f in zs.score([rec], findings).judged] == [8, 12, 20]
+    # another row ran line 20 without the skip: judged
+    plain = _record("b", [], [["m/a.py", 5, 40, "forward"]])
+    plain.lines = {"m/a.py": [[20, 20]]}
+    rec.traced.pop()
+    assert [f.line for f in zs.score([rec, plain], findings).judged] == [8, 12, 20]
+
+
+def test_a_dtype_test_for_another_dtype_is_not_judged():
+    rec = _record("a", [], [["m/a.py", 5, 40, "forward"]])
+    fp16 = zs.StaticFinding("m/a.py", 8, 8, "MND201", mode="h.dtype == torch.float16")
+    fp32 = zs.StaticFinding("m/a.py", 9, 9, "MND201", mode="torch.float32 == h.dtype")
+    assert zs.score([rec], [fp16, fp32]).judged == [fp32]
+    assert zs.score([rec], [fp16, fp32], dtype="fp16").judged == [fp16]
+    assert "dtype tests: it runs fp32" in zs.render(zs.score([rec], [fp16]))
+
+
+def test_a_frame_skip_through_a_call_confirms_the_skip_recorded_at_the_callee_break():
+    rec = _record("a", [_brk("m/b.py", 7, skip=True), _brk("m/a.py", 3)],
+                  [["m/a.py", 1, 40, "forward"], ["m/b.py", 5, 9, "forward"]])
+    through = zs.StaticFinding("m/a.py", 20, 20, "MND506", inner_line=21, break_path="m/b.py", break_line=7)
+    wrong = zs.StaticFinding("m/a.py", 30, 30, "MND506", inner_line=31, break_path="m/a.py", break_line=3)
+    s = zs.score([rec], [through, wrong])
+    assert s.confirmed == [through]  # the site at m/a.py:3 broke without skipping the frame
+    assert [(x.path, x.line) for x in s.found] == [("m/b.py", 7)]
