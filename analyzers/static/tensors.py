@@ -275,6 +275,8 @@ class TensorKinds:
 
     def _function_call_kind(self, q: str, e: ast.Call) -> int:
         if q.startswith("torch."):
+            if q in torch_facts.PYTHON_NUMBER_OPS and e.args and all(self.python_number(a) for a in e.args):
+                return N
             return torch_call_kind(q)
         if q in NUMBER_CASTS:
             return S if (e.args and self.kind(e.args[0]) in (T, S)) else N
@@ -351,6 +353,48 @@ class TensorKinds:
                 return True
             return self.qualify(f) == "builtins.len"
         return False
+
+    def python_number(self, e: ast.AST, depth: int = 0) -> bool:
+        """``e`` is certainly a Python number: a numeric constant, a size (``x.shape[1]``, ``x.size(0)``,
+        a name unpacked from ``x.size()``), ``len(...)``, a parameter annotated ``int``/``float``, or
+        arithmetic on those."""
+        t = e.__class__
+        if depth > 8:
+            return False
+        if t is ast.Constant:
+            return isinstance(e.value, (int, float)) and not isinstance(e.value, bool)
+        if t is ast.BinOp:
+            return self.python_number(e.left, depth + 1) and self.python_number(e.right, depth + 1)
+        if t is ast.UnaryOp:
+            return self.python_number(e.operand, depth + 1)
+        if t is ast.Subscript:
+            return self._size_of_tensor(e.value)
+        if t is ast.Call:
+            return self._size_of_tensor(e) or self.qualify(e.func) == "builtins.len"
+        if t is ast.Name:
+            if self.env.get(e.id, N) != N:
+                return False
+            v = self.local_values.get(e.id)
+            if isinstance(v, tuple):  # unpacked: `b, n = x.size()` / `= x.shape`
+                return self._size_of_tensor(v[0])
+            if isinstance(v, ast.AST):
+                return v is not e and self.python_number(v, depth + 1)
+            return e.id in self._number_params()
+        return False
+
+    def _size_of_tensor(self, e: ast.AST) -> bool:
+        """``x.shape`` / ``x.size(...)`` of a tensor or maybe-tensor."""
+        if isinstance(e, ast.Attribute):
+            return e.attr == "shape" and self.kind(e.value) in (T, M)
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+            return e.func.attr == "size" and self.kind(e.func.value) in (T, M)
+        return False
+
+    def _number_params(self) -> frozenset[str]:
+        """Parameters annotated ``int`` or ``float``."""
+        a = self.node.args
+        return frozenset(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)
+                         if isinstance(p.annotation, ast.Name) and p.annotation.id in ("int", "float"))
 
     def _tensor_argument(self, e: ast.Call) -> bool:
         return any(self.kind(a) in (T, M) for a in (*e.args, *(k.value for k in e.keywords)))
