@@ -92,14 +92,15 @@ class ModuleAnalyzer:
     # -- tensors passed to the file's own functions ---------------------------------------------
     def _static_parameters(self) -> None:
         """Parameters of the file's ``forward`` methods that a call passes a Python value (a tuple
-        literal, a shape): not tensors, whatever the ``forward`` heuristic says. Every function is walked
-        again with them known, so that no tensor is passed on from such a parameter."""
+        literal, a shape): not tensors, whatever the ``forward`` heuristic says. Those methods are walked
+        again with them known (before tensors flow into parameters), so they pass no tensor on from them."""
         for info in self.summary.functions.values():
             for site in info.calls:
                 if site.static_args:
                     self._pass_args(info, site, "static_args", self.static_params, forward_only=True)
-        if any(self.static_params.values()):
-            self._rewalk([info.id for info, _node, _scope, _env in self.func_nodes])
+        for fid, names in self.static_params.items():
+            names &= _guessed_tensors(self._nodes[fid])
+        self._rewalk([fid for fid, names in self.static_params.items() if names])
 
     def _rewalk(self, fids) -> None:
         entries = {info.id: (info, node, scope, env) for info, node, scope, env in self.func_nodes}
@@ -319,6 +320,8 @@ class ModuleAnalyzer:
                 info.disabled = True
             elif q in CONTEXTMANAGER_NAMES:
                 info.contextmanager = True
+            elif q and not q.startswith(("torch.", "builtins.", "functools.", "typing.", "abc.", "contextlib.")):
+                info.decorators.append(("qual", q, "call" if isinstance(dec, ast.Call) else "name"))
         flags = _config_patch(node, scope)
         if flags:
             self.patched[info.id] = flags
@@ -445,6 +448,18 @@ class ModuleAnalyzer:
                     if target is not None and target[0] == "instance":
                         line, col, _, _ = self.span(n)
                         self.summary.compile_sites.append(CompileSite(line, col, "method", target, fid))
+
+
+def _guessed_tensors(node: FunctionNode) -> set[str]:
+    """The parameters of a ``forward`` that the tensor heuristic takes for tensors: no annotation, no
+    default, used as ``name.attr`` or ``name[...]``."""
+    a = node.args
+    positional = [*a.posonlyargs, *a.args]
+    bare = {p.arg for p in positional[:len(positional) - len(a.defaults)] if p.annotation is None}
+    bare |= {p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is None and p.annotation is None}
+    used = {n.value.id for n in ast.walk(node) if isinstance(n, (ast.Attribute, ast.Subscript))
+            and isinstance(n.value, ast.Name) and n.value.id in bare}
+    return used
 
 
 def _instantiated(value: ast.AST, scope: Scope) -> set[str]:

@@ -104,6 +104,7 @@ class TensorKinds:
     optional_tensors: set[str]  # parameters annotated ``Optional[Tensor]``: a tensor once tested ``is not None``
     tensor_params: frozenset[str]  # parameters some call in the file passes a certain tensor
     static_params: frozenset[str]  # parameters some call in the file passes a Python value (a tuple, a shape)
+    comp_kinds: dict[int, int]  # id of a list comprehension / generator -> the kind of its elements
 
     def qualify(self, expr: ast.AST) -> str | None:
         return self.scope.qualify(expr)
@@ -440,7 +441,21 @@ class TensorKinds:
                         self.bind_iteration(t, a)
                     return
         kind = self.kind(it)
-        self.assign(target, None, T if kind == T else N)
+        self.assign(target, None, T if T in (kind, self.element_kind(it)) else N)
+
+    def element_kind(self, e: ast.AST) -> int:
+        """``T`` when ``e`` is a list comprehension (or a name last assigned one) whose elements are
+        tensors or tuples holding tensors (``[h * w for h, w in spatial_shapes]``), else ``N``."""
+        if isinstance(e, ast.Name) and self.env.get(e.id, N) == N:
+            e = self.local_values.get(e.id)
+        return self.comp_kinds.get(id(e), N) if isinstance(e, (ast.ListComp, ast.GeneratorExp)) else N
+
+    def holds_tensor(self, e: ast.AST) -> bool:
+        """``e`` is a tensor, or a tuple/list literal with one among its elements (as an argument:
+        ``self._pad1d(x, (self.padding_total, extra))``, the callee unpacks tensors from it)."""
+        if isinstance(e, (ast.Tuple, ast.List)):
+            return any(self.kind(x) == T for x in e.elts)
+        return self.kind(e) == T
 
     # -- bindings ----------------------------------------------------------------------------
     def assign(self, target: ast.AST, value: ast.AST | None, kind: int) -> None:

@@ -81,6 +81,7 @@ class FunctionWalker(tk.TensorKinds):
         self.config_flags = mod.config_flags | mod.patched.get(info.id, frozenset())
         self.loop_depth = 0
         self.mode_guards: list[str] = []  # enclosing `if self.training:`-style conditions
+        self.comp_kinds = {}
         self.mode_names: dict[str, str] = {}  # names that hold a tensor only in a mode -> the mode
         self.fixed: dict[str, bool] = {}  # locals whose value under compile is known (`is_tracing = ...`)
         self._with_items: set[int] = set()
@@ -431,6 +432,8 @@ class FunctionWalker(tk.TensorKinds):
                 self.expr(cond)
         for part in (n.key, n.value) if isinstance(n, ast.DictComp) else (n.elt,):
             self.expr(part)
+        if not isinstance(n, ast.DictComp) and self.holds_tensor(n.elt):
+            self.comp_kinds[id(n)] = tk.T
         for name, kind in saved.items():
             if kind is None:
                 self.env.pop(name, None)
@@ -496,8 +499,8 @@ class FunctionWalker(tk.TensorKinds):
         ref = self.call_ref(call)
         if ref is not None:
             line, col, end_line, end_col = self.mod.span(call)
-            tensors = tuple(i for i, a in enumerate(call.args) if self.kind(a) == tk.T) + tuple(
-                k.arg for k in call.keywords if k.arg and self.kind(k.value) == tk.T)
+            tensors = tuple(i for i, a in enumerate(call.args) if self.holds_tensor(a)) + tuple(
+                k.arg for k in call.keywords if k.arg and self.holds_tensor(k.value))
             statics = tuple(i for i, a in enumerate(call.args) if self.python_value(a)) + tuple(
                 k.arg for k in call.keywords if k.arg and self.python_value(k.value))
             self.info.calls.append(CallSite(ref, line, col, end_line, end_col, self.loop_depth > 0, tensors, statics))

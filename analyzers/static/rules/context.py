@@ -81,6 +81,9 @@ class Context(Protocol):
     def kind(self, expr: ast.AST) -> int:
         """Tensor kind of ``expr``: ``tensors.T`` / ``M`` (maybe) / ``S`` (number from data) / ``N``."""
 
+    def element_kind(self, expr: ast.AST) -> int:
+        """``tensors.T`` for a list comprehension (or a name bound to one) of tensors, else ``tensors.N``."""
+
     def is_self_attr(self, expr: ast.AST) -> str | None:
         """``attr`` for ``self.attr`` (the method's first parameter), else None."""
 

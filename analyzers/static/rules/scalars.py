@@ -124,8 +124,9 @@ register(
         "operator with a data-dependent output shape in compiled code: Dynamo breaks the graph",
         ("GB0036",), "break",
         what="""
-            Finds `nonzero`, `unique`, `unique_consecutive`, `masked_select`, `argwhere` and one-argument
-            `torch.where(cond)` in traced code.
+            Finds `nonzero`, `unique`, `unique_consecutive`, `masked_select`, `argwhere`, one-argument
+            `torch.where(cond)` and `repeat_interleave` with tensor repeats (without `output_size`) in
+            traced code.
         """,
         why="""
             Their output shape depends on the values, which Dynamo does not capture by default
@@ -213,6 +214,23 @@ CAPTURE_DYNAMIC = "capture_dynamic_output_shape_ops"
 NUMBER_MESSAGE = "in compiled code: converting a tensor to a Python number needs its value and breaks the graph"
 
 
+REPEAT_MESSAGE = ("`repeat_interleave` with tensor repeats in compiled code: its output shape depends on the data "
+                  "and the graph breaks")
+
+
+def _tensor_repeats(ctx: Context, call: ast.Call, index: int) -> bool:
+    """``repeat_interleave``'s repeats (positional ``index``, or ``repeats=``) are a tensor and no
+    ``output_size`` fixes the result's length; ``torch.repeat_interleave(counts)`` alone repeats by
+    the tensor's own values."""
+    if any(k.arg == "output_size" for k in call.keywords):
+        return False
+    repeats = call.args[index] if len(call.args) > index else next(
+        (k.value for k in call.keywords if k.arg == "repeats"), None)
+    if repeats is None and index == 1 and len(call.args) == 1:
+        repeats = call.args[0]
+    return repeats is not None and ctx.kind(repeats) == tk.T
+
+
 @checker("call")
 def scalar_calls(ctx: Context, call: ast.Call) -> None:
     q = ctx.qualify(call.func)
@@ -239,6 +257,8 @@ def _function_call(ctx: Context, call: ast.Call, q: str) -> None:
         if not dynamic:
             ctx.report("MND304", call, "one-argument `torch.where(cond)` in compiled code: its output shape "
                                        "depends on the data and the graph breaks")
+    elif q == "torch.repeat_interleave" and not dynamic and _tensor_repeats(ctx, call, 1):
+        ctx.report("MND304", call, REPEAT_MESSAGE)
 
 
 def _method_call(ctx: Context, call: ast.Call, method: str) -> None:
@@ -247,6 +267,9 @@ def _method_call(ctx: Context, call: ast.Call, method: str) -> None:
             ctx.report("MND301", call)
     elif method == "tolist" and not call.args:
         ctx.report("MND303", call)
+    elif method == "repeat_interleave" and _tensor_repeats(ctx, call, 0):
+        if CAPTURE_DYNAMIC not in ctx.config_flags:
+            ctx.report("MND304", call, REPEAT_MESSAGE)
     elif method in DYNAMIC_SHAPE_METHODS:
         if CAPTURE_DYNAMIC not in ctx.config_flags:
             ctx.report("MND304", call, f"`.{method}()` in compiled code: its output shape depends on the data and "

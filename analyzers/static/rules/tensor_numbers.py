@@ -164,7 +164,7 @@ def _tensor_number(ctx: Context, e: ast.AST) -> bool:
         return any(_tensor_number(ctx, x) for x in e.elts)
     if isinstance(e, ast.Starred):
         return False  # `*sizes`: a list of numbers as often as a tensor
-    return ctx.kind(e) == tk.T
+    return ctx.kind(e) == tk.T or ctx.element_kind(e) == tk.T  # `[h * w for h, w in spatial_shapes]`
 
 
 def _size_args(call: ast.Call, first: int, only_first: bool, keywords: frozenset[str]) -> list[ast.AST]:
