@@ -36,6 +36,7 @@ NOT_TENSOR_LIBS = frozenset(
     "zlib string textwrap pathlib io".split())
 NUMBER_CASTS = ("builtins.float", "builtins.int", "builtins.bool")
 NUMBER_REDUCERS = ("builtins.abs", "builtins.max", "builtins.min", "builtins.sum")
+TRUTH_REDUCERS = ("builtins.any", "builtins.all")  # `any(mask)`: the truth of each element of a tensor
 
 
 def torch_call_kind(qual: str) -> int:
@@ -80,6 +81,32 @@ def is_tensor_annotation(ann: ast.AST | None, qualify) -> int:
     return N
 
 
+def _tensor_or_none(ann: ast.AST | None, qualify) -> bool:
+    """``ann`` admits tensors and None only (``Optional[Tensor]``, ``Tensor | None``)."""
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        try:
+            ann = ast.parse(ann.value, mode="eval").body
+        except SyntaxError:
+            return False
+    if isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
+        parts = [ann.left, ann.right]
+    elif isinstance(ann, ast.Subscript) and (qualify(ann.value) or "").rsplit(".", 1)[-1] in ("Optional", "Union"):
+        parts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+    else:
+        return False
+    return all((isinstance(p, ast.Constant) and p.value is None) or is_tensor_annotation(p, qualify) == T
+               for p in parts)
+
+
+def _names(target: ast.AST) -> list[str]:
+    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+
+
+def _array_index(index: ast.AST) -> bool:
+    """A multi-dimensional index with a slice (``[:, 0]``): only arrays take one, never lists or None."""
+    return isinstance(index, ast.Tuple) and any(isinstance(x, ast.Slice) for x in index.elts)
+
+
 def _is_number(e: ast.AST) -> bool:
     if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
         e = e.operand
@@ -102,9 +129,11 @@ class TensorKinds:
     ptr_names: set[str]  # names holding data_ptr()/id() values
     local_values: dict[str, object]  # name -> last value (an expression, or (call, index) unpacked)
     optional_tensors: set[str]  # parameters annotated ``Optional[Tensor]``: a tensor once tested ``is not None``
+    tensor_or_none: set[str]  # those of them that can be nothing else (not ``Union[Tensor, List]``)
     tensor_params: frozenset[str]  # parameters some call in the file passes a certain tensor
     static_params: frozenset[str]  # parameters some call in the file passes a Python value (a tuple, a shape)
     comp_kinds: dict[int, int]  # id of a list comprehension / generator -> the kind of its elements
+    tensor_lists: set[str]  # lists some tensor was stored into (`sizes[i] = offsets[i + 1] - offsets[i]`)
 
     def qualify(self, expr: ast.AST) -> str | None:
         return self.scope.qualify(expr)
@@ -133,6 +162,8 @@ class TensorKinds:
                 kind = T  # the file calls this function with a tensor there (ModuleAnalyzer)
             if kind == M and is_tensor_annotation(arg.annotation, self.qualify) != N:
                 self.optional_tensors.add(arg.arg)
+                if _tensor_or_none(arg.annotation, self.qualify):
+                    self.tensor_or_none.add(arg.arg)
             if kind:
                 self.env[arg.arg] = kind
                 if "mask" in arg.arg.lower() and kind == T:
@@ -192,6 +223,8 @@ class TensorKinds:
 
     def _subscript_kind(self, e: ast.Subscript) -> int:
         base = self.kind(e.value)
+        if base == M and (self.optional_root(e.value, strict=True) or _array_index(e.slice)):
+            return T  # `cache_position[0]` of an Optional[Tensor]: None cannot be indexed; `x[:, 0]`: an array
         return base if base in (T, M) else N
 
     def _binop_kind(self, e: ast.BinOp) -> int:
@@ -284,6 +317,8 @@ class TensorKinds:
         if q in NUMBER_REDUCERS:
             kinds = [self.kind(a) for a in e.args]
             return T if T in kinds else (S if S in kinds else N)
+        if q in TRUTH_REDUCERS:
+            return T if len(e.args) == 1 and self.kind(e.args[0]) == T else N
         if q.startswith("math."):
             return S if any(self.kind(a) in (T, S) for a in e.args) else N
         if q.split(".", 1)[0] not in NOT_TENSOR_LIBS and self._tensor_argument(e):
@@ -309,13 +344,14 @@ class TensorKinds:
             return T  # `(input_ids == k).sum()` with `input_ids: Optional[Tensor]`: None has no `.sum()`
         return base
 
-    def optional_root(self, e: ast.AST) -> bool:
+    def optional_root(self, e: ast.AST, strict: bool = False) -> bool:
         """``e`` is computed from a parameter annotated ``Optional[Tensor]`` (through methods, indexing,
-        comparisons and arithmetic): calling a method on it proves that parameter was a tensor."""
+        comparisons and arithmetic): calling a method on it proves that parameter was a tensor. With
+        ``strict``, for indexing and iteration (which lists take too), a parameter that is a tensor or None."""
         while True:
             t = e.__class__
             if t is ast.Name:
-                return e.id in self.optional_tensors
+                return e.id in (self.tensor_or_none if strict else self.optional_tensors)
             if t is ast.Attribute or t is ast.Subscript:
                 e = e.value
             elif t is ast.Call and e.func.__class__ is ast.Attribute:
@@ -441,14 +477,36 @@ class TensorKinds:
                         self.bind_iteration(t, a)
                     return
         kind = self.kind(it)
+        if kind == M and self.optional_root(it, strict=True):
+            kind = T  # iterating an Optional[Tensor] proves it is a tensor (None is not iterable)
         self.assign(target, None, T if T in (kind, self.element_kind(it)) else N)
 
     def element_kind(self, e: ast.AST) -> int:
         """``T`` when ``e`` is a list comprehension (or a name last assigned one) whose elements are
         tensors or tuples holding tensors (``[h * w for h, w in spatial_shapes]``), else ``N``."""
         if isinstance(e, ast.Name) and self.env.get(e.id, N) == N:
+            if e.id in self.tensor_lists:
+                return T
             e = self.local_values.get(e.id)
-        return self.comp_kinds.get(id(e), N) if isinstance(e, (ast.ListComp, ast.GeneratorExp)) else N
+        if not isinstance(e, (ast.ListComp, ast.GeneratorExp)):
+            return N
+        if id(e) not in self.comp_kinds:  # not walked yet: an argument of the call being checked
+            self.comp_kinds[id(e)] = self.comprehension_kind(e)
+        return self.comp_kinds[id(e)]
+
+    def comprehension_kind(self, n: ast.ListComp | ast.GeneratorExp) -> int:
+        """``T`` when the elements of ``n`` hold tensors (its targets bound for the moment)."""
+        saved = {name: self.env.get(name) for gen in n.generators for name in _names(gen.target)}
+        try:
+            for gen in n.generators:
+                self.bind_iteration(gen.target, gen.iter)
+            return T if self.holds_tensor(n.elt) else N
+        finally:
+            for name, kind in saved.items():
+                if kind is None:
+                    self.env.pop(name, None)
+                else:
+                    self.env[name] = kind
 
     def holds_tensor(self, e: ast.AST) -> bool:
         """``e`` is a tensor, or a tuple/list literal with one among its elements (as an argument:
@@ -471,6 +529,7 @@ class TensorKinds:
 
     def _bind_name(self, name: str, value: ast.AST | None, kind: int) -> None:
         self.env[name] = kind
+        self.tensor_lists.discard(name)
         if value is not None and self.is_bool_tensor(value):
             self.bool_names.add(name)
         else:

@@ -66,6 +66,7 @@ class FunctionWalker(tk.TensorKinds):
         self.ptr_names = set()
         self.local_values = {}
         self.optional_tensors = set()
+        self.tensor_or_none = set()
         self.tensor_params = frozenset(mod.tensor_params.get(info.id, ()))
         self.static_params = frozenset(mod.static_params.get(info.id, ()))
         self.cls = info.cls
@@ -82,6 +83,7 @@ class FunctionWalker(tk.TensorKinds):
         self.loop_depth = 0
         self.mode_guards: list[str] = []  # enclosing `if self.training:`-style conditions
         self.comp_kinds = {}
+        self.tensor_lists = set()
         self.mode_names: dict[str, str] = {}  # names that hold a tensor only in a mode -> the mode
         self.fixed: dict[str, bool] = {}  # locals whose value under compile is known (`is_tracing = ...`)
         self._with_items: set[int] = set()
@@ -343,6 +345,8 @@ class FunctionWalker(tk.TensorKinds):
         k = self.kind(s.value)
         value = under_compile(s.value, self.scope, self.fixed)
         for t in s.targets:
+            if k == tk.T and isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                self.tensor_lists.add(t.value.id)  # `sizes[i] = offsets[i + 1] - offsets[i]`
             self.assign(t, s.value, k)
             for name in target_names(t):
                 if value is None or not isinstance(t, ast.Name):
@@ -432,8 +436,8 @@ class FunctionWalker(tk.TensorKinds):
                 self.expr(cond)
         for part in (n.key, n.value) if isinstance(n, ast.DictComp) else (n.elt,):
             self.expr(part)
-        if not isinstance(n, ast.DictComp) and self.holds_tensor(n.elt):
-            self.comp_kinds[id(n)] = tk.T
+        if not isinstance(n, ast.DictComp):
+            self.comp_kinds[id(n)] = tk.T if self.holds_tensor(n.elt) else tk.N
         for name, kind in saved.items():
             if kind is None:
                 self.env.pop(name, None)

@@ -147,6 +147,7 @@ SIZE_FUNCTIONS: dict[str, tuple[int, frozenset[str]]] = {
     "torch.randint": (0, frozenset({"low", "high", "size"})),
     "torch.nn.functional.pad": (1, frozenset({"pad"})),
     "torch.nn.functional.interpolate": (1, frozenset({"size"})),
+    "torch.split": (1, frozenset({"split_size_or_sections"})),
 }
 # the full argument of torch.full is its fill value, not a size
 ONLY_FIRST = frozenset({"torch.full"})
