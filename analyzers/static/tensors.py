@@ -102,7 +102,7 @@ def _names(target: ast.AST) -> list[str]:
     return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
 
 
-def _array_index(index: ast.AST) -> bool:
+def array_index(index: ast.AST) -> bool:
     """A multi-dimensional index with a slice (``[:, 0]``): only arrays take one, never lists or None."""
     return isinstance(index, ast.Tuple) and any(isinstance(x, ast.Slice) for x in index.elts)
 
@@ -223,7 +223,7 @@ class TensorKinds:
 
     def _subscript_kind(self, e: ast.Subscript) -> int:
         base = self.kind(e.value)
-        if base == M and (self.optional_root(e.value, strict=True) or _array_index(e.slice)):
+        if base == M and (self.optional_root(e.value, strict=True) or array_index(e.slice)):
             return T  # `cache_position[0]` of an Optional[Tensor]: None cannot be indexed; `x[:, 0]`: an array
         return base if base in (T, M) else N
 

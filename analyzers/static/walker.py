@@ -410,6 +410,9 @@ class FunctionWalker(tk.TensorKinds):
                 self.dispatch("ifexp", n)
             elif t is ast.Subscript and isinstance(n.ctx, ast.Load):
                 self.dispatch("subscript", n)
+                v = n.value
+                if v.__class__ is ast.Name and self.env.get(v.id) == tk.M and tk.array_index(n.slice):
+                    self.env[v.id] = tk.T  # `spatial_shapes[:, 0]`: only an array takes that index
             elif t is ast.JoinedStr:
                 self.dispatch("fstring", n)
             elif t is ast.BinOp:
