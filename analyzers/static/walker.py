@@ -83,6 +83,7 @@ class FunctionWalker(tk.TensorKinds):
         self.loop_depth = 0
         self.mode_guards: list[str] = []  # enclosing `if self.training:`-style conditions
         self.comp_kinds = {}
+        self.bound_lines: dict[str, int] = {}  # name -> line of the value last assigned to it
         self.tensor_lists = set()
         self.mode_names: dict[str, str] = {}  # names that hold a tensor only in a mode -> the mode
         self.fixed: dict[str, bool] = {}  # locals whose value under compile is known (`is_tracing = ...`)
@@ -107,6 +108,13 @@ class FunctionWalker(tk.TensorKinds):
             data["mode"] = mode
             message += f" (only when `{mode}`)"
         self.findings.append(Finding(code, message, line, col, end_line, end_col, self.info.id, requires, data))
+
+    def resumed_input(self, expr: ast.AST) -> bool:
+        """``expr`` is a name bound before a graph break earlier in this function: after that break
+        Dynamo resumes in a new frame whose inputs hold the name's value."""
+        line = self.bound_lines.get(expr.id) if isinstance(expr, ast.Name) else None
+        return line is not None and any(
+            line < f.line and RULES[f.code].kind == "break" and "mode" not in f.data for f in self.findings)
 
     def in_with_item(self, call: ast.Call) -> bool:
         return id(call) in self._with_items
@@ -197,6 +205,10 @@ class FunctionWalker(tk.TensorKinds):
 
     def _bind_name(self, name: str, value: ast.AST | None, kind: int) -> None:
         super()._bind_name(name, value, kind)
+        if value is None:
+            self.bound_lines.pop(name, None)
+        else:
+            self.bound_lines[name] = value.lineno
         mode = None
         if kind == tk.T:
             mode = self.mode_guards[-1] if self.mode_guards else (

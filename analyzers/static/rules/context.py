@@ -99,6 +99,10 @@ class Context(Protocol):
     def mode_prefixed(self, test: ast.AST) -> str | None:
         """For ``a and b and <tensor condition>``: the mode test that guards the tensor condition."""
 
+    def resumed_input(self, expr: ast.AST) -> bool:
+        """``expr`` is a name bound before an earlier graph break of this function (an input of the
+        frame Dynamo resumes in)."""
+
     def in_with_item(self, call: ast.Call) -> bool:
         """``call`` is the context expression of a ``with`` statement."""
 

@@ -165,6 +165,8 @@ def _tensor_number(ctx: Context, e: ast.AST) -> bool:
         return any(_tensor_number(ctx, x) for x in e.elts)
     if isinstance(e, ast.Starred):
         return False  # `*sizes`: a list of numbers as often as a tensor
+    if ctx.resumed_input(e):
+        return False  # a 0-d tensor that is an input of the frame: Dynamo takes it as a size without breaking
     return ctx.kind(e) == tk.T or ctx.element_kind(e) == tk.T  # `[h * w for h, w in spatial_shapes]`
 
 
@@ -178,7 +180,7 @@ def tensor_sizes(ctx: Context, call: ast.Call) -> None:
     q = ctx.qualify(call.func)
     if q is not None:
         if q == "builtins.range":
-            if any(_tensor_number(ctx, a) for a in call.args):
+            if any(ctx.kind(a) == tk.T for a in call.args):
                 ctx.report("MND312", call)
             return
         spec = SIZE_FUNCTIONS.get(q)
