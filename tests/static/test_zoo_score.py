@@ -86,7 +86,7 @@ def _package(tmp_path: Path) -> Path:
         "        n = x.sum()\n"
         "        if n > 0:\n"               # line 8: MND201
         "            x = x * 2\n"
-        "        return torch.arange(n) + x.shape[0]\n"  # line 10: MND310
+        "        return torch.arange(x.max()) + x.shape[0]\n"  # line 10: MND310 (computed after the break)
     )
     return pkg
 
