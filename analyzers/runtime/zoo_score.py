@@ -11,8 +11,8 @@ compares:
 * a **finding** is a break-predicting diagnostic of ``mend check`` (recompile rules, MND4xx, and
   mend's own MND9xx are left out); it is **judged** when a line it names ran on some row: a line of its
   span, or for a frame-skip finding the inner break's line (the zoo records, per row, the package's lines
-  the eager forward ran; for records without them, a version-1 file, the functions Dynamo traced stand
-  in). A finding on lines no row ran cannot be confirmed either way: it is listed as *not judged*. So
+  the eager forward ran; for records without them, a version-1 file, and for rows whose compiled run
+  raised part way, the functions Dynamo traced stand in). A finding on lines no row ran cannot be confirmed either way: it is listed as *not judged*. So
   are lines a row ran only after Dynamo skipped their frame (a frame-skip break earlier in the same
   function that Dynamo did not resume after: the rest of that call ran eagerly, unobserved), and
   findings for a mode no row runs (training, flash/flex attention, a dtype other than the zoo's);
@@ -253,8 +253,11 @@ class _RowLines:
 
     def __init__(self, rec: Any) -> None:
         from mend.zoo.lines import from_ranges
+        from mend.zoo.records import COMPILE_ERROR
 
         raw = getattr(rec, "lines", None)
+        if getattr(rec, "status", "") == COMPILE_ERROR:
+            raw = None  # the compiled run stopped part way: only the functions Dynamo traced were observed
         self.lines = None if raw is None else {p: set(from_ranges(r)) for p, r in raw.items() if in_package(p)}
         traced = [(p, int(a), int(b), fn) for p, a, b, fn in rec.traced if in_package(p)]
         self.traced: dict[str, list[tuple[int, int]]] = {}

@@ -196,3 +196,10 @@ def test_a_frame_skip_through_a_call_confirms_the_skip_recorded_at_the_callee_br
     s = zs.score([rec], [through, wrong])
     assert s.confirmed == [through]  # the site at m/a.py:3 broke without skipping the frame
     assert [(x.path, x.line) for x in s.found] == [("m/b.py", 7)]
+
+
+def test_a_row_whose_compiled_run_raised_is_judged_on_the_functions_dynamo_traced():
+    rec = _record("a", [], [["m/a.py", 5, 12, "forward"]], status=R.COMPILE_ERROR)
+    rec.lines = {"m/a.py": [[5, 30]]}  # eager ran all of it; the compiled run stopped inside forward
+    findings = [zs.StaticFinding("m/a.py", 8, 8, "MND102"), zs.StaticFinding("m/a.py", 20, 20, "MND102")]
+    assert [f.line for f in zs.score([rec], findings).judged] == [8]
