@@ -27,10 +27,13 @@ register(
             Finds tensors passed where torch needs Python numbers: the bounds of `torch.arange`,
             `torch.linspace` and `torch.logspace`, the sizes of factories (`torch.zeros`, `torch.full`,
             `torch.empty`, `torch.randn`, `x.new_zeros`, ...), of `view`/`reshape`/`repeat`/`expand`/
-            `tile`/`unflatten`/`narrow`/`split`, the pads of `F.pad` and the `size` of `F.interpolate`.
+            `tile`/`unflatten`/`narrow`/`split` and `torch.split` (also a list of tensors, or a comprehension
+            of them), the pads of `F.pad` and the `size` of `F.interpolate`.
             The tensor may come through locals, reductions (`n = mask.sum()`, `torch.max(ids) + 1`),
             indexing, tuple unpacking and loops over a tensor (`for h, w in spatial_shapes:`).
-            Shapes (`x.shape[0]`, `x.size(1)`) are static and not reported.
+            Shapes (`x.shape[0]`, `x.size(1)`) are static and not reported, nor is a name bound before an
+            earlier graph break of the function (Dynamo resumes with it as a frame input, and takes an
+            input's value as a size without breaking).
         """,
         why="""
             A size or bound is part of the graph's structure: Dynamo cannot leave it symbolic when it
