@@ -320,8 +320,6 @@ class ModuleAnalyzer:
                 info.disabled = True
             elif q in CONTEXTMANAGER_NAMES:
                 info.contextmanager = True
-            elif q and not q.startswith(("torch.", "builtins.", "functools.", "typing.", "abc.", "contextlib.")):
-                info.decorators.append(("qual", q, "call" if isinstance(dec, ast.Call) else "name"))
         flags = _config_patch(node, scope)
         if flags:
             self.patched[info.id] = flags

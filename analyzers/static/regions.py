@@ -304,21 +304,6 @@ class Project:
                 for ts, tf in self.resolve_ref(site.ref, s, fn, construct=True):
                     if not tf.opaque and (ts.path, tf.id) not in seen:
                         work.append((ts, tf, f"called from {fn.id}", False))
-            for ts, tf in self.wrappers(s, fn):
-                if not tf.opaque and (ts.path, tf.id) not in seen:
-                    work.append((ts, tf, f"wraps {fn.id}", False))
-
-    def wrappers(self, s: FileSummary, fn: FuncInfo) -> list[tuple[FileSummary, FuncInfo]]:
-        """The functions that ``fn``'s decorators of the tree return: ``@deco`` returns ``wrapper``
-        (one level), ``@deco(args)`` returns a decorator that returns it (two levels)."""
-        out: list[tuple[FileSummary, FuncInfo]] = []
-        for ref in fn.decorators:
-            level = [(ds, df) for ds, df in self._qual_ref(ref[:2], s, fn, False)]
-            for _ in range(2 if ref[2] == "call" else 1):
-                level = [r for ds, df in level for ret in df.returns if ret and ret[0] is not None
-                         for r in self.resolve_ref(ret[0], ds, df)]
-            out += level
-        return out
 
     # -- queries ----------------------------------------------------------------------------
     def is_traced(self, path: str, func: str) -> bool:

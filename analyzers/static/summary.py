@@ -81,9 +81,6 @@ class FuncInfo:
         """A call from compiled code ends the graph (MND504)."""
         return self.disabled and not self.reorderable
     returns: list[tuple[Ref | None, ...]] = field(default_factory=list)
-    # decorators that may be functions of the tree (``@dynamic_rope_update``): the wrapper they return
-    # is what runs, so Dynamo traces it when it traces this function
-    decorators: list[Ref] = field(default_factory=list)
     # try/loop/with-contextmanager statements: (kind, line, col, body_start, body_end, requires)
     regions: list[tuple] = field(default_factory=list)
 
