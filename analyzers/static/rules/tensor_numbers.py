@@ -17,6 +17,20 @@ from mend.analyzers.static.rules.context import Context
 
 _HDR = "import torch\nfrom torch import nn\n"
 
+# MND310 and MND311 share one repair (rewriter/fixes/int_buffers.py)
+_INT_BUFFER_FIX = FixInfo(
+    "sometimes", "unsafe", "fold a module's integer buffers to Python numbers under compile",
+    "When the size comes from 0-d integer buffers a module builds from Python numbers in `__init__` "
+    "(EnCodec's and Mimi's `stride`, `kernel_size`, `padding_total`), compiled code reads them as "
+    "numbers: a method that computes only from them and the shapes of its arguments is run while "
+    "Dynamo traces (`_mend_fold`, `torch._dynamo.assume_constant_result`), and a statement passing a "
+    "buffer on reads it as `_mend_fold(getattr, self, name)`; eager runs the original code "
+    "(**unsafe**: the numbers are read once, while Dynamo traces, so a later in-place write to those "
+    "buffers is not seen by the compiled graph; a folded method returns a Python number instead of a "
+    "0-d tensor under compile). Declined when the file writes the buffers, when a folded method is "
+    "called from outside its class, or when a buffer is used as a tensor in the same statement.",
+)
+
 register(
     Rule(
         "MND310", "tensor-as-size",
@@ -43,18 +57,7 @@ register(
             Use a static size (`x.shape[1]`, a config value) and mask the rest, or take the number out
             once, before the compiled region, and pass it in as an `int`.
         """,
-        fix=FixInfo(
-            "sometimes", "unsafe", "fold a module's integer buffers to Python numbers under compile",
-            "When the size comes from 0-d integer buffers a module builds from Python numbers in `__init__` "
-            "(EnCodec's and Mimi's `stride`, `kernel_size`, `padding_total`), compiled code reads them as "
-            "numbers: a method that computes only from them and the shapes of its arguments is run while "
-            "Dynamo traces (`_mend_fold`, `torch._dynamo.assume_constant_result`), and a statement passing a "
-            "buffer on reads it as `_mend_fold(getattr, self, name)`; eager runs the original code "
-            "(**unsafe**: the numbers are read once, while Dynamo traces, so a later in-place write to those "
-            "buffers is not seen by the compiled graph; a folded method returns a Python number instead of a "
-            "0-d tensor under compile). Declined when the file writes the buffers, when a folded method is "
-            "called from outside its class, or when a buffer is used as a tensor in the same statement.",
-        ),
+        fix=_INT_BUFFER_FIX,
         invalid=(_HDR + """
             class M(nn.Module):
                 def forward(self, x, mask):
@@ -87,18 +90,7 @@ register(
             Slice with static bounds and mask, gather with an index tensor (`torch.index_select`,
             `torch.gather`), or compute the bounds outside the compiled region.
         """,
-        fix=FixInfo(
-            "sometimes", "unsafe", "fold a module's integer buffers to Python numbers under compile",
-            "When the size comes from 0-d integer buffers a module builds from Python numbers in `__init__` "
-            "(EnCodec's and Mimi's `stride`, `kernel_size`, `padding_total`), compiled code reads them as "
-            "numbers: a method that computes only from them and the shapes of its arguments is run while "
-            "Dynamo traces (`_mend_fold`, `torch._dynamo.assume_constant_result`), and a statement passing a "
-            "buffer on reads it as `_mend_fold(getattr, self, name)`; eager runs the original code "
-            "(**unsafe**: the numbers are read once, while Dynamo traces, so a later in-place write to those "
-            "buffers is not seen by the compiled graph; a folded method returns a Python number instead of a "
-            "0-d tensor under compile). Declined when the file writes the buffers, when a folded method is "
-            "called from outside its class, or when a buffer is used as a tensor in the same statement.",
-        ),
+        fix=_INT_BUFFER_FIX,
         invalid=(_HDR + """
             class M(nn.Module):
                 def forward(self, x, lengths):
