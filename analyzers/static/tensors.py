@@ -45,15 +45,21 @@ def torch_call_kind(qual: str) -> int:
     return T if qual in torch_facts.DATA_BOOL_TORCH or torch_facts.returns_tensor(qual) else N
 
 
-def is_tensor_annotation(ann: ast.AST | None, qualify) -> int:
-    """Kind implied by an annotation: ``T`` for tensors, ``M`` for optional tensors, else ``N``."""
-    if ann is None:
-        return N
+def _unquoted(ann: ast.AST | None) -> ast.AST | None:
+    """A string annotation (``"Optional[Tensor]"``) parsed; None for one that does not parse."""
     if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
         try:
-            ann = ast.parse(ann.value, mode="eval").body
+            return ast.parse(ann.value, mode="eval").body
         except SyntaxError:
-            return N
+            return None
+    return ann
+
+
+def is_tensor_annotation(ann: ast.AST | None, qualify) -> int:
+    """Kind implied by an annotation: ``T`` for tensors, ``M`` for optional tensors, else ``N``."""
+    ann = _unquoted(ann)
+    if ann is None:
+        return N
     if isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
         parts = [ann.left, ann.right]
         kinds = [is_tensor_annotation(p, qualify) for p in parts]
@@ -83,11 +89,7 @@ def is_tensor_annotation(ann: ast.AST | None, qualify) -> int:
 
 def _tensor_or_none(ann: ast.AST | None, qualify) -> bool:
     """``ann`` admits tensors and None only (``Optional[Tensor]``, ``Tensor | None``)."""
-    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
-        try:
-            ann = ast.parse(ann.value, mode="eval").body
-        except SyntaxError:
-            return False
+    ann = _unquoted(ann)
     if isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
         parts = [ann.left, ann.right]
     elif isinstance(ann, ast.Subscript) and (qualify(ann.value) or "").rsplit(".", 1)[-1] in ("Optional", "Union"):
