@@ -37,6 +37,7 @@ NOT_TENSOR_LIBS = frozenset(
 NUMBER_CASTS = ("builtins.float", "builtins.int", "builtins.bool")
 NUMBER_REDUCERS = ("builtins.abs", "builtins.max", "builtins.min", "builtins.sum")
 TRUTH_REDUCERS = ("builtins.any", "builtins.all")  # `any(mask)`: the truth of each element of a tensor
+COPIES = ("copy.deepcopy", "copy.copy")  # a copy has the kind of what it copies
 
 
 def torch_call_kind(qual: str) -> int:
@@ -321,6 +322,8 @@ class TensorKinds:
             return T if T in kinds else (S if S in kinds else N)
         if q in TRUTH_REDUCERS:
             return T if len(e.args) == 1 and self.kind(e.args[0]) == T else N
+        if q in COPIES and len(e.args) == 1:
+            return self.kind(e.args[0])
         if q.startswith("math."):
             return S if any(self.kind(a) in (T, S) for a in e.args) else N
         if q.split(".", 1)[0] not in NOT_TENSOR_LIBS and self._tensor_argument(e):

@@ -500,3 +500,23 @@ def test_torch_compiler_compile_is_a_compile_root():
         h = torch.compiler.compile(g)
     """
     assert check(src) == [(6, "MND101"), (10, "MND101")]
+
+
+def test_a_copy_of_a_tensor_is_a_tensor():
+    """`copy.deepcopy(t)` / `copy.copy(t)` have t's kind: a branch on the copy is a tensor branch (before
+    this, the copy was only maybe a tensor, and repairing the deepcopy made a new finding appear)."""
+    src = """
+        import copy
+
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, y: torch.Tensor):
+                k = copy.deepcopy(y)
+                z = copy.copy(y) * 2
+                if k.sum() > 0 and z.mean() < 1:
+                    y = y * 2
+                return y
+    """
+    assert [(d.line, d.code) for d in _diags(src)] == [(9, "MND108"), (11, "MND201")]
