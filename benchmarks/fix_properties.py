@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from tests.rewriter.differential import Report, check_program, explain, fix_kind
-from tests.rewriter.propgen import Program, programs
+from tests.rewriter.propgen import BLOCKS, Program, programs
 
 
 @dataclass
@@ -106,15 +106,17 @@ class _OutOfTime(Exception):
     pass
 
 
-def run(examples: int, compiled_every: int, seed_: int, runs: tuple[str, ...], minutes: float = 0) -> Tally:
-    """Check ``examples`` generated programs, or as many as ``minutes`` of wall time allow (0: no limit)."""
+def run(examples: int, compiled_every: int, seed_: int, runs: tuple[str, ...], minutes: float = 0,
+        blocks: tuple[str, ...] = tuple(BLOCKS)) -> Tally:
+    """Check ``examples`` generated programs of ``blocks``, or as many as ``minutes`` of wall time allow (0: no
+    limit)."""
     tally = Tally(runs)
     deadline = time.monotonic() + minutes * 60 if minutes else float("inf")
 
     @seed(seed_)
     @settings(max_examples=examples, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
-    @given(programs())
+    @given(programs(blocks=blocks))
     def each(program: Program) -> None:
         if time.monotonic() > deadline:
             raise _OutOfTime
@@ -160,7 +162,8 @@ def minimal_example(kind: str, first: Program, compiled: bool, budget: int, seed
 
 
 def _block_of(kind: str) -> str:
-    return {"float": "scalars", "tolist": "scalars", "masked": "scalars", "deepcopy": "scalars"}.get(kind, kind)
+    return {"float": "scalars", "tolist": "scalars", "masked": "scalars", "deepcopy": "scalars",
+            "capture-scoped": "sizes"}.get(kind, kind)
 
 
 def table(rows: list[list], header: list[str]) -> str:
@@ -210,9 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=0,
                     help="stop generating programs after this much wall time (0: no limit); a shared machine's "
                          "load decides how many fit")
+    ap.add_argument("--blocks", default=",".join(BLOCKS),
+                    help=f"the generator's blocks to draw from (default all: {','.join(BLOCKS)})")
     args = ap.parse_args(argv)
+    blocks = tuple(b for b in args.blocks.split(",") if b)
+    unknown = [b for b in blocks if b not in BLOCKS]
+    if unknown or not blocks:
+        ap.error(f"unknown blocks: {', '.join(unknown) or '(none given)'}")
     runs = ("safe", "unsafe", "defer", "drop") if args.policies else ("safe", "unsafe")
-    tally = run(args.examples, args.compiled_every, args.seed, runs, args.minutes)
+    tally = run(args.examples, args.compiled_every, args.seed, runs, args.minutes, blocks)
     print_tally(tally)
     if tally.example:
         print("\nminimal examples, per repair with failing programs")
