@@ -62,6 +62,8 @@ class Plan:
     imports: list[tuple[str, str | None, str | None]] = field(default_factory=list)
     helpers: list[str] = field(default_factory=list)
     drop_imports: list[str] = field(default_factory=list)  # modules whose import may now be unused
+    # a generic repair (capture for one site): any specific repair whose edits overlap it goes first
+    fallback: bool = False
 
 
 @dataclass
@@ -393,6 +395,22 @@ class _Apply(cst.CSTTransformer):
         return repl(updated_node) if callable(repl) else repl
 
 
+def _take(ctx: FileContext, result: Plan, plans: list[Plan], taken: list[cst.CSTNode],
+          postponed: list[Diagnostic]) -> None:
+    """Add ``result`` to this round's plans unless its edits overlap one already taken (then its site
+    waits for the next round, on the repaired text)."""
+    targets = [node for node, repl in result.edits if not callable(repl)]
+    same = [p for p in plans if targets and _same_nodes([n for n, r in p.edits if not callable(r)], targets)]
+    if same:  # the same repair already covers this site (e.g. a time call inside a guarded print)
+        plans.append(Plan(result.diagnostic, same[0].message, same[0].applicability, []))
+        return
+    if any(_overlaps(t, other, ctx) for t in targets for other in taken):
+        postponed.append(result.diagnostic)
+        return
+    taken.extend(targets)
+    plans.append(result)
+
+
 def plan_round(ctx: FileContext, diagnostics: Sequence[Diagnostic]) -> tuple[list[Plan], list[Decline], list[Diagnostic]]:
     """Plans for every diagnostic whose fix is proven, declines with reasons, and postponed sites."""
     from mend.rewriter.fixes import fixer_for  # the fix modules import this one
@@ -402,6 +420,7 @@ def plan_round(ctx: FileContext, diagnostics: Sequence[Diagnostic]) -> tuple[lis
     postponed: list[Diagnostic] = []
     taken: list[cst.CSTNode] = []
     ctx.prepare(d.line for d in diagnostics if fixer_for(d.code) is not None)
+    fallbacks: list[Plan] = []
     for diag in sorted(diagnostics, key=lambda d: (d.line, d.col, d.code)):
         fixer = fixer_for(diag.code)
         if fixer is None:
@@ -414,21 +433,15 @@ def plan_round(ctx: FileContext, diagnostics: Sequence[Diagnostic]) -> tuple[lis
             continue
         if isinstance(result, Decline):
             declines.append(result)
-            continue
-        if result.applicability == "unsafe" and not ctx.options.unsafe:
+        elif result.applicability == "unsafe" and not ctx.options.unsafe:
             declines.append(Decline(diag, f"unsafe fix available with --unsafe-fixes: {result.message}",
                                     unsafe_available=True))
-            continue
-        targets = [node for node, repl in result.edits if not callable(repl)]
-        same = [p for p in plans if targets and _same_nodes([n for n, r in p.edits if not callable(r)], targets)]
-        if same:  # the same repair already covers this site (e.g. a time call inside a guarded print)
-            plans.append(Plan(diag, same[0].message, same[0].applicability, []))
-            continue
-        if any(_overlaps(t, other, ctx) for t in targets for other in taken):
-            postponed.append(diag)
-            continue
-        taken.extend(targets)
-        plans.append(result)
+        elif result.fallback:
+            fallbacks.append(result)
+        else:
+            _take(ctx, result, plans, taken, postponed)
+    for result in fallbacks:
+        _take(ctx, result, plans, taken, postponed)
     return plans, declines, postponed
 
 

@@ -72,6 +72,45 @@ def _mend_fold(fn, *args):
 
 _mend_fold.active = False
 ''',
+    "_mend_captured": '''
+def _mend_captured(fn):
+    """``fn()``; while torch.compile traces, the tensor values it turns into Python numbers and its
+    operators with data-dependent output shapes are captured in the graph as symbolic values instead
+    of breaking it, for this call only (added by mend fix). Eager: just ``fn()``."""
+    if not torch.compiler.is_compiling() or not hasattr(torch._dynamo, "patch_dynamo_config"):
+        if fn.__code__ not in _mend_captured.eager:  # run eagerly: Dynamo compiles no frame of its own for
+            _mend_captured.eager.add(fn.__code__)     # the expression, as for the original's inline code
+            getattr(torch._dynamo.eval_frame, "skip_code", id)(fn.__code__)
+        return fn()
+    old = _mend_capture_frame((True, True))
+    with torch._dynamo.patch_dynamo_config(capture_scalar_outputs=True):
+        out = fn()
+    _mend_capture_frame(old)
+    return out
+
+
+@torch._dynamo.assume_constant_result
+def _mend_capture_frame(flags):
+    """Set the traced frame's scalar and dynamic-shape capture to ``flags``; returns the old pair. Runs
+    while Dynamo traces: the frame's ShapeEnv reads these settings at each data-dependent operator."""
+    import dataclasses
+
+    from torch._guards import TracingContext
+
+    try:
+        env = TracingContext.get().fake_mode.shape_env
+        old = (env.settings.allow_scalar_outputs, env.settings.allow_dynamic_output_shape_ops)
+        env.settings = dataclasses.replace(env.settings, allow_scalar_outputs=flags[0],
+                                           allow_dynamic_output_shape_ops=flags[1])
+    except Exception:  # another torch layout: no capture, the operator breaks the graph as before
+        return flags
+    return old
+
+
+# A frame of the helper itself is never compiled on its own (it runs where the original expression ran).
+_mend_captured.eager = {_mend_captured.__code__}
+getattr(torch._dynamo.eval_frame, "skip_code", id)(_mend_captured.__code__)
+''',
     "_mend_where": '''
 def _mend_where(cond, new, old):
     """``new if cond else old`` as one tensor op while torch.compile traces (added by mend fix).

@@ -189,6 +189,21 @@ NON_TENSOR_MODULES = frozenset({
 COMPILE_NAMES = frozenset({"torch.compile", "torch.compiler.compile"})
 DISABLE_NAMES = frozenset({"torch.compiler.disable", "torch._dynamo.disable", "torch._disable_dynamo"})
 
+# The helper `mend fix` adds to capture one site's value under compile: `_mend_captured(lambda: E)` traces
+# `E` with scalar and dynamic-shape capture on (rewriter/helpers.py), so what `E` turns into a number or
+# sizes by the data does not break the graph there.
+CAPTURE_HELPER = "_mend_captured"
+# torch calls that must guard on a captured number to work out their output's size (a range's length from
+# float bounds, an interpolation's scale, a pad's bookkeeping of unbacked sizes): under capture they break
+# inside the helper or fail to compile (torch 2.13), so the fix does not capture a value that reaches them.
+CAPTURE_GUARDED_CALLS = frozenset({
+    "torch.arange", "torch.linspace", "torch.logspace", "torch.nn.functional.interpolate", "torch.nn.functional.pad",
+})
+# tensor methods that must prove a captured size matches the tensor's element count (`view(b, -1, h, w)`)
+CAPTURE_GUARDED_METHODS = frozenset({"view", "reshape"})
+# The Dynamo config flags in force inside it.
+CAPTURE_SCOPE_FLAGS = frozenset({"capture_scalar_outputs", "capture_dynamic_output_shape_ops"})
+
 # Calls that are True under torch.compile and False in eager: the exact spellings, and any name ending
 # in one of IS_COMPILING_SUFFIXES (transformers' ``is_torchdynamo_compiling``, a project's own
 # ``is_compiling`` helper).

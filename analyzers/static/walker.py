@@ -415,6 +415,8 @@ class FunctionWalker(tk.TensorKinds):
                     stack.append(n.body if fixed else n.orelse)
                     continue
             t = type(n)
+            if t is ast.Call and self._captured(n):
+                continue
             if t is ast.Call:
                 self.dispatch("call", n)
                 self._record_call(n)
@@ -437,6 +439,19 @@ class FunctionWalker(tk.TensorKinds):
                 self._comprehension(n)
                 continue
             stack.extend(children(n))
+
+    def _captured(self, call: ast.Call) -> bool:
+        """``_mend_captured(lambda: E)`` (added by ``mend fix``): walk ``E`` with Dynamo's capture on."""
+        if not (isinstance(call.func, ast.Name) and call.func.id == torch_facts.CAPTURE_HELPER
+                and len(call.args) == 1 and isinstance(call.args[0], ast.Lambda) and not call.keywords):
+            return False
+        saved = self.config_flags
+        self.config_flags = saved | torch_facts.CAPTURE_SCOPE_FLAGS
+        try:
+            self.expr(call.args[0].body)
+        finally:
+            self.config_flags = saved
+        return True
 
     def _comprehension(self, n: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> None:
         """Generators in order (each target bound from its iterable), then the element; the targets

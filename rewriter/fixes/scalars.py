@@ -4,21 +4,19 @@
   is dropped and ``max(n, c)``/``min(n, c)`` around it become ``torch.clamp``. Unsafe: the 0-d tensor
   keeps its dtype, so arithmetic on it rounds there (``n / 3`` in float16) and type promotion differs
   from a Python number's (a float number meeting an integer tensor, two 0-d tensors, ``max(n, 1.5)``
-  of an integer). Otherwise, unsafe: ``@torch._dynamo.config.patch(capture_scalar_outputs=True)`` on that function only,
-  when the function is compiled itself (``@torch.compile``): inside a compiled region Dynamo meets the
-  patch as a context manager and breaks there, so elsewhere the fix declines.
+  of an integer). Otherwise, unsafe: scalar capture for that site only (:mod:`mend.rewriter.fixes.capture`).
 * ``assert t.item() <op> n`` / ``assert t.item()`` (MND301) -> ``assert t <op> n``: Dynamo turns an assert on
   a tensor into an in-graph ``torch._assert_async`` (unsafe: a failing check raises ``RuntimeError`` under
   compile, asynchronously on CUDA, and the comparison runs in the tensor's dtype).
 * ``float(t)``/``int(t)`` (MND302) in arithmetic with a tensor -> ``t`` (unsafe: 0-d tensor promotion
-  differs from Python numbers for mixed int/float operands), else the scalar-capture decorator (unsafe).
+  differs from Python numbers for mixed int/float operands), else scalar capture for that site (unsafe).
 * ``len(t.tolist())`` (MND303) -> ``_mend_tolist_len(t)``: ``t.shape[0]``, and the original for a 0-d
   ``t`` (whose list is a number: ``len()`` raises TypeError there) (safe, exact).
 * ``t[mask].sum()`` / ``.mean()`` (MND305), with elementwise methods in between, ->
   ``_mend_masked_sum(t, mask)`` / ``_mend_masked_mean(t, mask)``: eager runs the original expression;
   under compile a static-shape ``torch.where`` sum (equal up to float reduction order; a dtype
   ``mean()`` rejects runs the original, which raises as before). Other mask/nonzero/unique uses (MND304/305): unsafe
-  ``@torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)`` on that function only.
+  dynamic-shape capture for that site only (:mod:`mend.rewriter.fixes.capture`).
 """
 
 from __future__ import annotations
@@ -26,10 +24,11 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.analyzers.static.torch_facts import COMPILE_NAMES, ELEMENTWISE_METHODS
+from mend.analyzers.static.torch_facts import ELEMENTWISE_METHODS
 from mend.rewriter.analysis import code, is_number, parse_expr, strip_parens
 from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
+from mend.rewriter.fixes.capture import capture_plan
 from mend.rewriter.fixes.control_flow import fix_branch
 from mend.rewriter.fixes.expert_split import expert_split_plan
 from mend.rewriter.fixes.moe import expert_loop_plan
@@ -38,52 +37,6 @@ from mend.rewriter.fixes.moe import expert_loop_plan
 def _is_method(node: cst.CSTNode, name: str) -> bool:
     return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == name \
         and not node.args
-
-
-def _capture_decorator(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode, flag: str, why: str) -> Plan | Decline:
-    func = ctx.enclosing_function(node)
-    if func is None:
-        return Decline(diag, f"{why}; and the site is not inside a function, so capture cannot be scoped")
-    torch, imports = ctx.torch_name()
-    for d in func.decorators:
-        if flag in code(d.decorator):
-            return Decline(diag, f"{why}; {flag} is already enabled for this function")
-    if not any(_compile_decorator(ctx, d.decorator) for d in func.decorators):
-        # Inside a compiled region Dynamo meets the patch as a context manager and breaks there
-        # ("Unsupported context manager", torch 2.13): the decorator would move the break, not remove it.
-        return Decline(diag, f"{why}; `{func.name.value}` is not compiled itself, and Dynamo does not apply "
-                             f"`torch._dynamo.config.patch` inside a compiled region: set "
-                             f"`torch._dynamo.config.{flag} = True` before `torch.compile` instead")
-
-    def add(upd: cst.FunctionDef) -> cst.FunctionDef:
-        decos = list(upd.decorators)
-        for i, d in enumerate(decos):
-            dec = d.decorator
-            if isinstance(dec, cst.Call) and code(dec.func).endswith("_dynamo.config.patch"):
-                if flag in code(dec):
-                    return upd
-                args = list(dec.args)
-                args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-                args.append(cst.Arg(keyword=cst.Name(flag), value=cst.Name("True"),
-                                    equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                                          whitespace_after=cst.SimpleWhitespace(""))))
-                decos[i] = d.with_changes(decorator=dec.with_changes(args=args))
-                return upd.with_changes(decorators=decos)
-        new = cst.Decorator(decorator=parse_expr(f"{torch}._dynamo.config.patch({flag}=True)"))
-        compiled_at = [i for i, d in enumerate(decos) if "compile" in code(d.decorator)]
-        if compiled_at:  # wrap the compiled function, so the patch is active while Dynamo traces it
-            i = compiled_at[0]
-            return upd.with_changes(decorators=decos[:i] + [new] + decos[i:])
-        return upd.with_changes(decorators=decos + [new])
-
-    return Plan(diag, f"enable {flag} for `{func.name.value}` only ({why})", "unsafe", [(func, add)],
-                imports=imports)
-
-
-def _compile_decorator(ctx: FileContext, dec: cst.BaseExpression) -> bool:
-    """``@torch.compile`` / ``@torch.compile(...)`` (or ``compile`` imported from torch)."""
-    target = dec.func if isinstance(dec, cst.Call) else dec
-    return ctx.imports.qualify(target) in COMPILE_NAMES
 
 
 def _tensor_operand(ctx: FileContext, facts, node: cst.CSTNode) -> bool:
@@ -148,7 +101,7 @@ def fix_item(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
             if ok:
                 return Plan(diag, f"keep `{name}` a 0-d tensor: it only feeds tensor arithmetic{PROMOTES}",
                             "unsafe", edits, imports=imports)
-    return _capture_decorator(ctx, diag, call, "capture_scalar_outputs", why)
+    return capture_plan(ctx, diag, call, "capture_scalar_outputs", why)
 
 
 def _assert_truth(ctx: FileContext, call: cst.Call) -> cst.Assert | str | None:
@@ -226,7 +179,7 @@ def fix_number(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     if call.func.value == "float" and _tensor_operand(ctx, facts, call):
         return Plan(diag, "keep the 0-d tensor instead of `float(t)` in tensor arithmetic", "unsafe",
                     [(call, arg)])
-    return _capture_decorator(ctx, diag, call, "capture_scalar_outputs",
+    return capture_plan(ctx, diag, call, "capture_scalar_outputs",
                               "the Python number is used outside tensor arithmetic")
 
 
@@ -245,7 +198,7 @@ def fix_tolist(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     grouped = expert_split_plan(ctx, diag, call)
     if grouped is not None:
         return grouped
-    return _capture_decorator(ctx, diag, call, "capture_scalar_outputs",
+    return capture_plan(ctx, diag, call, "capture_scalar_outputs",
                               "a Python list is needed (capture helps integer tensors only)")
 
 
@@ -282,7 +235,7 @@ def fix_mask(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
             break
         chain.append(meth)
         cur = call
-    return _capture_decorator(ctx, diag, sub, "capture_dynamic_output_shape_ops",
+    return capture_plan(ctx, diag, sub, "capture_dynamic_output_shape_ops",
                               "the masked tensor's data-dependent shape is used")
 
 
@@ -294,6 +247,6 @@ def fix_dynamic_op(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     routing = expert_loop_plan(ctx, diag, call)
     if routing is not None:
         return routing
-    return _capture_decorator(ctx, diag, call, "capture_dynamic_output_shape_ops",
+    return capture_plan(ctx, diag, call, "capture_dynamic_output_shape_ops",
                               "the operator's output shape depends on tensor data")
 

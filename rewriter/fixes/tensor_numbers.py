@@ -1,7 +1,8 @@
 """MND310-MND329: a tensor used where Python needs a number (a size, a bound, a slice).
 
 The repair: sizes computed from a module's 0-d integer buffers are read as Python numbers under compile
-(:mod:`mend.rewriter.fixes.int_buffers`); other tensor sizes are declined with the reason.
+(:mod:`mend.rewriter.fixes.int_buffers`); other tensor sizes are captured as symbolic numbers for that
+site only (:mod:`mend.rewriter.fixes.capture`, unsafe).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import libcst as cst
 from mend.analyzers.diagnostic import Diagnostic
 from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
+from mend.rewriter.fixes.capture import capture_plan
 from mend.rewriter.fixes.int_buffers import int_buffer_plan
 
 
@@ -22,5 +24,5 @@ def fix_tensor_size(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     folded = int_buffer_plan(ctx, diag, node)
     if folded is not None:
         return folded
-    return Decline(diag, "the size or bound is tensor data, not a module's integer buffers: it must become a "
-                         "static value, and which one depends on the model")
+    return capture_plan(ctx, diag, node, "capture_scalar_outputs",
+                        "the size or bound is tensor data, not a module's integer buffers")

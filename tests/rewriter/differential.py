@@ -175,6 +175,7 @@ FIX_KINDS: list[tuple[str, str]] = [
     (r"0-d tensor: (drop `\.item\(\)`|it only feeds)", "item-tensor"),
     (r"^keep the 0-d tensor instead of `float\(t\)`", "float"),
     (r"^enable capture_", "capture"),
+    (r"^capture the value for this expression only", "capture-scoped"),
     (r"`len\(t\.tolist\(\)\)`", "tolist"),
     (r"^masked reduction", "masked"),
     (r"`copy\.deepcopy\(t\)`", "deepcopy"),
@@ -577,11 +578,12 @@ ALLOWANCES: list[Allowance] = [
     *[Allowance("item-tensor", "unsafe", "both", kind, _promoted,
                 "docs/rules/MND301.md: the 0-d tensor keeps its dtype: arithmetic on it rounds in that dtype "
                 "and type promotion can change the result's dtype") for kind in ("dtype", "value", "mutation")],
-    Allowance("capture", "unsafe", "compiled", "exception", _assert_became_runtime_error,
-              "docs/rules/MND301.md: with scalar capture a failing `assert` on the number raises RuntimeError"),
-    Allowance("capture", "unsafe", "compiled", "exception", _capture_failed_on_empty,
-              "docs/rules/MND301.md: with scalar capture Dynamo can fail to compile a slice by the number "
-              "of an empty tensor"),
+    *[Allowance(fix, "unsafe", "compiled", "exception", _assert_became_runtime_error,
+                "docs/rules/MND301.md: with scalar capture a failing `assert` on the number raises RuntimeError")
+      for fix in ("capture", "capture-scoped")],
+    *[Allowance(fix, "unsafe", "compiled", "exception", _capture_failed_on_empty,
+                "docs/rules/MND301.md: with scalar capture Dynamo can fail to compile a slice by the number "
+                "of an empty tensor") for fix in ("capture", "capture-scoped")],
     *[Allowance(fix, "unsafe", "compiled", "exception", _raised_computing_more,
                 "docs/rules/MND201.md: under compile the side not taken is computed too, and can fail (while "
                 "tracing) where the original never computed it") for fix in ("where", "where-return", "where-ternary")],

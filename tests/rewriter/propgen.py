@@ -19,6 +19,8 @@ one fix family:
 * validation ``raise ValueError("...")`` under a tensor condition, ``assert t.item() <= n``;
 * Python scalars from tensors: ``.item()`` feeding arithmetic, ``max(n, c)``, ``float(t)``,
   ``len(t.tolist())``, masked reductions ``t[m].sum()``, ``copy.deepcopy(t)``;
+* data-dependent sizes (scalar and dynamic-shape capture): a count from a tensor as a slice bound or a
+  factory's size, ``nonzero``, boolean-mask selection, ``.tolist()`` counts as ``split`` sizes;
 * sizes from a module's integer buffers (EnCodec's padding): ``F.pad`` by numbers computed from 0-d
   ``int64`` buffers registered in ``__init__`` and a method on the input's shape (module programs).
 
@@ -370,6 +372,30 @@ def scalars(draw, env: _Env) -> tuple[str, list[str]]:
     return "deepcopy", [f"{k} = copy.deepcopy({a})", f"{t} = {k} * 2"]
 
 
+@st.composite
+def sizes(draw, env: _Env) -> tuple[str, list[str]]:
+    """A value whose size comes from the data: what only Dynamo's capture can trace."""
+    a = draw(st.sampled_from(env.names))
+    t = draw(st.sampled_from(env.names))
+    n, k = env.fresh("n"), env.fresh("k")
+    form = draw(st.sampled_from(["slice-item", "slice-tensor", "factory", "nonzero", "mask", "split"]))
+    if form == "slice-item":
+        lines = [f"{n} = ({a} > 0).sum().item()", f"{k} = {a}.reshape(-1)[:{n}]"]
+    elif form == "slice-tensor":
+        lines = [f"{n} = ({a} > 0).sum()", f"{k} = {a}.reshape(-1)[{n} // 2:]"]
+    elif form == "factory":
+        lines = [f"{n} = ({a} > 0).sum()", f"{k} = torch.ones({n}, dtype={a}.dtype) * 2"]
+    elif form == "nonzero":
+        lines = [f"{k} = torch.nonzero({a} > 0).to({a}.dtype)"]
+    elif form == "mask":
+        lines = [f"{k} = {a}[{a} > 0].cumsum(0)"]
+    else:
+        lines = [f"{n} = ({a} > 0).sum(-1).tolist()",
+                 f"{k} = torch.stack([p.sum() for p in {a}[{a} > 0].split({n})])"]
+    use = draw(st.sampled_from(["{t} + {k}.sum()", "{t} * {k}.shape[0]", "{t} - {k}.numel()"]))
+    return "sizes", lines + [f"{t} = " + use.format(t=t, k=k)]
+
+
 _EXTRA_PADDING = """
 def _extra_padding{i}(self, t):
     length = t.shape[-1]
@@ -418,6 +444,7 @@ BLOCKS = {
     "item-arith": item_arith,
     "item-assert": item_assert,
     "scalars": scalars,
+    "sizes": sizes,
     "int-buffers": int_buffers,
 }
 

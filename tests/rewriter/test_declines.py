@@ -244,17 +244,69 @@ CASES = {
             assert 0 <= t.max().item() <= n
             return t
         """, "chained comparison"),
-    "scalar capture in a function that is not compiled itself": ("MND301", 4, """
+    "scalar capture of a loop's trip count": ("MND301", 3, """
+        import torch
+        def f(x: torch.Tensor, t: torch.Tensor):
+            for i in range(t.max().item()):
+                x = x + i
+            return x
+        """, "loop's iterable"),
+    "scalar capture of a stored slice bound": ("MND311", 4, """
+        import torch
+        def f(x: torch.Tensor, mask: torch.Tensor):
+            n = mask.sum()
+            x[:n] = 0
+            return x
+        """, "stored to"),
+    "dynamic-output capture around zero-argument super()": ("MND304", 4, """
+        import torch
+        class M(torch.nn.Linear):
+            def forward(self, x: torch.Tensor):
+                return torch.nonzero(super().forward(x) > 0)
+        """, "`super()`"),
+    "scalar capture in a TorchScript function": ("MND311", 4, """
+        import torch
+        @torch.jit.script
+        def f(a, n: int):
+            return a[:, :n]
+        """, "TorchScript"),
+    "scalar capture of a number a branch tests": ("MND301", 3, """
+        import torch
+        def f(x: torch.Tensor, t: torch.Tensor):
+            n = t.sum().item()
+            if n > 2:
+                return x * 2
+            return x
+        """, "decides a branch"),
+    "scalar capture of a number passed to Python code": ("MND301", 4, """
         import torch
         class M(torch.nn.Module):
-            def forward(self, t: torch.Tensor):
-                return torch.arange(t.max().item())
-        """, "does not apply `torch._dynamo.config.patch` inside a compiled region"),
-    "dynamic-output capture in a helper": ("MND304", 3, """
+            def forward(self, x: torch.Tensor, t: torch.Tensor):
+                n = t.sum().item()
+                return self.pick(x, n)
+        """, "passed to `self.pick`"),
+    "scalar capture of a number that indexes a Python list": ("MND301", 3, """
         import torch
-        def helper(x: torch.Tensor):
-            return torch.nonzero(x > 0)
-        """, "is not compiled itself"),
+        def f(x: torch.Tensor, t: torch.Tensor, names: list):
+            return names[int(t.argmax().item())], x
+        """, "indexes a Python sequence"),
+    "scalar capture of a size `view` must check": ("MND310", 4, """
+        import torch
+        def f(x: torch.Tensor, t: torch.Tensor):
+            n = t.sum()
+            return x.view(2, -1, n)
+        """, "`.view()` must prove"),
+    "dynamic-output capture of a list of data-dependent length": ("MND304", 3, """
+        import torch
+        def f(x: torch.Tensor, m: torch.Tensor):
+            hit = m.nonzero(as_tuple=True)[0].tolist()
+            return x, hit
+        """, "data-dependent"),
+    "scalar capture outside a function": ("MND301", 3, """
+        import torch
+        t = torch.ones(3)
+        n = t.sum().item()
+        """, "not inside a function"),
     "reporting if with an impure condition": ("MND201", 3, """
         import torch
         def f(x: torch.Tensor, check):

@@ -244,6 +244,7 @@ FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "validation and asserts": (("validation", "item-assert"), ()),
     "scalars from tensors": (("item-arith", "scalars"), ()),
     "sizes from integer buffers": (("int-buffers",), ()),
+    "sizes from the data": (("sizes",), ()),
 }
 
 
@@ -305,7 +306,7 @@ def test_generated_programs_mixed_families(compiled: bool) -> None:
 
 
 REPAIRS = {"keep", "report-guard", "where", "where-return", "where-ternary", "where-buffer", "cond", "validation",
-           "item-tensor", "item-assert", "capture", "float", "tolist", "masked", "deepcopy", "int-fold"}
+           "item-tensor", "item-assert", "capture", "capture-scoped", "float", "tolist", "masked", "deepcopy", "int-fold"}
 
 
 def test_generator_reaches_every_repair_and_decline() -> None:

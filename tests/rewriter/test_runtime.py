@@ -107,6 +107,10 @@ INPUTS = {
     "validation_fstring": lambda: [(torch.tensor([[7, 7, 1], [7, 7, 0]]), torch.randn(2, 2, 3)),
                                    (torch.tensor([[7, 1]]), torch.randn(1, 1, 3))],
     "capture": lambda: [(torch.randn(8),)],
+    "capture_scoped": lambda: [(torch.randn(6), torch.tensor([True, False, True, True, False, False]),
+                                torch.tensor([1, 2])),
+                               (torch.randn(6), torch.tensor([False, True, False, False, False, True]),
+                                torch.tensor([3, 0]))],
     "cond_submodule": lambda: [(torch.randn(3, 8) * 10,), (torch.randn(3, 8) * 1e-3,)],
     "cond_else": lambda: [(torch.rand(2, 4) + 0.1,), (-torch.rand(2, 4) - 0.1,)],
     "report_if": lambda: [(torch.randn(2, 3), torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])),
@@ -474,3 +478,64 @@ def test_int_buffers_fixture_traces_dynamic_shapes() -> None:
     assert len(seen) == 1
     for a, b in zip(eager, outs, strict=True):
         assert torch.equal(a, b)
+
+
+def _helper(name: str) -> dict:
+    """The namespace of a module holding only the helper ``name`` (and torch), as a repaired file has it."""
+    import sys
+    import types
+
+    from mend.rewriter.helpers import HELPER_SOURCES
+
+    module = types.ModuleType(f"mend_test_helper_{name}")
+    module.torch = torch
+    sys.modules[module.__name__] = module
+    exec(compile(HELPER_SOURCES[name], f"<{name}>", "exec"), module.__dict__)
+    return module.__dict__
+
+
+def test_scoped_capture_breaks_where_the_original_breaks() -> None:
+    """A captured expression Dynamo still cannot trace (a range sized by a float from the data) breaks where
+    the original breaks; when that sends the frame back to eager (a break in a loop), the helper and its
+    lambda run eagerly too, as the original line did: no graph, break or recompile of their own."""
+    from mend.analyzers.runtime import record
+
+    captured = _helper("_mend_captured")["_mend_captured"]
+
+    def original(x, nb):
+        y = x * 2
+        for _ in range(3):
+            y = y + torch.arange(0, 1 - 1e-6, 1 / nb).sum()
+        return y
+
+    def repaired(x, nb):
+        y = x * 2
+        for _ in range(3):
+            y = y + captured(lambda: torch.arange(0, 1 - 1e-6, 1 / nb)).sum()
+        return y
+
+    calls = [(torch.randn(4), torch.tensor(n)) for n in (4, 5, 8)]
+    seen = []
+    for fn in (original, repaired):
+        with record() as rec:
+            graphs, outs = _graphs_and_outputs(fn, calls)
+        seen.append((graphs, sum(b.count for b in rec.breaks), sum(r.count for r in rec.recompiles)))
+        _same(_eager(original, calls), outs)
+    assert seen[0] == seen[1], seen
+
+
+def test_scoped_capture_leaves_the_rest_of_the_frame_as_it_was() -> None:
+    """Capture is on for the wrapped expression only: a data-dependent operator after it in the same frame
+    still breaks, and Dynamo's global config is untouched."""
+    captured = _helper("_mend_captured")["_mend_captured"]
+
+    def fn(x):
+        idx = captured(lambda: torch.nonzero(x > 0))
+        return x[x > 0].sum() + idx.sum()
+
+    calls = [(torch.randn(8),)]
+    graphs, outs = _graphs_and_outputs(fn, calls)
+    assert graphs == 2  # the graph before `x[x > 0]` and the one after it
+    _same(_eager(fn, calls), outs)
+    assert not torch._dynamo.config.capture_scalar_outputs
+    assert not torch._dynamo.config.capture_dynamic_output_shape_ops

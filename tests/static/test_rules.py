@@ -520,3 +520,23 @@ def test_a_copy_of_a_tensor_is_a_tensor():
                 return y
     """
     assert [(d.line, d.code) for d in _diags(src)] == [(9, "MND108"), (11, "MND201")]
+
+
+def test_scoped_capture_of_mend_fix_is_understood():
+    """Inside `_mend_captured(lambda: E)` (added by `mend fix`) Dynamo captures numbers and data-dependent
+    shapes: those findings go, the others stay, and a site outside the lambda is still reported."""
+    src = """
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def forward(self, x, mask):
+                n = _mend_captured(lambda: mask.sum().item())
+                idx = _mend_captured(lambda: torch.nonzero(mask))
+                sizes = _mend_captured(lambda: mask.sum(-1).tolist())
+                head = _mend_captured(lambda: x[: mask.sum()])
+                pad = _mend_captured(lambda: torch.zeros(mask.sum()))
+                _mend_captured(lambda: print(x))
+                return x[:n], idx, sizes, head, pad, mask.sum().item()
+    """
+    assert check(src) == [(12, "MND101"), (13, "MND301")]

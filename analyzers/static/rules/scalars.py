@@ -10,6 +10,22 @@ from mend.analyzers.static.rules.context import Context
 
 _HDR = "import torch\nfrom torch import nn\n"
 
+# The fallback repair of MND301-MND305 (and MND310/MND311): capture for one site (rewriter/fixes/capture.py).
+SCOPED_CAPTURE = (
+    "On a function compiled itself (`@torch.compile`) the fallback is `@torch._dynamo.config.patch(<flag>=True)` "
+    "above its decorator; anywhere else the site's expression `E` becomes `_mend_captured(lambda: E)`, a "
+    "helper added to the file: eager calls `E` and nothing else; under compile Dynamo captures the numbers "
+    "and data-dependent sizes of `E` as symbols, for that expression only (the traced frame's ShapeEnv "
+    "settings and `patch_dynamo_config`, set while tracing and restored after it; the global config is "
+    "never changed) (**unsafe**: no guard on the captured values; a failing `assert` on a captured number "
+    "raises `RuntimeError`; Dynamo can fail to compile a slice by the number of an empty tensor). Declined "
+    "where the captured value would leave tensor operations in the function (a branch, comparison or loop "
+    "on it, a call of Python code, a returned number, an index into a Python list, `torch.arange`/"
+    "`linspace`/`logspace` bounds, `F.interpolate`, `F.pad`, `view`/`reshape` sizes, `.tolist()` of a "
+    "tensor of data-dependent length), where Dynamo would break again or fail to compile; in TorchScript "
+    "functions; for a stored slice."
+)
+
 register(
     Rule(
         "MND301", "tensor-item",
@@ -50,12 +66,8 @@ register(
             "failing check under compile raises `RuntimeError` (asynchronously on CUDA), and the comparison "
             "runs in the tensor's dtype (exact for integer and bool tensors). Declined there for `not`, "
             "`and`/`or`, chained comparisons and formatted messages (Dynamo breaks on them). Otherwise "
-            "**unsafe**: `@torch._dynamo.config.patch(capture_scalar_outputs=True)` on that function only, "
-            "when it is compiled itself (`@torch.compile`; inside a compiled region the patch is a break of "
-            "its own). Under scalar capture a failing `assert` on the number raises `RuntimeError` "
-            "(\"Runtime assertion failed\") rather than `AssertionError`, and Dynamo (torch 2.13) can fail to "
-            "compile a slice by the number of an empty tensor (`InternalTorchDynamoError`, "
-            "PendingUnbackedSymbolNotFound) where eager returns an empty result. its own). Branching on `.item()` is repaired by the MND201 fix on the tensor.",
+            "scalar capture for the site. " + SCOPED_CAPTURE + " Branching on `.item()` is repaired by the MND201 fix "
+            "on the tensor.",
         ),
     ),
     Rule(
@@ -81,8 +93,8 @@ register(
         fix=FixInfo(
             "sometimes", "unsafe", "keep the 0-d tensor instead of float(t)",
             "`float(t)` in tensor arithmetic becomes `t` (**unsafe**: a 0-d tensor promotes differently from a "
-            "Python float when an integer tensor meets a float). Otherwise the scalar-capture decorator "
-            "(**unsafe**).",
+            "Python float when an integer tensor meets a float). Otherwise `int(t)`/`float(t)`: scalar capture "
+            "for the site. " + SCOPED_CAPTURE,
         ),
     ),
     Rule(
@@ -115,8 +127,9 @@ register(
             "`F.linear` per chunk in an experts module of the same file: JetMoE, GraniteMoE): under compile the "
             "router keeps the tensor and the experts run every expert on every row, each row taking its own "
             "expert's output by a gather (**unsafe**: equal within float tolerance, not bitwise; expert FLOPs "
-            "grow by the number of experts); declined when the counts reach other code. Other uses: the "
-            "scalar-capture decorator (**unsafe**; helps integer tensors only).",
+            "grow by the number of experts); declined when the counts reach other code. Other uses: scalar "
+            "capture for the site (it helps integer tensors only; a float tensor's list still breaks). "
+            + SCOPED_CAPTURE,
         ),
     ),
     Rule(
@@ -149,7 +162,7 @@ register(
                     return x.sum() + count
         """,),
         fix=FixInfo(
-            "sometimes", "unsafe", "static-shape MoE routing, or dynamic-output capture for the function",
+            "sometimes", "unsafe", "static-shape MoE routing, or dynamic-output capture for the site",
             "A mixture-of-experts routing loop (`for e in ...: idx, top_x = torch.where(mask[e]); ...; "
             "final.index_add_(0, top_x, ...)`, with the hit list `(...).nonzero(...).tolist()` before it) keeps "
             "its loop in eager and, under compile, runs every expert on every (slot, token) pair of the mask, "
@@ -157,12 +170,7 @@ register(
             "tolerance, not bitwise: more rows per matmul, `-0.0` can become `+0.0`; expert FLOPs grow by the "
             "number of experts; assumes experts treat rows independently). Declined when the indices are "
             "written through, read after the loop or used other than as read indices, the `index_add_` index "
-            "or an emptiness test. Other sites: "
-            "adds `@torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)` to the enclosing "
-            "function only (**unsafe**: a private Dynamo config, data-dependent shapes in the graph). Only for "
-            "a function compiled itself (`@torch.compile`): inside a compiled region Dynamo meets the patch as "
-            "a context manager and breaks there (measured on torch 2.13), so the fix declines elsewhere and "
-            "says to set the flag before `torch.compile`.",
+            "or an emptiness test. Other sites: dynamic-output capture for the site. " + SCOPED_CAPTURE,
         ),
     ),
     Rule(
@@ -196,7 +204,7 @@ register(
             "original expression (same bits, same exceptions); under compile a static-shape `torch.where` "
             "sum, equal up to floating-point reduction order (a float16 mean rounds its sum before dividing), "
             "and a dtype `mean()` rejects (integers, bool) runs the original, which raises as in eager. Other "
-            "mask uses: dynamic-output capture for the function (**unsafe**).",
+            "mask uses: dynamic-output capture for the site. " + SCOPED_CAPTURE,
         ),
     ),
 )
@@ -266,7 +274,8 @@ def _method_call(ctx: Context, call: ast.Call, method: str) -> None:
         if CAPTURE_SCALARS not in ctx.config_flags:
             ctx.report("MND301", call)
     elif method == "tolist" and not call.args:
-        ctx.report("MND303", call)
+        if CAPTURE_SCALARS not in ctx.config_flags:  # captured there when the tensor holds integers
+            ctx.report("MND303", call)
     elif method == "repeat_interleave" and _tensor_repeats(ctx, call, 0):
         if CAPTURE_DYNAMIC not in ctx.config_flags:
             ctx.report("MND304", call, REPEAT_MESSAGE)

@@ -14,12 +14,13 @@ import ast
 from mend.analyzers.static import tensors as tk
 from mend.analyzers.static.rules.base import FixInfo, Rule, checker, register
 from mend.analyzers.static.rules.context import Context
+from mend.analyzers.static.rules.scalars import CAPTURE_SCALARS, SCOPED_CAPTURE
 
 _HDR = "import torch\nfrom torch import nn\n"
 
-# MND310 and MND311 share one repair (rewriter/fixes/int_buffers.py)
-_INT_BUFFER_FIX = FixInfo(
-    "sometimes", "unsafe", "fold a module's integer buffers to Python numbers under compile",
+# MND310 and MND311 share one repair: integer buffers folded (rewriter/fixes/int_buffers.py), else capture
+_SIZE_FIX = FixInfo(
+    "sometimes", "unsafe", "fold a module's integer buffers to Python numbers under compile, or capture the size",
     "When the size comes from 0-d integer buffers a module builds from Python numbers in `__init__` "
     "(EnCodec's and Mimi's `stride`, `kernel_size`, `padding_total`), compiled code reads them as "
     "numbers: a method that computes only from them and the shapes of its arguments is run while "
@@ -28,7 +29,8 @@ _INT_BUFFER_FIX = FixInfo(
     "(**unsafe**: the numbers are read once, while Dynamo traces, so a later in-place write to those "
     "buffers is not seen by the compiled graph; a folded method returns a Python number instead of a "
     "0-d tensor under compile). Declined when the file writes the buffers, when a folded method is "
-    "called from outside its class, or when a buffer is used as a tensor in the same statement.",
+    "called from outside its class, or when a buffer is used as a tensor in the same statement. Other "
+    "tensor sizes and bounds: scalar capture for the site. " + SCOPED_CAPTURE,
 )
 
 register(
@@ -57,7 +59,7 @@ register(
             Use a static size (`x.shape[1]`, a config value) and mask the rest, or take the number out
             once, before the compiled region, and pass it in as an `int`.
         """,
-        fix=_INT_BUFFER_FIX,
+        fix=_SIZE_FIX,
         invalid=(_HDR + """
             class M(nn.Module):
                 def forward(self, x, mask):
@@ -90,7 +92,7 @@ register(
             Slice with static bounds and mask, gather with an index tensor (`torch.index_select`,
             `torch.gather`), or compute the bounds outside the compiled region.
         """,
-        fix=_INT_BUFFER_FIX,
+        fix=_SIZE_FIX,
         invalid=(_HDR + """
             class M(nn.Module):
                 def forward(self, x, lengths):
@@ -191,14 +193,14 @@ def tensor_sizes(ctx: Context, call: ast.Call) -> None:
         what = f"`.{method}()`"
     else:
         return
-    if any(_tensor_number(ctx, a) for a in args):
+    if CAPTURE_SCALARS not in ctx.config_flags and any(_tensor_number(ctx, a) for a in args):
         ctx.report("MND310", call, f"tensor used as a size or bound of {what} in compiled code: Dynamo needs its "
                                    "value as a Python number and breaks the graph")
 
 
 @checker("subscript")
 def tensor_slice_bounds(ctx: Context, node: ast.Subscript) -> None:
-    if ctx.kind(node.value) not in (tk.T, tk.M):
+    if ctx.kind(node.value) not in (tk.T, tk.M) or CAPTURE_SCALARS in ctx.config_flags:
         return
     idx = node.slice
     for part in idx.elts if isinstance(idx, ast.Tuple) else [idx]:
