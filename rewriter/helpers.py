@@ -77,10 +77,12 @@ def _mend_captured(fn):
     """``fn()``; while torch.compile traces, the tensor values it turns into Python numbers and its
     operators with data-dependent output shapes are captured in the graph as symbolic values instead
     of breaking it, for this call only (added by mend fix). Eager: just ``fn()``."""
-    if not torch.compiler.is_compiling() or not hasattr(torch._dynamo, "patch_dynamo_config"):
+    if not torch.compiler.is_compiling():
         if fn.__code__ not in _mend_captured.eager:  # run eagerly: Dynamo compiles no frame of its own for
             _mend_captured.eager.add(fn.__code__)     # the expression, as for the original's inline code
             getattr(torch._dynamo.eval_frame, "skip_code", id)(fn.__code__)
+        return fn()
+    if not hasattr(torch._dynamo, "patch_dynamo_config"):  # an older torch: the expression breaks as before
         return fn()
     old = _mend_capture_frame((True, True))
     with torch._dynamo.patch_dynamo_config(capture_scalar_outputs=True):
