@@ -76,6 +76,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--profile", default="tiny", choices=["tiny", "real"])
     ap.add_argument("--backend", default="eager", help="torch.compile backend (breaks are Dynamo's either way)")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dynamo-capture", action="store_true",
+                    help="switch Dynamo's scalar and dynamic-shape capture on globally in every worker (a baseline)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes at a time")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per row")
     ap.add_argument("--json", type=Path, help="write every record here (versioned schema)")
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"({r.seconds.get('total', 0):.1f} s)", file=sys.stderr, flush=True)
 
         settings = Settings(dtype=a.dtype, profile=a.profile, backend=a.backend, device=a.device,
-                            timeout=a.timeout, jobs=a.jobs)
+                            timeout=a.timeout, jobs=a.jobs, capture=a.dynamo_capture)
         scope = a.scope if a.scope in (None, "traced") else [s for s in a.scope.split(",") if s]
         results = run_zoo(rows, sources, settings, out_dir=a.out, cache_dir=a.cache_dir, scope=scope,
                           check_idempotent=not a.no_second_fix, progress=progress,

@@ -42,6 +42,7 @@ class Settings:
     timeout: float = 300.0
     jobs: int = 1
     threads: int = 1  # torch threads per worker
+    capture: bool = False  # Dynamo's scalar and dynamic-shape capture switched on globally in the workers
 
 
 class WorkerDied(Exception):
@@ -79,7 +80,7 @@ class Worker:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (source.pythonpath, env.get("PYTHONPATH")) if p)
         cmd = [sys.executable, "-m", "mend.zoo.worker", "--source", source.name, "--out", str(out),
                "--dtype", settings.dtype, "--profile", settings.profile, "--backend", settings.backend,
-               "--device", settings.device, "--threads", str(settings.threads)]
+               "--device", settings.device, "--threads", str(settings.threads)] + (["--capture"] if settings.capture else [])
         self.source = source
         self.log = log
         self._err = open(log, "ab")
@@ -263,6 +264,7 @@ def run_zoo(specs: Sequence[ModelSpec], sources: Sequence[str] = ("original", "s
     return Results(records=records, sources=infos, versions=_versions(), command=list(sys.argv),
                    settings={"dtype": settings.dtype, "profile": settings.profile, "backend": settings.backend,
                              "device": settings.device, "timeout": settings.timeout, "jobs": settings.jobs,
+                             "capture": settings.capture,
                              "scope": scope if scope is None or isinstance(scope, str) else "paths",
                              "outputs": str(out)},
                    created=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),

@@ -113,7 +113,8 @@ def render(s: Summary, markdown: bool = False) -> str:
     out: list[str] = []
     v, st = s.versions, s.settings
     out.append(f"transformers {v.get('transformers', '?')}, torch {v.get('torch', '?')}, dtype {st.get('dtype')}, "
-               f"profile {st.get('profile')}, backend {st.get('backend')}; sources: {' -> '.join(s.sources)}; "
+               f"profile {st.get('profile')}, backend {st.get('backend')}"
+               f"{', Dynamo capture on globally' if st.get('capture') else ''}; sources: {' -> '.join(s.sources)}; "
                f"wall {s.wall_s:.0f} s")
     head = ["", *s.sources]
     rows = [

@@ -172,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="eager")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--capture", action="store_true",
+                    help="set capture_scalar_outputs and capture_dynamic_output_shape_ops for the whole process")
     a = ap.parse_args(argv)
     reply = os.fdopen(os.dup(1), "w")  # the protocol channel; fd 1 (the model's prints) goes to stderr
     os.dup2(2, 1)
@@ -184,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(a.threads)
+    if a.capture:  # what Dynamo's own capture achieves, switched on globally (the baseline mend's repair must beat)
+        torch._dynamo.config.capture_scalar_outputs = True
+        torch._dynamo.config.capture_dynamic_output_shape_ops = True
     runner = Runner(a.source, a.out, a.dtype, a.profile, a.backend, a.device)
     reply.write(json.dumps({"ready": runner.tf_dir}) + "\n")
     reply.flush()

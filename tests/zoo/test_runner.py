@@ -32,3 +32,18 @@ def test_rows_run_in_one_worker_and_a_crash_costs_one_row(tmp_path):
         assert r.eager_deterministic is True and r.params and r.outputs
         assert any(path.startswith("models/") for path, *_ in r.traced)
     assert len(list(tmp_path.glob("worker-*.log"))) == 2  # one worker for bert, a fresh one after the crash
+
+
+@pytest.mark.slow
+def test_dynamo_capture_setting_switches_capture_on_in_the_workers(tmp_path):
+    """`--dynamo-capture` (the baseline the scoped-capture repair is measured against): LED's
+    `is_index_global_attn.flatten().any().item()` breaks by default and is captured with the setting."""
+    item = "Unsupported Tensor.item() call with capture_scalar_outputs=False"
+    seen = {}
+    for capture in (False, True):
+        res = run_zoo(specs(["led"]), ["original"], Settings(timeout=300, capture=capture),
+                      out_dir=tmp_path / str(capture), log=lambda m: None)
+        rec = res.by("original")["led"]
+        assert rec.status == R.OK and res.settings["capture"] is capture
+        seen[capture] = {b.gb_type for b in rec.breaks}
+    assert item in seen[False] and item not in seen[True]
