@@ -113,6 +113,14 @@ def _mend_capture_frame(flags):
 _mend_captured.eager = {_mend_captured.__code__}
 getattr(torch._dynamo.eval_frame, "skip_code", id)(_mend_captured.__code__)
 ''',
+    "_mend_index": '''
+def _mend_index(t):
+    """A slice bound (added by mend fix): eager hands on ``t`` itself; under torch.compile the number of a
+    one-element tensor, captured as a symbol (``_mend_captured``), so the slice stays in the graph."""
+    if torch.compiler.is_compiling() and isinstance(t, torch.Tensor):
+        return _mend_captured(lambda: t.item())
+    return t
+''',
     "_mend_where": '''
 def _mend_where(cond, new, old):
     """``new if cond else old`` as one tensor op while torch.compile traces (added by mend fix).

@@ -299,6 +299,8 @@ class TensorKinds:
 
     def call_kind(self, e: ast.Call) -> int:
         f = e.func
+        if f.__class__ is ast.Name and f.id == torch_facts.CAPTURE_INDEX_HELPER:
+            return N  # a captured slice bound: a (symbolic) number under compile
         q = self.qualify(f)
         if q is not None:
             return self._function_call_kind(q, e)

@@ -193,6 +193,8 @@ DISABLE_NAMES = frozenset({"torch.compiler.disable", "torch._dynamo.disable", "t
 # `E` with scalar and dynamic-shape capture on (rewriter/helpers.py), so what `E` turns into a number or
 # sizes by the data does not break the graph there.
 CAPTURE_HELPER = "_mend_captured"
+# ... and `_mend_index(b)`, a slice bound captured as a symbolic number under compile (a stored slice).
+CAPTURE_INDEX_HELPER = "_mend_index"
 # torch calls that must guard on a captured number to work out their output's size (a range's length from
 # float bounds, an interpolation's scale, a pad's bookkeeping of unbacked sizes): under capture they break
 # inside the helper or fail to compile (torch 2.13), so the fix does not capture a value that reaches them.

@@ -34,6 +34,7 @@ from mend.analyzers.static.torch_facts import (
     CAPTURE_GUARDED_CALLS,
     CAPTURE_GUARDED_METHODS,
     CAPTURE_HELPER,
+    CAPTURE_INDEX_HELPER,
     COMPILE_NAMES,
 )
 from mend.rewriter.analysis import code, parse_expr
@@ -77,8 +78,42 @@ def _whole_site(ctx: FileContext, node: cst.BaseExpression, diag: Diagnostic) ->
     return node
 
 
+def _stored_slice_plan(ctx: FileContext, diag: Diagnostic, node: cst.Subscript, why: str) -> Plan | Decline:
+    """``x[a:b] = v``: each bound becomes ``_mend_index(a)`` (eager: ``a`` itself; under compile its
+    captured number), evaluated where the original evaluates it."""
+    edits = []
+    for element in node.slice:
+        part = element.slice
+        if not isinstance(part, cst.Slice):
+            continue
+        for bound in (part.lower, part.upper, part.step):
+            if bound is None or _literal(bound):
+                continue
+            if isinstance(bound, cst.Call) and isinstance(bound.func, cst.Name) and bound.func.value == CAPTURE_INDEX_HELPER:
+                continue
+            edits.append((bound, cst.Call(func=cst.Name(CAPTURE_INDEX_HELPER), args=[cst.Arg(bound.with_changes(
+                lpar=[], rpar=[]))])))
+    if not edits:
+        return Decline(diag, f"{why}; no slice bound of the stored subscript to capture")
+    torch, imports = ctx.torch_name()
+    return Plan(diag, f"capture the value for this expression only under compile: each bound of the stored slice "
+                      f"as `{CAPTURE_INDEX_HELPER}(b)` ({why})", "unsafe", edits,
+                imports=imports if torch == "torch" else [("torch", None, None)],
+                helpers=[CAPTURE_HELPER, CAPTURE_INDEX_HELPER], fallback=True)
+
+
+def _literal(expr: cst.BaseExpression) -> bool:
+    """``3``, ``-1``: a number already."""
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        expr = expr.expression
+    return isinstance(expr, cst.Integer)
+
+
 def _scoped_plan(ctx: FileContext, diag: Diagnostic, node: cst.BaseExpression, why: str) -> Plan | Decline:
     node = _whole_site(ctx, node, diag)
+    if isinstance(node, cst.Subscript) and isinstance(ctx.parent(node), (cst.AssignTarget, cst.AugAssign)) \
+            and ctx.parent(node).target is node:
+        return _stored_slice_plan(ctx, diag, node, why)
     reason = _not_liftable(ctx, node) or _flow_problem(ctx, node)
     if reason is not None:
         return Decline(diag, f"{why}; capture cannot be scoped to it: {reason}")
@@ -216,8 +251,11 @@ def _consumer_problem(ctx: FileContext, node: cst.CSTNode, sized: bool, depth: i
     if isinstance(parent, cst.For) and parent.iter is cur:
         return "the captured value is iterated"
     if isinstance(parent, cst.Assign):
-        if len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
-            return _name_problem(ctx, parent, parent.targets[0].target.value, sized, depth)
+        target = parent.targets[0].target if len(parent.targets) == 1 else None
+        if isinstance(target, cst.Name):
+            return _name_problem(ctx, parent, target.value, sized, depth)
+        if isinstance(target, cst.Subscript) and ctx.facts(ctx.enclosing_function(node)).is_tensor(target.value):
+            return None  # written into a tensor (`out[a:b] = v`)
         return "the captured value is stored where this function cannot follow it"
     if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.StarredElement)):
         return "the captured value is stored where this function cannot follow it"

@@ -378,11 +378,13 @@ def sizes(draw, env: _Env) -> tuple[str, list[str]]:
     a = draw(st.sampled_from(env.names))
     t = draw(st.sampled_from(env.names))
     n, k = env.fresh("n"), env.fresh("k")
-    form = draw(st.sampled_from(["slice-item", "slice-tensor", "factory", "nonzero", "mask", "split"]))
+    form = draw(st.sampled_from(["slice-item", "slice-tensor", "slice-store", "factory", "nonzero", "mask", "split"]))
     if form == "slice-item":
         lines = [f"{n} = ({a} > 0).sum().item()", f"{k} = {a}.reshape(-1)[:{n}]"]
     elif form == "slice-tensor":
         lines = [f"{n} = ({a} > 0).sum()", f"{k} = {a}.reshape(-1)[{n} // 2:]"]
+    elif form == "slice-store":
+        lines = [f"{n} = ({a} > 0).sum()", f"{k} = torch.zeros_like({a}).reshape(-1)", f"{k}[{n} // 2:{n}] = 1"]
     elif form == "factory":
         lines = [f"{n} = ({a} > 0).sum()", f"{k} = torch.ones({n}, dtype={a}.dtype) * 2"]
     elif form == "nonzero":

@@ -111,6 +111,8 @@ INPUTS = {
                                 torch.tensor([1, 2])),
                                (torch.randn(6), torch.tensor([False, True, False, False, False, True]),
                                 torch.tensor([3, 0]))],
+    "capture_stored_slice": lambda: [(torch.randn(6, 2), torch.tensor([1, 2, 3])),
+                                     (torch.randn(5, 2), torch.tensor([0, 5, 0]))],
     "cond_submodule": lambda: [(torch.randn(3, 8) * 10,), (torch.randn(3, 8) * 1e-3,)],
     "cond_else": lambda: [(torch.rand(2, 4) + 0.1,), (-torch.rand(2, 4) - 0.1,)],
     "report_if": lambda: [(torch.randn(2, 3), torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])),
