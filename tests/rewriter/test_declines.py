@@ -251,13 +251,6 @@ CASES = {
                 x = x + i
             return x
         """, "loop's iterable"),
-    "scalar capture of a stored slice bound": ("MND311", 4, """
-        import torch
-        def f(x: torch.Tensor, mask: torch.Tensor):
-            n = mask.sum()
-            x[:n] = 0
-            return x
-        """, "stored to"),
     "dynamic-output capture around zero-argument super()": ("MND304", 4, """
         import torch
         class M(torch.nn.Linear):
