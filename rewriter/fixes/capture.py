@@ -14,9 +14,11 @@ process; a repaired library must not do that. Two forms, both **unsafe**:
   ShapeEnv settings, set while tracing, and ``patch_dynamo_config(capture_scalar_outputs=True)``, which
   Dynamo traces).
 
+A stored slice (``out[a:b] = v``) cannot move into a lambda: each bound becomes ``_mend_index(b)`` (eager:
+``b`` itself; under compile its captured number).
+
 Declined where the lambda would change what the expression means (``yield``, ``await``, an assignment
-expression, zero-argument ``super()``, ``locals()``/``vars()``/``eval``), where the value is stored to
-(a slice assignment's target), and wherever the captured value would leave tensor operations in this
+expression, zero-argument ``super()``, ``locals()``/``vars()``/``eval``), and wherever the captured value would leave tensor operations in this
 function: a branch or loop on it, a comparison, a call of Python code (``self.helper(n)``, a function
 that may branch on it), a return, a store; a torch call that must guard on it (``torch.arange`` of a
 float bound, ``F.interpolate``, ``F.pad``: ``CAPTURE_GUARDED_CALLS``); ``.tolist()`` or iteration of a

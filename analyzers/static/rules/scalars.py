@@ -23,7 +23,8 @@ SCOPED_CAPTURE = (
     "on it, a call of Python code, a returned number, an index into a Python list, `torch.arange`/"
     "`linspace`/`logspace` bounds, `F.interpolate`, `F.pad`, `view`/`reshape` sizes, `.tolist()` of a "
     "tensor of data-dependent length), where Dynamo would break again or fail to compile; in TorchScript "
-    "functions; for a stored slice."
+    "functions. A stored slice (`out[a:b] = v`) gets `_mend_index(b)` around each bound instead (eager: `b` "
+    "itself; under compile its captured number)."
 )
 
 register(
