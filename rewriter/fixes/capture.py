@@ -193,8 +193,9 @@ def _call_problem(ctx: FileContext, call: cst.Call, unsized_list: bool) -> str |
 
 
 def _guarded_method(ctx: FileContext, call: cst.Call) -> bool:
+    """``x.view(b, n)`` with a size that is not a literal (``x.reshape(-1)`` needs no captured value)."""
     return (isinstance(call.func, cst.Attribute) and call.func.attr.value in CAPTURE_GUARDED_METHODS
-            and not _imported(ctx, call.func))
+            and not _imported(ctx, call.func) and not all(_literal(a.value) for a in call.args))
 
 
 def _receiver_is(call: cst.Call, method: str) -> bool:

@@ -433,3 +433,37 @@ def test_int_buffers_declines_a_number_used_as_tensor() -> None:
     res = fix_source(src, "t.py", [diag("MND310", 15, 16)], FixOptions(unsafe=True))
     assert res.fixed == src
     assert "`half`, computed from them in `forward`, is used as a tensor" in res.remaining[0].reason
+
+
+def test_integer_buffer_fold_claims_only_the_sites_its_buffers_feed() -> None:
+    """A class with integer buffers (EnCodec's padding) and a slice by a count of the data: the slice is
+    captured on its own and does not come back on a re-check (the property tests found the fold claiming
+    such a slice as fixed when the class's buffers fed a method it calls)."""
+    from mend.analyzers.static import Config, check_source
+
+    src = textwrap.dedent("""
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                k, s = torch.tensor(3, dtype=torch.int64), torch.tensor(2, dtype=torch.int64)
+                self.register_buffer("kernel", k, persistent=False)
+                self.register_buffer("stride", s, persistent=False)
+                self.register_buffer("total", k - s, persistent=False)
+
+            def forward(self, x: torch.Tensor):
+                y = torch.nn.functional.pad(x, (self.total // 2, self.total))
+                n = (x > 0).sum()
+                return y, x.reshape(-1)[n // 2:]
+        """).lstrip("\\n")
+
+    def diagnose(text: str) -> list:
+        return list(check_source(text, "t.py", Config()))
+
+    res = fix_source(src, "t.py", None, FixOptions(unsafe=True), diagnose)
+    kinds = {a.code: a.message.split(" ")[0] for a in res.applied}
+    assert kinds.get("MND311") == "capture", res.applied
+    assert "_mend_captured(lambda: x.reshape(-1)[n // 2:])" in res.fixed
+    assert not [d for d in diagnose(res.fixed) if d.code == "MND311"]
