@@ -435,10 +435,10 @@ def test_int_buffers_declines_a_number_used_as_tensor() -> None:
     assert "`half`, computed from them in `forward`, is used as a tensor" in res.remaining[0].reason
 
 
-def test_integer_buffer_fold_claims_only_the_sites_its_buffers_feed() -> None:
+def test_slice_by_a_data_count_beside_integer_buffers_is_captured() -> None:
     """A class with integer buffers (EnCodec's padding) and a slice by a count of the data: the slice is
-    captured on its own and does not come back on a re-check (the property tests found the fold claiming
-    such a slice as fixed when the class's buffers fed a method it calls)."""
+    captured on its own and does not come back on a re-check. (The fold claiming such a slice as fixed when
+    the class's buffers feed a method the slice's function calls, found by the property tests, is open.)"""
     from mend.analyzers.static import Config, check_source
 
     src = textwrap.dedent("""
