@@ -170,21 +170,29 @@ def _mend_emit(spec, *args):
 
     ``spec``: the callee, a global of this module or a builtin (``logger.info``, ``print``), then
     ``:name`` for each keyword argument (their values end ``args``), then `` i.view`` where argument
-    ``i`` is a tensor whose shape is reported (``shape``, ``tuple``, ``list``). Registered with Dynamo
+    ``i`` is a tensor whose shape is reported (``shape``, ``tuple``, ``list``) or, for ``global``, the
+    name of a builtin or imported object (a warning category). Registered with Dynamo
     as a reorderable logging function: in a compiled graph the call runs right after the graph, with
     the arguments as they were at the call (tensors that could change later are passed as copies).
     Disabled for Dynamo itself, so the replayed call runs as plain Python."""
     import builtins
 
+    def find(name):
+        head, *path = name.split(".")
+        obj = globals()[head] if head in globals() else getattr(builtins, head)
+        for part in path:
+            obj = getattr(obj, part)
+        return obj
+
     call, *views = spec.split(" ")
     name, *keywords = call.split(":")
-    head, *path = name.split(".")
-    fn = globals()[head] if head in globals() else getattr(builtins, head)
-    for part in path:
-        fn = getattr(fn, part)
+    fn = find(name)
     args = list(args)
     for view in views:
         i, how = view.split(".")
+        if how == "global":  # the object travels as its name: Dynamo reorders strings, not classes
+            args[int(i)] = find(args[int(i)])
+            continue
         shape = args[int(i)].shape
         args[int(i)] = shape if how == "shape" else tuple(shape) if how == "tuple" else list(shape)
     cut = len(args) - len(keywords)

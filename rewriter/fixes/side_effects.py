@@ -28,6 +28,8 @@ use of the name is itself inside an output call (print/log), which is then guard
 
 from __future__ import annotations
 
+import builtins
+
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
@@ -178,6 +180,11 @@ def _emit_call(ctx: FileContext, stmt: cst.SimpleStatementLine, call: cst.Call) 
         if view is not None:
             views.append(f"{len(values)}.{view[1]}")
             values.append(code(view[0]))
+        elif _named_object(ctx, facts, arg.value):
+            if _old_emit(ctx):
+                return "the file's `_mend_emit` predates named arguments (`i.global`); remove it to refresh it"
+            views.append(f"{len(values)}.global")
+            values.append(f'"{code(arg.value)}"')
         elif _container(arg.value):
             return f"`{code(arg.value)}` is a container, which Dynamo does not reorder"
         elif facts.is_tensor(arg.value) and isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
@@ -186,6 +193,29 @@ def _emit_call(ctx: FileContext, stmt: cst.SimpleStatementLine, call: cst.Call) 
             values.append(code(arg.value))
     spec = " ".join([":".join([name, *keywords]), *views])
     return [f'"{spec}"', *values]  # names, colons, digits and spaces: no quoting needed
+
+
+def _named_object(ctx: FileContext, facts, expr: cst.BaseExpression) -> bool:
+    """``FutureWarning``, ``warnings.DeprecationWarning``: a class (or other object Dynamo cannot reorder)
+    named by a builtin or an import, which the replay finds again by name."""
+    name = dotted(expr)
+    if name is None:
+        return False
+    head = name.split(".")[0]
+    if head in facts.stores or head in facts.params:
+        return False
+    last = name.split(".")[-1]
+    if head in ctx.imports.names:  # `warnings.DeprecationWarning`, an imported class: CamelCase by convention
+        return last[:1].isupper() and not last.isupper()
+    return head not in _module_globals(ctx) and isinstance(getattr(builtins, head, None), type) and "." not in name
+
+
+def _old_emit(ctx: FileContext) -> bool:
+    """The file already has a ``_mend_emit`` from before the ``global`` view (helpers are added once)."""
+    for stmt in ctx.module.body:
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "_mend_emit":
+            return '"global"' not in code(stmt)
+    return False
 
 
 def _shape_view(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, str] | None:

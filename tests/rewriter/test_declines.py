@@ -467,3 +467,26 @@ def test_slice_by_a_data_count_beside_integer_buffers_is_captured() -> None:
     assert kinds.get("MND311") == "capture", res.applied
     assert "_mend_captured(lambda: x.reshape(-1)[n // 2:])" in res.fixed
     assert not [d for d in diagnose(res.fixed) if d.code == "MND311"]
+
+
+def test_named_warning_category_needs_a_current_emit_helper() -> None:
+    """A file fixed before arguments could travel by name keeps its `_mend_emit`: a new call passing
+    `FutureWarning` would reach the old helper, which cannot look it up: the call is only guarded."""
+    src = textwrap.dedent("""
+        import warnings
+        import torch
+        def _mend_emit(spec, *args):
+            fn = getattr(__builtins__, spec)
+            fn(*args)
+        @torch.compile
+        def f(x: torch.Tensor):
+            warnings.warn("old", FutureWarning)
+            return x
+        """).lstrip("\n")
+    res = fix_source(src, "t.py", [diag("MND103", 8, 5)], FixOptions())
+    assert "_mend_emit(" not in res.fixed.split("def f")[1]
+    assert "    if not torch.compiler.is_compiling():\n        warnings.warn(" in res.fixed
+    assert [a.message for a in res.applied] == [
+        "guard the call with `if not torch.compiler.is_compiling():` (eager unchanged, skipped under compile) "
+        "(message dropped under compile: the file's `_mend_emit` predates named arguments (`i.global`); "
+        "remove it to refresh it)"]

@@ -102,6 +102,7 @@ INPUTS = {
     "int_buffers": lambda: [(torch.randn(1, 2, 16),), (torch.randn(1, 2, 5),), (torch.randn(2, 2, 17),)],
     "small": lambda: [(torch.randn(3),)],
     "guard_print": lambda: [(torch.randn(3),)],
+    "keep_warning": lambda: [(torch.randn(3),)],
     "validation": lambda: [(torch.randn(3, 4), torch.ones(3, 4, dtype=torch.bool)),
                            (torch.randn(3, 4), torch.zeros(3, 4, dtype=torch.bool))],
     "validation_fstring": lambda: [(torch.tensor([[7, 7, 1], [7, 7, 0]]), torch.randn(2, 2, 3)),
@@ -159,6 +160,22 @@ def test_fixture_runtime(name: str, monkeypatch) -> None:
     assert graphs_before > 1
     assert graphs_after == 1
     _same(eager, compiled)
+
+
+def test_kept_warning_keeps_its_category_under_compile() -> None:
+    """``warnings.warn(msg, FutureWarning)``: the category travels by name (Dynamo reorders no class), so
+    the compiled call warns with the original's category and message, after one graph."""
+    import warnings
+
+    calls = INPUTS["keep_warning"]()
+    for kind, backend in (("in", None), ("out", "eager")):
+        torch._dynamo.reset()
+        f = _load("keep_warning", kind, backend)["f"]
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            f(*calls[0])
+        assert [(w.category, str(w.message)) for w in seen] == [
+            (FutureWarning, "the `device` argument is deprecated")], kind
 
 
 def test_buffer_fixture_stops_recompiles() -> None:
