@@ -113,6 +113,34 @@ def _mend_capture_frame(flags):
 _mend_captured.eager = {_mend_captured.__code__}
 getattr(torch._dynamo.eval_frame, "skip_code", id)(_mend_captured.__code__)
 ''',
+    "_mend_rnn": '''
+def _mend_rnn(fn):
+    """``fn()``, a call of an ``nn.LSTM``/``GRU``/``RNN``; while torch.compile traces it, Dynamo's
+    ``allow_rnn`` is on for this call only, so the recurrent layer is in the graph (added by mend fix)."""
+    if not torch.compiler.is_compiling():
+        if fn.__code__ not in _mend_rnn.eager:  # run eagerly: Dynamo compiles no frame of its own for it
+            _mend_rnn.eager.add(fn.__code__)
+            getattr(torch._dynamo.eval_frame, "skip_code", id)(fn.__code__)
+        return fn()
+    old = _mend_rnn_flag(True)
+    out = fn()
+    _mend_rnn_flag(old)
+    return out
+
+
+@torch._dynamo.assume_constant_result
+def _mend_rnn_flag(on):
+    """Set ``torch._dynamo.config.allow_rnn``; returns the old value. Runs while Dynamo traces (Dynamo reads
+    the flag when it meets the module), so the setting outside tracing never changes."""
+    old = getattr(torch._dynamo.config, "allow_rnn", False)
+    if hasattr(torch._dynamo.config, "allow_rnn"):
+        torch._dynamo.config.allow_rnn = on
+    return old
+
+
+_mend_rnn.eager = {_mend_rnn.__code__}
+getattr(torch._dynamo.eval_frame, "skip_code", id)(_mend_rnn.__code__)
+''',
     "_mend_index": '''
 def _mend_index(t):
     """A slice bound (added by mend fix): eager hands on ``t`` itself; under torch.compile the number of a

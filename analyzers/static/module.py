@@ -32,13 +32,13 @@ from mend.analyzers.static.rules.context import ClassFacts, DriverScope, Functio
 from mend.analyzers.static.source import LineIndex
 from mend.analyzers.static.summary import CallSite, ClassInfo, CompileSite, FileSummary, FuncInfo, Ref
 from mend.analyzers.static.tensors import T, torch_call_kind
-from mend.analyzers.static.torch_facts import COMPILE_NAMES, DISABLE_NAMES
+from mend.analyzers.static.torch_facts import COMPILE_NAMES, DISABLE_NAMES, RNN_MODULES
 from mend.analyzers.static.walker import FunctionWalker
 
 CONTEXTMANAGER_NAMES = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
 LOCK_NAMES = frozenset(f"threading.{n}" for n in ("Lock", "RLock", "Semaphore", "BoundedSemaphore", "Condition"))
 PARAMETER_NAMES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
-FACT_SETS = ("tensor_attrs", "module_attrs", "int_attrs", "logger_attrs", "lock_attrs")
+FACT_SETS = ("tensor_attrs", "module_attrs", "int_attrs", "logger_attrs", "lock_attrs", "rnn_attrs")
 
 
 class ModuleAnalyzer:
@@ -371,6 +371,8 @@ class ModuleAnalyzer:
             facts.tensor_attrs.add(attr)
         elif q.startswith("torch.nn.") and q.rsplit(".", 1)[-1][:1].isupper():
             facts.module_attrs.add(attr)
+            if q.rsplit(".", 1)[-1] in RNN_MODULES:
+                facts.rnn_attrs.add(attr)
             classes = {c for c in _instantiated(value, scope) if not c.startswith("torch.")}
             if classes:
                 facts.attr_classes.setdefault(attr, set()).update(classes)

@@ -182,6 +182,12 @@ NON_TENSOR_MODULES = frozenset({
     "LSTM", "GRU", "RNN", "MultiheadAttention", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
     "Identity", "Dropout",
 })
+# torch.nn recurrent modules Dynamo refuses to wrap unless `torch._dynamo.config.allow_rnn` is set (GB0014).
+RNN_MODULES = frozenset({"LSTM", "GRU", "RNN"})
+RNN_FLAG = "allow_rnn"
+# The helper `mend fix` adds for one call of such a module: `_mend_rnn(lambda: self.lstm(x))` sets the flag
+# while Dynamo traces that call only (rewriter/helpers.py).
+RNN_HELPER = "_mend_rnn"
 
 # --------------------------------------------------------------------------------------------
 # compiling: how torch.compile, its opt-out and its compile-time tests are spelled
@@ -201,6 +207,9 @@ CAPTURE_INDEX_HELPER = "_mend_index"
 CAPTURE_GUARDED_CALLS = frozenset({
     "torch.arange", "torch.linspace", "torch.logspace", "torch.nn.functional.interpolate", "torch.nn.functional.pad",
 })
+# ... except a range counted from zero by one (`torch.arange(n)`, `torch.arange(0, n)`, dtype and device
+# keywords), captured whole: its length is the captured number itself (`torch.arange(1, n)` still fails).
+CAPTURE_COUNTING_RANGE = "torch.arange"
 # tensor methods that must prove a captured size matches the tensor's element count (`view(b, -1, h, w)`)
 CAPTURE_GUARDED_METHODS = frozenset({"view", "reshape"})
 # The Dynamo config flags in force inside it.

@@ -441,12 +441,14 @@ class FunctionWalker(tk.TensorKinds):
             stack.extend(children(n))
 
     def _captured(self, call: ast.Call) -> bool:
-        """``_mend_captured(lambda: E)`` (added by ``mend fix``): walk ``E`` with Dynamo's capture on."""
-        if not (isinstance(call.func, ast.Name) and call.func.id == torch_facts.CAPTURE_HELPER
-                and len(call.args) == 1 and isinstance(call.args[0], ast.Lambda) and not call.keywords):
+        """``_mend_captured(lambda: E)`` / ``_mend_rnn(lambda: E)`` (added by ``mend fix``): walk ``E`` with
+        the Dynamo flags the helper sets while tracing it (capture; ``allow_rnn``)."""
+        flags = {torch_facts.CAPTURE_HELPER: torch_facts.CAPTURE_SCOPE_FLAGS,
+                 torch_facts.RNN_HELPER: frozenset({torch_facts.RNN_FLAG})}.get(getattr(call.func, "id", None))
+        if not (flags and len(call.args) == 1 and isinstance(call.args[0], ast.Lambda) and not call.keywords):
             return False
         saved = self.config_flags
-        self.config_flags = saved | torch_facts.CAPTURE_SCOPE_FLAGS
+        self.config_flags = saved | flags
         try:
             self.expr(call.args[0].body)
         finally:

@@ -1,7 +1,7 @@
 """The fixers of ``mend fix``, one module per rule family (no torch import).
 
 ``side_effects`` (MND1xx), ``control_flow`` (MND2xx), ``scalars`` and ``tensor_numbers`` (MND3xx),
-``recompiles`` (MND4xx):
+``recompiles`` (MND4xx), ``unsupported`` (MND5xx):
 each fixer registers itself with ``@fixer(code)`` (:mod:`mend.rewriter.fixes.base`); importing this
 package registers them all. See ``docs/adding-a-rule.md``.
 """
@@ -14,6 +14,7 @@ from mend.rewriter.fixes import (  # noqa: F401  (registration)
     scalars,
     side_effects,
     tensor_numbers,
+    unsupported,
 )
 from mend.rewriter.fixes.base import Fixer, fixer, fixer_for, fixers
 

@@ -21,7 +21,8 @@ Declined where the lambda would change what the expression means (``yield``, ``a
 expression, zero-argument ``super()``, ``locals()``/``vars()``/``eval``), and wherever the captured value would leave tensor operations in this
 function: a branch or loop on it, a comparison, a call of Python code (``self.helper(n)``, a function
 that may branch on it), a return, a store; a torch call that must guard on it (``torch.arange`` of a
-float bound, ``F.interpolate``, ``F.pad``: ``CAPTURE_GUARDED_CALLS``); ``.tolist()`` or iteration of a
+float bound or from a start other than zero, ``F.interpolate``, ``F.pad``: ``CAPTURE_GUARDED_CALLS``;
+``torch.arange(n)`` inside the captured expression traces); ``.tolist()`` or iteration of a
 tensor whose length is data-dependent. Each of those breaks again inside the capture, or fails to
 compile, where the original broke once (measured on the model zoo, torch 2.13).
 """
@@ -33,6 +34,7 @@ import libcst as cst
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.static.rules.scalars import DYNAMIC_SHAPE_METHODS, DYNAMIC_SHAPE_TORCH
 from mend.analyzers.static.torch_facts import (
+    CAPTURE_COUNTING_RANGE,
     CAPTURE_GUARDED_CALLS,
     CAPTURE_GUARDED_METHODS,
     CAPTURE_HELPER,
@@ -182,7 +184,10 @@ def _makes_number(node: cst.CSTNode) -> bool:
 
 
 def _call_problem(ctx: FileContext, call: cst.Call, unsized_list: bool) -> str | None:
+    """A call inside the captured expression (traced with capture on)."""
     q = ctx.imports.qualify(call.func) or ""
+    if q == CAPTURE_COUNTING_RANGE and _counts_from_zero(call):
+        return None
     if q in CAPTURE_GUARDED_CALLS:
         return f"`{q}` must guard on a captured value to size its result"
     if _guarded_method(ctx, call):
@@ -190,6 +195,17 @@ def _call_problem(ctx: FileContext, call: cst.Call, unsized_list: bool) -> str |
     if unsized_list:
         return "the list of a tensor whose length is data-dependent has no length Dynamo can trace"
     return None
+
+
+def _counts_from_zero(call: cst.Call) -> bool:
+    """``torch.arange(n)`` or ``torch.arange(0, n)``; any keywords but the range's own."""
+    if any(a.star or (a.keyword is not None and a.keyword.value in {"start", "end", "step"}) for a in call.args):
+        return False
+    positional = [a for a in call.args if a.keyword is None]
+    if len(positional) == 2:
+        first = positional[0].value
+        return isinstance(first, cst.Integer) and first.evaluated_value == 0
+    return len(positional) == 1
 
 
 def _guarded_method(ctx: FileContext, call: cst.Call) -> bool:

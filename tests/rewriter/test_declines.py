@@ -315,6 +315,12 @@ CASES = {
                 cfg = copy.deepcopy(self.config)
                 return x * cfg.scale
         """, "`.clone()` exists only on tensors"),
+    "capture: a range from a start other than zero": ("MND310", 4, """
+        import torch
+        def f(x: torch.Tensor, m: torch.Tensor):
+            n = m.sum()
+            return torch.arange(1, n) + x.sum()
+        """, "`torch.arange` must guard on a captured value"),
     "deepcopy with memo": ("MND108", 4, """
         import copy
         import torch

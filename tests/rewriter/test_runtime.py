@@ -103,6 +103,7 @@ INPUTS = {
     "small": lambda: [(torch.randn(3),)],
     "guard_print": lambda: [(torch.randn(3),)],
     "keep_warning": lambda: [(torch.randn(3),)],
+    "rnn": lambda: [(torch.randn(5, 2, 8),), (torch.randn(3, 1, 8),)],
     "validation": lambda: [(torch.randn(3, 4), torch.ones(3, 4, dtype=torch.bool)),
                            (torch.randn(3, 4), torch.zeros(3, 4, dtype=torch.bool))],
     "validation_fstring": lambda: [(torch.tensor([[7, 7, 1], [7, 7, 0]]), torch.randn(2, 2, 3)),
@@ -176,6 +177,17 @@ def test_kept_warning_keeps_its_category_under_compile() -> None:
             f(*calls[0])
         assert [(w.category, str(w.message)) for w in seen] == [
             (FutureWarning, "the `device` argument is deprecated")], kind
+
+
+def test_rnn_flag_is_scoped_to_the_repaired_call() -> None:
+    """``_mend_rnn`` turns ``allow_rnn`` on only while Dynamo traces its call: the global flag is off after
+    compiling the repaired fixture, and the original's LSTM call, compiled next, still breaks the graph."""
+    calls = INPUTS["rnn"]()
+    graphs, _ = _compiled_run("rnn", "out", calls[:1])
+    assert graphs == 1
+    assert torch._dynamo.config.allow_rnn is False
+    graphs, _ = _compiled_run("rnn", "in", calls[:1])  # the original, compiled after the repaired one
+    assert graphs == 2
 
 
 def test_buffer_fixture_stops_recompiles() -> None:
@@ -541,6 +553,22 @@ def test_scoped_capture_breaks_where_the_original_breaks() -> None:
         seen.append((graphs, sum(b.count for b in rec.breaks), sum(r.count for r in rec.recompiles)))
         _same(_eager(original, calls), outs)
     assert seen[0] == seen[1], seen
+
+
+def test_scoped_capture_of_a_range_from_zero_stays_in_the_graph() -> None:
+    """``torch.arange(n)`` sized by a count from the data (phi-MoE's ``arange(seq_len)``, VITS's
+    ``arange(lengths.max())``) traces under capture: one graph, the same values as eager."""
+    captured = _helper("_mend_captured")["_mend_captured"]
+
+    def fn(x, lengths):
+        idx = captured(lambda: torch.arange(lengths.max(), dtype=lengths.dtype))
+        mask = idx.unsqueeze(0) < lengths.unsqueeze(1)
+        return x * 2 + mask.to(x.dtype).sum(1)
+
+    calls = [(torch.randn(3), torch.tensor([2, 5, 1])), (torch.randn(3), torch.tensor([4, 4, 7]))]
+    graphs, outs = _graphs_and_outputs(fn, calls)
+    assert graphs == 1
+    _same(_eager(fn, calls), outs)
 
 
 def test_scoped_capture_leaves_the_rest_of_the_frame_as_it_was() -> None:

@@ -36,7 +36,8 @@ FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 class ClassFacts:
     """What the methods of one class assign to ``self``: tensors, submodules, ints, loggers, locks."""
 
-    __slots__ = ("tensor_attrs", "module_attrs", "int_attrs", "logger_attrs", "lock_attrs", "attr_classes")
+    __slots__ = ("tensor_attrs", "module_attrs", "int_attrs", "logger_attrs", "lock_attrs", "rnn_attrs",
+                 "attr_classes")
 
     def __init__(self) -> None:
         self.tensor_attrs: set[str] = set()
@@ -44,6 +45,7 @@ class ClassFacts:
         self.int_attrs: set[str] = set()
         self.logger_attrs: set[str] = set()
         self.lock_attrs: set[str] = set()
+        self.rnn_attrs: set[str] = set()  # torch.nn.LSTM / GRU / RNN submodules (RNN_MODULES)
         self.attr_classes: dict[str, set[str]] = {}  # self.attr -> classes of the tree assigned to it
 
 

@@ -6,9 +6,10 @@ import ast
 from collections.abc import Iterator
 
 from mend.analyzers.static import tensors as tk
-from mend.analyzers.static.rules.base import Finding, Rule, checker, project_checker, register
+from mend.analyzers.static.rules.base import Finding, FixInfo, Rule, checker, project_checker, register
 from mend.analyzers.static.rules.context import Context, ProjectContext
 from mend.analyzers.static.summary import FileSummary, FuncInfo
+from mend.analyzers.static.torch_facts import RNN_FLAG
 
 _HDR = "import torch\nfrom torch import nn\n"
 
@@ -201,6 +202,55 @@ register(
     ),
 )
 
+register(
+    Rule(
+        "MND512", "recurrent-module-call",
+        "call of an `nn.LSTM`/`nn.GRU`/`nn.RNN` submodule in compiled code: Dynamo does not wrap recurrent "
+        "modules by default and breaks the graph",
+        ("GB0014",), "break",
+        what="""
+            Finds calls of a submodule the class assigned an `nn.LSTM`, `nn.GRU` or `nn.RNN` (`self.lstm(x)`)
+            in traced code, unless the file sets `torch._dynamo.config.allow_rnn`.
+        """,
+        why="""
+            Dynamo refuses to wrap recurrent modules unless `torch._dynamo.config.allow_rnn` is on
+            (GB0014, "experimental support"): the graph ends before the call and the recurrent layer
+            runs eagerly. The flag is global, and `torch._dynamo.patch_dynamo_config` refuses it.
+        """,
+        use_instead="""
+            Compile the layers before and after the recurrent module as separate functions, or set
+            `torch._dynamo.config.allow_rnn = True` for the program.
+        """,
+        invalid=(_HDR + """
+            class M(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lstm = nn.LSTM(8, 8)
+
+                def forward(self, x):
+                    return self.lstm(x)[0] + x
+        """,),
+        valid=(_HDR + """
+            class M(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv = nn.Conv1d(8, 8, 1)
+
+                def forward(self, x):
+                    return self.conv(x) + x
+        """,),
+        fix=FixInfo(
+            "always", "unsafe", "allow the recurrent module for this call only: _mend_rnn(lambda: self.lstm(x))",
+            "`self.lstm(x)` becomes `_mend_rnn(lambda: self.lstm(x))`, a helper added to the file (**unsafe**). "
+            "Eager calls the module and nothing else. Under compile a function Dynamo runs while tracing "
+            "(`assume_constant_result`) turns `allow_rnn` on for the call and back off after it, so the "
+            "recurrent layer is traced into the graph; the global setting is the same before and after. "
+            "Dynamo's support is experimental and the traced layer is not bitwise the eager one (measured on "
+            "the CPU, torch 2.13: within 3e-8 in float32), hence unsafe.",
+        ),
+    ),
+)
+
 PARAM_MODULES = frozenset(
     "Linear Bilinear LazyLinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d Embedding "
     "EmbeddingBag LayerNorm GroupNorm RMSNorm BatchNorm1d BatchNorm2d BatchNorm3d InstanceNorm1d InstanceNorm2d "
@@ -241,6 +291,14 @@ def unsupported_calls(ctx: Context, call: ast.Call) -> None:
     elif isinstance(f, ast.Attribute) and f.attr == "backward" and ctx.kind(f.value) in (tk.T, tk.M):
         if TRACE_AUTOGRAD not in ctx.config_flags:
             ctx.report("MND501", call)
+
+
+@checker("call")
+def recurrent_module_call(ctx: Context, call: ast.Call) -> None:
+    attr = ctx.is_self_attr(call.func)
+    if attr and ctx.facts and attr in ctx.facts.rnn_attrs and RNN_FLAG not in ctx.config_flags:
+        ctx.report("MND512", call, f"`self.{attr}(...)` (an `nn.LSTM`/`GRU`/`RNN`) in compiled code: Dynamo "
+                                   "does not wrap recurrent modules by default and breaks the graph")
 
 
 @checker("binop")
