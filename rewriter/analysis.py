@@ -253,9 +253,8 @@ class FunctionFacts:
                         self.stores.setdefault(name, []).append(node)
             elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
                 for name in _target_names(node.target):
-                    self._store_values.setdefault(name, []).append(
-                        node.value if isinstance(node, cst.AnnAssign) else None
-                    )
+                    if isinstance(node, cst.AnnAssign):  # `t *= m` keeps a tensor a tensor: no new value
+                        self._store_values.setdefault(name, []).append(node.value)
                     self.stores.setdefault(name, []).append(node)
             elif isinstance(node, (cst.For, cst.CompFor)):
                 for name in _target_names(node.target):

@@ -233,9 +233,10 @@ def _has_dynamic_op(ctx: FileContext, node: cst.CSTNode) -> bool:
     return False
 
 
-def _consumer_problem(ctx: FileContext, node: cst.CSTNode, sized: bool, depth: int) -> str | None:
+def _consumer_problem(ctx: FileContext, node: cst.CSTNode, sized: bool, depth: int,
+                      holder: str | None = None) -> str | None:
     """Where the value of ``node`` goes once computed (``sized``: a tensor whose size may come from the
-    data, not a number)."""
+    data, not a number; ``holder``: the name ``node`` reads it from, a tensor)."""
     cur, parent = node, ctx.parent(node)
     while True:  # what is still the captured value: arithmetic, a tuple of sizes, an element, a method's result
         if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
@@ -269,14 +270,22 @@ def _consumer_problem(ctx: FileContext, node: cst.CSTNode, sized: bool, depth: i
         return None if sized else "the captured number is returned, and its caller may branch on it"
     if isinstance(parent, cst.For) and parent.iter is cur:
         return "the captured value is iterated"
-    if isinstance(parent, cst.Assign):
-        target = parent.targets[0].target if len(parent.targets) == 1 else None
+    if isinstance(parent, cst.AugAssign) and parent.target is cur:
+        # `mask *= keep`: updated in place (a tensor; its later reads are uses of the name); a number's
+        # new value is the name's next assignment
+        return None if sized else _name_problem(ctx, parent, cur.value, sized, depth) if isinstance(
+            cur, cst.Name) else "the captured value is stored where this function cannot follow it"
+    if isinstance(parent, (cst.Assign, cst.AugAssign)):
+        target = parent.target if isinstance(parent, cst.AugAssign) else (
+            parent.targets[0].target if len(parent.targets) == 1 else None)
         if isinstance(target, cst.Name):
             return _name_problem(ctx, parent, target.value, sized, depth)
-        if isinstance(target, cst.Subscript) and ctx.facts(ctx.enclosing_function(node)).is_tensor(target.value):
-            return None  # written into a tensor (`out[a:b] = v`)
+        if isinstance(target, cst.Subscript) and (
+                ctx.facts(ctx.enclosing_function(node)).is_tensor(target.value)
+                or (sized and isinstance(target.value, cst.Name) and target.value.value == holder)):
+            return None  # written into a tensor (`out[a:b] = v`; `m[..., :n] = m[..., :n].masked_fill(...)`)
         return "the captured value is stored where this function cannot follow it"
-    if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.StarredElement)):
+    if isinstance(parent, (cst.AnnAssign, cst.StarredElement)):
         return "the captured value is stored where this function cannot follow it"
     return None
 
@@ -319,7 +328,7 @@ def _name_problem(ctx: FileContext, assign: cst.Assign, name: str, sized: bool, 
     """The uses of ``name``, assigned the captured value by ``assign``."""
     func = ctx.enclosing_function(assign)
     facts = ctx.facts(func)
-    if depth > 2:
+    if depth > 5:
         return f"`{name}` flows too far to follow"
     end = ctx.positions[assign].end
     loop = next((a for a in ctx.ancestors(assign) if isinstance(a, (cst.For, cst.While, cst.FunctionDef))), None)
@@ -331,7 +340,7 @@ def _name_problem(ctx: FileContext, assign: cst.Assign, name: str, sized: bool, 
             continue  # an earlier value of the name (a use later in the same loop may read this one)
         if ctx.enclosing_function(use) is not func:
             return f"`{name}` is used in a nested function"
-        problem = _consumer_problem(ctx, use, sized, depth + 1)
+        problem = _consumer_problem(ctx, use, sized, depth + 1, name if sized else None)
         if problem:
             return f"`{name}`: {problem}"
     return None
