@@ -17,6 +17,9 @@
   under compile a static-shape ``torch.where`` sum (equal up to float reduction order; a dtype
   ``mean()`` rejects runs the original, which raises as before). Other mask/nonzero/unique uses (MND304/305): unsafe
   dynamic-shape capture for that site only (:mod:`mend.rewriter.fixes.capture`).
+* ``t[torch.where(m)] = v`` (MND304) with a boolean ``m`` -> ``t[m] = v`` (unsafe: the same elements get the same
+  values; where ``m``'s shape is not ``t``'s leading dimensions the repair raises ``IndexError``, the original
+  only for an index out of range).
 """
 
 from __future__ import annotations
@@ -247,6 +250,51 @@ def fix_dynamic_op(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     routing = expert_loop_plan(ctx, diag, call)
     if routing is not None:
         return routing
+    store = _mask_store_plan(ctx, diag, call)
+    if store is not None:
+        return store
     return capture_plan(ctx, diag, call, "capture_dynamic_output_shape_ops",
                               "the operator's output shape depends on tensor data")
 
+
+
+def _mask_store_plan(ctx: FileContext, diag: Diagnostic, call: cst.Call) -> Plan | None:
+    """``t[torch.where(m)] = v`` (or ``m.nonzero(as_tuple=True)``) with a boolean ``m`` -> ``t[m] = v``: the same
+    elements get the same values, and a boolean-mask store has no data-dependent shape."""
+    mask = _where_mask(ctx, call)
+    index = ctx.parent(call)
+    sub = ctx.parent(ctx.parent(index)) if isinstance(index, cst.Index) else None
+    if mask is None or not isinstance(sub, cst.Subscript) or len(sub.slice) != 1:
+        return None
+    holder = ctx.parent(sub)
+    if not (isinstance(holder, cst.AssignTarget) and holder.target is sub):
+        return None
+    facts = ctx.facts(ctx.enclosing_function(call))
+    if not (facts.is_tensor(sub.value) and _is_bool_tensor(facts, mask)):
+        return None
+    return Plan(diag, "`t[torch.where(m)] = v` -> `t[m] = v`: a boolean-mask store (unsafe: where the mask's shape "
+                      "is not the tensor's leading dimensions it raises IndexError)", "unsafe",
+                [(call, strip_parens(mask).with_changes(lpar=call.lpar, rpar=call.rpar))])
+
+
+def _where_mask(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
+    if ctx.imports.qualify(call.func) == "torch.where" and len(call.args) == 1 and not call.args[0].keyword:
+        return call.args[0].value
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "nonzero" and len(call.args) == 1:
+        arg = call.args[0]
+        if arg.keyword is not None and arg.keyword.value == "as_tuple" and code(arg.value) == "True":
+            return call.func.value
+    return None
+
+
+def _is_bool_tensor(facts, expr: cst.BaseExpression) -> bool:
+    """A comparison of tensors, or ``~``/``&``/``|`` of such (a boolean tensor for certain)."""
+    expr = strip_parens(expr)
+    if isinstance(expr, cst.Comparison):
+        return facts.is_tensor(expr) and not any(
+            isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
+        return _is_bool_tensor(facts, expr.expression)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr)):
+        return _is_bool_tensor(facts, expr.left) and _is_bool_tensor(facts, expr.right)
+    return False

@@ -321,6 +321,12 @@ CASES = {
             n = m.sum()
             return torch.arange(1, n) + x.sum()
         """, "`torch.arange` must guard on a captured value"),
+    "mask store: an index tensor not provably boolean": ("MND304", 3, """
+        import torch
+        def f(a: torch.Tensor, idx: torch.Tensor):
+            a[torch.where(idx)] = 0
+            return a
+        """, "stored to"),
     "deepcopy with memo": ("MND108", 4, """
         import copy
         import torch

@@ -104,6 +104,8 @@ INPUTS = {
     "guard_print": lambda: [(torch.randn(3),)],
     "keep_warning": lambda: [(torch.randn(3),)],
     "capture_mask": lambda: [(torch.randn(3), torch.arange(5)), (torch.randn(2), torch.arange(4))],
+    "mask_store": lambda: [(torch.tensor([[[1, 1], [0, 1]], [[1, 1], [1, 1]]], dtype=torch.bool),),
+                           (torch.rand(3, 4, 5) > 0.2,)],
     "rnn": lambda: [(torch.randn(5, 2, 8),), (torch.randn(3, 1, 8),)],
     "validation": lambda: [(torch.randn(3, 4), torch.ones(3, 4, dtype=torch.bool)),
                            (torch.randn(3, 4), torch.zeros(3, 4, dtype=torch.bool))],
