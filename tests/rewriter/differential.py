@@ -178,6 +178,7 @@ FIX_KINDS: list[tuple[str, str]] = [
     (r"^capture the value for this expression only", "capture-scoped"),
     (r"`len\(t\.tolist\(\)\)`", "tolist"),
     (r"^masked reduction", "masked"),
+    (r"^`t\[torch\.where\(m\)\] = v`", "mask-store"),
     (r"`copy\.deepcopy\(t\)`", "deepcopy"),
     (r"^fold the module's integer buffers", "int-fold"),
 ]

@@ -20,7 +20,8 @@ one fix family:
 * Python scalars from tensors: ``.item()`` feeding arithmetic, ``max(n, c)``, ``float(t)``,
   ``len(t.tolist())``, masked reductions ``t[m].sum()``, ``copy.deepcopy(t)``;
 * data-dependent sizes (scalar and dynamic-shape capture): a count from a tensor as a slice bound or a
-  factory's size, ``nonzero``, boolean-mask selection, ``.tolist()`` counts as ``split`` sizes;
+  factory's size or a range's length, ``nonzero``, boolean-mask selection and stores, ``.tolist()`` counts
+  as ``split`` sizes;
 * sizes from a module's integer buffers (EnCodec's padding): ``F.pad`` by numbers computed from 0-d
   ``int64`` buffers registered in ``__init__`` and a method on the input's shape (module programs).
 
@@ -378,7 +379,8 @@ def sizes(draw, env: _Env) -> tuple[str, list[str]]:
     a = draw(st.sampled_from(env.names))
     t = draw(st.sampled_from(env.names))
     n, k = env.fresh("n"), env.fresh("k")
-    form = draw(st.sampled_from(["slice-item", "slice-tensor", "slice-store", "factory", "nonzero", "mask", "split"]))
+    form = draw(st.sampled_from(["slice-item", "mask-store", "slice-tensor", "slice-store", "factory", "nonzero",
+                                 "mask", "split", "range"]))
     if form == "slice-item":
         lines = [f"{n} = ({a} > 0).sum().item()", f"{k} = {a}.reshape(-1)[:{n}]"]
     elif form == "slice-tensor":
@@ -391,6 +393,10 @@ def sizes(draw, env: _Env) -> tuple[str, list[str]]:
         lines = [f"{k} = torch.nonzero({a} > 0).to({a}.dtype)"]
     elif form == "mask":
         lines = [f"{k} = {a}[{a} > 0].cumsum(0)"]
+    elif form == "range":
+        lines = [f"{n} = ({a} > 0).sum()", f"{k} = torch.arange({n}, dtype={a}.dtype)"]
+    elif form == "mask-store":
+        lines = [f"{k} = {a}.clone()", f"{k}[torch.where(({a} > 0) & ({a} < 2))] = 0"]
     else:
         lines = [f"{n} = ({a} > 0).sum(-1).tolist()",
                  f"{k} = torch.stack([p.sum() for p in {a}[{a} > 0].split({n})])"]

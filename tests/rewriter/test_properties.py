@@ -306,7 +306,8 @@ def test_generated_programs_mixed_families(compiled: bool) -> None:
 
 
 REPAIRS = {"keep", "report-guard", "where", "where-return", "where-ternary", "where-buffer", "cond", "validation",
-           "item-tensor", "item-assert", "capture", "capture-scoped", "float", "tolist", "masked", "deepcopy", "int-fold"}
+           "item-tensor", "item-assert", "capture", "capture-scoped", "float", "tolist", "masked", "mask-store", "deepcopy",
+           "int-fold"}
 
 
 def test_generator_reaches_every_repair_and_decline() -> None:
