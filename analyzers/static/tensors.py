@@ -314,8 +314,10 @@ class TensorKinds:
 
     def _function_call_kind(self, q: str, e: ast.Call) -> int:
         if q.startswith("torch."):
-            if q in torch_facts.PYTHON_NUMBER_OPS and e.args and all(self.python_number(a) for a in e.args):
-                return N
+            if q in torch_facts.PYTHON_NUMBER_OPS and e.args:
+                # a tensor only if an argument is one: Dynamo folds numbers to a number
+                kinds = {self.kind(a) for a in [*e.args, *(k.value for k in e.keywords)]}
+                return T if T in kinds else M if M in kinds else N
             return torch_call_kind(q)
         if q in NUMBER_CASTS:
             return S if (e.args and self.kind(e.args[0]) in (T, S)) else N

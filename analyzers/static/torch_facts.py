@@ -232,8 +232,8 @@ ATTENTION_IMPLEMENTATION_ATTRS = frozenset({"_attn_implementation", "attn_implem
 GRAD_MODE_TESTS = frozenset({"torch.is_grad_enabled", "torch.is_inference_mode_enabled"})
 
 
-# torch arithmetic that Dynamo folds into a Python number when every argument is one (measured on torch
-# 2.13: `torch.div(seq_len, w, rounding_mode="trunc")` of sizes is no tensor to it; sizes from it never break)
+# torch arithmetic that Dynamo folds into a Python number when no argument is a tensor (measured on torch
+# 2.13: `torch.div(seq_len, w, rounding_mode="trunc")` of sizes is a constant to it; sizes from it never break)
 PYTHON_NUMBER_OPS = frozenset({"torch.div", "torch.floor_divide", "torch.true_divide"})
 
 
