@@ -7,9 +7,11 @@ own printing goes to stderr (fd 1 is pointed there), so it never mixes with the 
 with the ``PYTHONPATH`` of its source, so ``import transformers`` finds the source's copy (source ``hook``:
 the installed package through mend's import hook); the record says which folder it imported.
 
-Per row: build (seeded), inputs, two eager forwards (seeded; are they the same bits? the first records the
-package's lines that ran, :mod:`mend.zoo.lines`), one forward of
-``torch.compile(model, backend=...)`` under mend's recorder (breaks are decided by Dynamo, not the backend;
+Per row: build (seeded), inputs, a copy of the model as built, two eager forwards (seeded; are they the same
+bits? the first records the package's lines that ran, :mod:`mend.zoo.lines`), one forward of
+``torch.compile(copy, backend=...)`` under mend's recorder (the copy: a model whose forward changes its own
+state, such as BigBird switching to full attention for a short input, or a rotary cache growing, meets the
+compiler as a user's fresh model would; the model itself where it cannot be copied) (breaks are decided by Dynamo, not the backend;
 the default ``eager`` backend runs each graph as captured), outputs saved to ``DIR/SOURCE/NAME.pt``.
 ``torch._dynamo.reset()`` runs between rows.
 """
@@ -110,6 +112,7 @@ class Runner:
             stage = "inputs"
             inputs = self._stage(rec, "inputs", lambda: make_inputs(model, config, spec, p, torch_dtype(self.dtype)))
             inputs = {k: v.to(self.device) if hasattr(v, "to") else v for k, v in inputs.items()}
+            fresh = _copy(model)
             stage = "eager"
             with LineRecorder(self.tf_dir) as ran:
                 eager = self._stage(rec, "eager", lambda: flatten(self._forward(model, inputs)))
@@ -119,7 +122,7 @@ class Runner:
         except Exception as exc:  # the row's failure is its result
             rec.status, rec.error = _status_of(stage, exc, self.dtype), last_line(exc)
             return
-        compiled = self._compile(model, inputs, rec)
+        compiled = self._compile(model if fresh is None else fresh, inputs, rec)
         if compiled is not None:
             diff = compare(eager, compiled)
             rec.compiled_max_abs_diff, rec.compiled_matches = diff.max_abs_diff, diff.close
@@ -151,6 +154,16 @@ class Runner:
         rec.recompiles = [R.Recompile(path=r.path, line=r.line, function=r.function, kind=r.kind, guard=r.guard,
                                       count=r.count) for r in run.recompiles]
         return compiled
+
+
+def _copy(model: Any) -> Any:
+    """A deep copy of ``model`` as built (same weights), or None where it cannot be copied."""
+    import copy
+
+    try:
+        return copy.deepcopy(model)
+    except Exception:
+        return None
 
 
 def serve(runner: Runner, requests: Any, reply: Any) -> None:

@@ -256,10 +256,11 @@ class _RowLines:
         from mend.zoo.records import COMPILE_ERROR
 
         raw = getattr(rec, "lines", None)
-        if getattr(rec, "status", "") == COMPILE_ERROR:
-            raw = None  # the compiled run stopped part way: only the functions Dynamo traced were observed
+        failed = getattr(rec, "status", "") == COMPILE_ERROR
+        if failed:  # Dynamo raised part way, at a line the record does not keep: nothing of the row is judged
+            raw = {}
         self.lines = None if raw is None else {p: set(from_ranges(r)) for p, r in raw.items() if in_package(p)}
-        traced = [(p, int(a), int(b), fn) for p, a, b, fn in rec.traced if in_package(p)]
+        traced = [] if failed else [(p, int(a), int(b), fn) for p, a, b, fn in rec.traced if in_package(p)]
         self.traced: dict[str, list[tuple[int, int]]] = {}
         for p, a, b, _fn in traced:
             self.traced.setdefault(p, []).append((a, b))

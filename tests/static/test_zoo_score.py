@@ -198,8 +198,13 @@ def test_a_frame_skip_through_a_call_confirms_the_skip_recorded_at_the_callee_br
     assert [(x.path, x.line) for x in s.found] == [("m/b.py", 7)]
 
 
-def test_a_row_whose_compiled_run_raised_is_judged_on_the_functions_dynamo_traced():
+def test_a_row_whose_compiled_run_raised_judges_nothing():
+    """Dynamo failed part way at a line the record does not keep: neither the lines eager ran nor the
+    functions Dynamo traced were observed under compile to the end."""
     rec = _record("a", [], [["m/a.py", 5, 12, "forward"]], status=R.COMPILE_ERROR)
     rec.lines = {"m/a.py": [[5, 30]]}  # eager ran all of it; the compiled run stopped inside forward
-    findings = [zs.StaticFinding("m/a.py", 8, 8, "MND102"), zs.StaticFinding("m/a.py", 20, 20, "MND102")]
-    assert [f.line for f in zs.score([rec], findings).judged] == [8]
+    ok = _record("b", [], [["m/b.py", 1, 9, "forward"]])
+    ok.lines = {"m/b.py": [[1, 9]]}
+    findings = [zs.StaticFinding("m/a.py", 8, 8, "MND102"), zs.StaticFinding("m/a.py", 20, 20, "MND102"),
+                zs.StaticFinding("m/b.py", 4, 4, "MND102")]
+    assert [(f.path, f.line) for f in zs.score([rec, ok], findings).judged] == [("m/b.py", 4)]
