@@ -557,8 +557,10 @@ class TensorKinds:
         if isinstance(value, ast.Call):
             passed = {a.id for a in (*value.args, *(k.value for k in value.keywords))
                       if isinstance(a, ast.Name) and self.env.get(a.id) in (T, M)}
-        if kind == T and isinstance(value, ast.Call) and self._module_call(value):
-            kind = M  # `h, n, w = self.embed(x)`: a submodule may return a tuple of tensors and numbers
+        if kind == T and self._module_output(value):
+            # `h, n, w = self.embed(x)`, `h, cache = outputs[:2]` of `outputs = self.attn(x)`: a submodule
+            # may return a tuple of tensors, numbers and caches
+            kind = M
         elif kind != T:
             kind = N
         for i, t in enumerate(target.elts):
@@ -568,6 +570,19 @@ class TensorKinds:
             self.assign(t, None, k)
             if isinstance(t, ast.Name) and isinstance(value, ast.Call):
                 self.local_values[t.id] = (value, i)
+
+    def _module_output(self, value: ast.AST | None, depth: int = 0) -> bool:
+        """``value`` is a submodule's output, or an index or slice of one (through locals)."""
+        if depth > 4 or value is None:
+            return False
+        if isinstance(value, ast.Call):
+            return self._module_call(value)
+        if isinstance(value, ast.Subscript):
+            return self._module_output(value.value, depth + 1)
+        if isinstance(value, ast.Name):
+            v = self.local_values.get(value.id)
+            return isinstance(v, ast.AST) and v is not value and self._module_output(v, depth + 1)
+        return False
 
     def _module_call(self, call: ast.Call) -> bool:
         """``call`` calls a submodule (``self.layer(x)``, a layer of a ModuleList in a loop)."""
