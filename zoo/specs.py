@@ -60,6 +60,8 @@ VARIANTS: list[ModelSpec] = [
             {"seq": 64}, attention_type="block_sparse", block_size=4, num_random_blocks=2),
     variant("bigbird_pegasus", "block_sparse", "block-sparse attention on an input long enough to use it",
             {"seq": 64}, attention_type="block_sparse", block_size=4, num_random_blocks=2),
+    variant("mega", "chunking", "chunked attention: the input's shape is kept as a tensor and branched on",
+            use_chunking=True, chunk_size=8),
 ]
 
 
