@@ -1,4 +1,5 @@
-"""MND310-MND329: a tensor used where Python needs a number (a size, a bound, a slice, a range).
+"""MND310-MND329: a tensor (or a numpy value, which Dynamo traces as one) used where Python needs a number
+(a size, a bound, a slice, a range).
 
 Dynamo keeps a tensor's values out of the Python it traces. A 0-d tensor (``n = mask.sum()``,
 ``seq_len = torch.max(position_ids) + 1``, a row of a ``spatial_shapes`` tensor in a loop) handed to an
@@ -134,6 +135,44 @@ register(
                     return x
         """,),
     ),
+    Rule(
+        "MND313", "numpy-value-as-number",
+        "numpy value taken as a Python number in compiled code: Dynamo traces numpy as tensor operations, so "
+        "`.item()`, a size or a random draw breaks the graph",
+        ("GB0208", "GB0033"), "break",
+        what="""
+            Finds, in traced code, numpy results that Python must read as numbers: `.item()`/`.tolist()`
+            of a numpy expression (`np.ceil(np.log1p(n)).astype("int").item()`), a numpy result inside
+            the shape of `np.zeros`/`np.ones`/`np.empty`/`np.full` (`np.zeros((n, np.sum(plan)))`), and
+            `np.random.*` draws.
+        """,
+        why="""
+            Dynamo runs numpy calls as tensor operations (`torch._numpy`), even on Python numbers and
+            lists: their results are tensors to it. Reading one as a Python number is a `.item()` on
+            traced data: "torch.* op returned non-Tensor" (GB0208) or a data-dependent operator (GB0033)
+            breaks the graph there (measured on torch 2.13: informer's `log_L_K`, BigBird's block plan,
+            VITS's layer drop).
+        """,
+        use_instead="""
+            Compute numbers with `math` and Python's builtins (`math.ceil(math.log1p(n))`, `sum(plan)`),
+            draw random numbers outside the compiled function or with torch, or precompute the value in
+            `__init__`.
+        """,
+        no_fix="numpy and Python numbers differ in overflow, dtype and summation order; which is exact depends "
+               "on the values",
+        invalid=("import numpy as np\n" + _HDR + """
+            class M(nn.Module):
+                def forward(self, x):
+                    log_len = np.ceil(np.log1p(x.size(1))).astype("int").item()
+                    return x[:, :log_len]
+        """,),
+        valid=("import math\n" + _HDR + """
+            class M(nn.Module):
+                def forward(self, x):
+                    log_len = math.ceil(math.log1p(x.size(1)))
+                    return x[:, :log_len]
+        """,),
+    ),
 )
 
 # torch functions whose positional arguments (from the index given) are sizes or bounds, and keyword
@@ -196,6 +235,43 @@ def tensor_sizes(ctx: Context, call: ast.Call) -> None:
     if CAPTURE_SCALARS not in ctx.config_flags and any(_tensor_number(ctx, a) for a in args):
         ctx.report("MND310", call, f"tensor used as a size or bound of {what} in compiled code: Dynamo needs its "
                                    "value as a Python number and breaks the graph")
+
+
+# numpy constructors whose first argument is a shape
+NUMPY_SHAPED = frozenset({"numpy.zeros", "numpy.ones", "numpy.empty", "numpy.full"})
+
+
+@checker("call")
+def numpy_numbers(ctx: Context, call: ast.Call) -> None:
+    q = ctx.qualify(call.func) or ""
+    if q.startswith("numpy.random."):
+        ctx.report("MND313", call, f"`{q.replace('numpy.', 'np.')}()` in compiled code: Dynamo traces numpy as "
+                                   "tensor operations, and a random draw taken as a number breaks the graph")
+    elif q in NUMPY_SHAPED and call.args and _numpy_value(ctx, call.args[0]):
+        ctx.report("MND313", call, f"numpy result in the shape of `{q.replace('numpy.', 'np.')}` in compiled "
+                                   "code: Dynamo traces numpy as tensor operations, and a size breaks the graph")
+    elif (isinstance(call.func, ast.Attribute) and call.func.attr in ("item", "tolist") and not call.args
+          and _numpy_value(ctx, call.func.value)):
+        ctx.report("MND313", call, f"`.{call.func.attr}()` of a numpy value in compiled code: Dynamo traces "
+                                   "numpy as tensor operations, and the number breaks the graph")
+
+
+def _numpy_value(ctx: Context, e: ast.AST, depth: int = 0) -> bool:
+    """``e`` is (or holds) the result of a numpy call: ``np.sum(plan)``, ``np.ceil(...).astype("int")``."""
+    if depth > 8:
+        return False
+    if isinstance(e, (ast.Tuple, ast.List)):
+        return any(_numpy_value(ctx, x, depth + 1) for x in e.elts)
+    if isinstance(e, ast.BinOp):
+        return _numpy_value(ctx, e.left, depth + 1) or _numpy_value(ctx, e.right, depth + 1)
+    if isinstance(e, ast.Subscript):
+        return _numpy_value(ctx, e.value, depth + 1)
+    if isinstance(e, ast.Call):
+        q = ctx.qualify(e.func) or ""
+        if q.startswith("numpy."):
+            return True
+        return isinstance(e.func, ast.Attribute) and _numpy_value(ctx, e.func.value, depth + 1)
+    return False
 
 
 @checker("subscript")
