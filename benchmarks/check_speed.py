@@ -1,6 +1,7 @@
 """How fast is `mend check`? Cold and warm (cached) runs side by side with TorchFix and Fixit.
 
-    python benchmarks/check_speed.py [--tree DIR | --files N] [--repeat 3] [--torchfix PATH] [--fixit PATH]
+    python benchmarks/check_speed.py [--tree DIR | --files N | --package] [--repeat 3] [--torchfix PATH] [--fixit PATH]
+                                     [--against PYTHON | --baseline-ref GITREF]
 
 By default the tree is a fixed subset: the first N (150) `modeling_*.py` files of the installed
 `transformers` package in sorted path order, copied into a temporary folder so that every tool sees
@@ -17,7 +18,8 @@ by default `benchmarks/.tools-venv` (`python -m venv benchmarks/.tools-venv &&
 benchmarks/.tools-venv/bin/pip install torchfix fixit`); pass `--torchfix`/`--fixit` to use others.
 Medians over `--repeat` runs for mend; TorchFix and Fixit take minutes per run and run once unless
 `--tool-repeat` says otherwise. The table reports wall seconds, files/s, lines/s and each tool's time
-relative to mend cold.
+relative to mend cold. ``--baseline-ref REF`` times mend as of commit ``REF`` alongside (a temporary git
+worktree, this environment's python and dependencies), alternating run by run, and prints the ratios.
 """
 
 from __future__ import annotations
@@ -78,7 +80,45 @@ def main() -> None:
     ap.add_argument("--package", action="store_true", help="check the whole installed transformers package")
     ap.add_argument("--against", metavar="PYTHON",
                     help="also time the mend of another environment (its python), alternating run by run")
+    ap.add_argument("--baseline-ref", metavar="GITREF",
+                    help="also time mend as of this commit of the repository (a temporary git worktree run "
+                         "with this environment's python), alternating run by run")
     args = ap.parse_args()
+    if args.baseline_ref:
+        with tempfile.TemporaryDirectory(prefix="mend-baseline-") as tmp:
+            args.against = baseline_python(args.baseline_ref, Path(tmp))
+            try:
+                run(args)
+            finally:
+                subprocess.run(["git", "-C", str(HERE.parent), "worktree", "remove", "--force", str(Path(tmp) / "mend")],
+                               capture_output=True)
+        return
+    run(args)
+
+
+# A python whose `mend` is another checkout: the editable install's import hook is dropped and the checkout
+# (a worktree in a folder named `mend`) comes first on the path.
+_BASELINE_PYTHON = """#!{python}
+import runpy, sys
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+sys.path.insert(0, {shim!r})
+assert sys.argv[1] == "-m", sys.argv
+sys.argv = sys.argv[2:]
+runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+"""
+
+
+def baseline_python(ref: str, tmp: Path) -> str:
+    """A python script that runs ``-m mend.cli`` from a worktree of ``ref`` (at ``tmp/mend``)."""
+    subprocess.run(["git", "-C", str(HERE.parent), "worktree", "add", "--detach", str(tmp / "mend"), ref],
+                   check=True, capture_output=True)
+    wrapper = tmp / "python"
+    wrapper.write_text(_BASELINE_PYTHON.format(python=sys.executable, shim=str(tmp)))
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def run(args: argparse.Namespace) -> None:
     if args.package:
         import importlib.util
 
@@ -92,6 +132,8 @@ def main() -> None:
         files = sorted(tree.rglob("*.py"))
         lines = sum(len(f.read_bytes().splitlines()) for f in files)
         print(f"tree: {tree} ({len(files)} files, {lines} lines), {cores} cores, python {sys.version.split()[0]}")
+        if args.against:
+            print(f"baseline: {args.baseline_ref or args.against}")
         pythons = [("mend", sys.executable)] + ([("baseline", args.against)] if args.against else [])
         times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name, _ in pythons}
         outs: dict[str, str] = {}
