@@ -21,6 +21,7 @@ from mend.analyzers.static.torch_facts import (
     EFFECTFUL_NAMESPACES,
     EFFECTFUL_TORCH,
     FLOAT_DTYPES,
+    FLOATING_ONLY,
     GRAD_SAFE_OPS,
     NON_TENSOR_METHODS,
     NON_TENSOR_MODULES,
@@ -485,12 +486,23 @@ class FunctionFacts:
             call = call.with_changes(args=call.args[1:])
         else:
             return False
+        if name in FLOATING_ONLY and not _floating_operand(operands[0], floating):
+            return False
         if name in TOTAL_REDUCTIONS and not call.args:
             return self.is_total(operands[0], floating)
         if name not in TOTAL_ELEMENTWISE or not self.is_total(operands[0], floating):
             return False
         return all(a.star == "" and (self.is_python_number(a.value) or is_literal(a.value)
                                      or _is_dtype(a.value)) for a in call.args)
+
+
+def _floating_operand(expr: cst.BaseExpression, floating: frozenset[str]) -> bool:
+    """``expr`` is a tensor known to be floating: a name the code tested, or a cast (``x.float()``)."""
+    expr = _strip_parens(expr)
+    if isinstance(expr, cst.Name):
+        return expr.value in floating
+    return (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in {"float", "double", "half", "bfloat16"} and not expr.args)
 
 
 def _is_dtype(expr: cst.BaseExpression) -> bool:
