@@ -122,7 +122,7 @@ class Runner:
         except Exception as exc:  # the row's failure is its result
             rec.status, rec.error = _status_of(stage, exc, self.dtype), last_line(exc)
             return
-        compiled = self._compile(model if fresh is None else fresh, inputs, rec)
+        compiled = self._compile(fresh, inputs, rec)
         if compiled is not None:
             diff = compare(eager, compiled)
             rec.compiled_max_abs_diff, rec.compiled_matches = diff.max_abs_diff, diff.close
@@ -157,13 +157,13 @@ class Runner:
 
 
 def _copy(model: Any) -> Any:
-    """A deep copy of ``model`` as built (same weights), or None where it cannot be copied."""
+    """A deep copy of ``model`` as built (same weights), or the model itself where it cannot be copied."""
     import copy
 
     try:
         return copy.deepcopy(model)
     except Exception:
-        return None
+        return model
 
 
 def serve(runner: Runner, requests: Any, reply: Any) -> None:

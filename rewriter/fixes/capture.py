@@ -121,14 +121,21 @@ def _scoped_plan(ctx: FileContext, diag: Diagnostic, node: cst.BaseExpression, w
     reason = _not_liftable(ctx, node) or _flow_problem(ctx, node)
     if reason is not None:
         return Decline(diag, f"{why}; capture cannot be scoped to it: {reason}")
+    return lambda_plan(ctx, diag, node, CAPTURE_HELPER,
+                       f"capture the value for this expression only under compile: `{CAPTURE_HELPER}(lambda: ...)` "
+                       f"({why})", fallback=True)
+
+
+def lambda_plan(ctx: FileContext, diag: Diagnostic, node: cst.BaseExpression, helper: str, message: str,
+                fallback: bool = False) -> Plan:
+    """``E`` -> ``helper(lambda: E)`` (unsafe), the helper added to the file; it names the module ``torch``.
+    The caller has checked that ``E`` can move into a lambda (``_not_liftable``)."""
     bare = node.with_changes(lpar=[], rpar=[])
-    new = cst.Call(func=cst.Name(CAPTURE_HELPER), args=[cst.Arg(cst.Lambda(params=cst.Parameters(), body=bare))],
+    new = cst.Call(func=cst.Name(helper), args=[cst.Arg(cst.Lambda(params=cst.Parameters(), body=bare))],
                    lpar=node.lpar, rpar=node.rpar)
-    torch, imports = ctx.torch_name()  # the helper names the module `torch`
-    return Plan(diag, f"capture the value for this expression only under compile: `{CAPTURE_HELPER}(lambda: ...)` "
-                      f"({why})", "unsafe", [(node, new)],
-                imports=imports if torch == "torch" else [("torch", None, None)], helpers=[CAPTURE_HELPER],
-                fallback=True)
+    torch, imports = ctx.torch_name()
+    return Plan(diag, message, "unsafe", [(node, new)],
+                imports=imports if torch == "torch" else [("torch", None, None)], helpers=[helper], fallback=fallback)
 
 
 def _not_liftable(ctx: FileContext, node: cst.CSTNode) -> str | None:
@@ -271,10 +278,11 @@ def _consumer_problem(ctx: FileContext, node: cst.CSTNode, sized: bool, depth: i
     if isinstance(parent, cst.For) and parent.iter is cur:
         return "the captured value is iterated"
     if isinstance(parent, cst.AugAssign) and parent.target is cur:
-        # `mask *= keep`: updated in place (a tensor; its later reads are uses of the name); a number's
-        # new value is the name's next assignment
-        return None if sized else _name_problem(ctx, parent, cur.value, sized, depth) if isinstance(
-            cur, cst.Name) else "the captured value is stored where this function cannot follow it"
+        if sized:  # `mask *= keep`: a tensor updated in place, whose later reads are uses of the name
+            return None
+        if isinstance(cur, cst.Name):  # `n += 1`: the number's new value, followed like an assignment
+            return _name_problem(ctx, parent, cur.value, sized, depth)
+        return "the captured value is stored where this function cannot follow it"
     if isinstance(parent, (cst.Assign, cst.AugAssign)):
         target = parent.target if isinstance(parent, cst.AugAssign) else (
             parent.targets[0].target if len(parent.targets) == 1 else None)

@@ -14,7 +14,7 @@ from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.static.torch_facts import RNN_HELPER
 from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
-from mend.rewriter.fixes.capture import _not_liftable
+from mend.rewriter.fixes.capture import _not_liftable, lambda_plan
 
 
 @fixer("MND512")
@@ -28,10 +28,5 @@ def fix_recurrent_call(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     reason = _not_liftable(ctx, call)
     if reason is not None:
         return Decline(diag, reason)
-    bare = call.with_changes(lpar=[], rpar=[])
-    new = cst.Call(func=cst.Name(RNN_HELPER), args=[cst.Arg(cst.Lambda(params=cst.Parameters(), body=bare))],
-                   lpar=call.lpar, rpar=call.rpar)
-    torch, imports = ctx.torch_name()  # the helper names the module `torch`
-    return Plan(diag, f"trace the recurrent module for this call only: `{RNN_HELPER}(lambda: ...)`", "unsafe",
-                [(call, new)], imports=imports if torch == "torch" else [("torch", None, None)],
-                helpers=[RNN_HELPER])
+    return lambda_plan(ctx, diag, call, RNN_HELPER,
+                       f"trace the recurrent module for this call only: `{RNN_HELPER}(lambda: ...)`")

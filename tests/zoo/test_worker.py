@@ -34,4 +34,5 @@ def test_a_model_that_cannot_be_copied_is_compiled_itself() -> None:
         def __deepcopy__(self, memo):
             raise TypeError("holds a handle")
 
-    assert _copy(Uncopyable()) is None
+    model = Uncopyable()
+    assert _copy(model) is model
