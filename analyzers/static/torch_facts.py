@@ -240,6 +240,21 @@ GRAD_MODE_TESTS = frozenset({"torch.is_grad_enabled", "torch.is_inference_mode_e
 # 2.13: `torch.div(seq_len, w, rounding_mode="trunc")` of sizes is a constant to it; sizes from it never break)
 PYTHON_NUMBER_OPS = frozenset({"torch.div", "torch.floor_divide", "torch.true_divide"})
 
+# numpy constructors whose first argument is a shape
+NUMPY_SHAPED = frozenset({"numpy.zeros", "numpy.ones", "numpy.empty", "numpy.full"})
+# numpy functions of Python numbers and the Python that computes the same number (MND313's repair: Dynamo
+# traces numpy as tensors, Python numbers it folds). One-argument math functions (a float either way) ...
+NUMPY_MATH = {f"numpy.{n}": f"math.{n}" for n in ("log", "log1p", "log2", "log10", "exp", "expm1", "sqrt")}
+# ... roundings (numpy's a float, math's an int) ...
+NUMPY_ROUNDING = {"numpy.ceil": "math.ceil", "numpy.floor": "math.floor", "numpy.trunc": "math.trunc"}
+# ... and builtins by their number of positional arguments (`np.sum(plan)` -> `sum(plan)`)
+NUMPY_BUILTINS = {"numpy.sum": ("sum", 1), "numpy.prod": ("math.prod", 1), "numpy.abs": ("abs", 1),
+                  "numpy.absolute": ("abs", 1), "numpy.maximum": ("max", 2), "numpy.minimum": ("min", 2)}
+# `.astype(...)` targets that make a numpy number a Python int or float
+NUMPY_INT_TYPES = frozenset({"int", "'int'", '"int"', '"int64"', '"int32"', "np.int64", "np.int32", "np.intp",
+                             "numpy.int64", "numpy.int32", "numpy.intp"})
+NUMPY_FLOAT_TYPES = frozenset({"float", "'float'", '"float"', '"float64"', "np.float64", "numpy.float64"})
+
 
 def is_compiling_call(qual: str) -> bool:
     """``qual()`` tells whether torch.compile is tracing (True under compile, False in eager)."""

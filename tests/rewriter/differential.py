@@ -181,6 +181,7 @@ FIX_KINDS: list[tuple[str, str]] = [
     (r"^`t\[torch\.where\(m\)\] = v`", "mask-store"),
     (r"`copy\.deepcopy\(t\)`", "deepcopy"),
     (r"^fold the module's integer buffers", "int-fold"),
+    (r"^numpy on Python numbers -> math", "numpy-numbers"),
 ]
 
 

@@ -404,6 +404,31 @@ def sizes(draw, env: _Env) -> tuple[str, list[str]]:
     return "sizes", lines + [f"{t} = " + use.format(t=t, k=k)]
 
 
+@st.composite
+def numpy_numbers(draw, env: _Env) -> tuple[str, list[str]]:
+    """numpy on Python numbers (shapes, literals) read as a number: Dynamo traces it as tensors and breaks."""
+    a = draw(st.sampled_from(env.names))
+    t = draw(st.sampled_from(env.names))
+    n, k = env.fresh("n"), env.fresh("k")
+    env.imports.add("numpy")
+    form = draw(st.sampled_from(["log", "sum", "max", "sqrt", "shape"]))
+    if form == "log":
+        lines = [f'{n} = np.ceil(np.log1p({a}.shape[-1])).astype("int").item()']
+    elif form == "sum":
+        lines = [f"{n} = np.sum([{a}.shape[0], {a}.shape[-1], 2]).item()"]
+    elif form == "max":
+        lines = [f"{n} = (np.maximum({a}.shape[-1], 3) * 2 - np.abs(-{a}.dim())).item()"]
+    elif form == "sqrt":
+        lines = [f"{n} = np.floor(np.sqrt({a}.numel())).item()"]
+    else:
+        lines = [f"{k} = np.ones(({a}.shape[0], np.sum([{a}.shape[-1], 1])), dtype=np.float32)",
+                 f"{n} = torch.from_numpy({k}).sum()"]
+    use = draw(st.sampled_from(["{t} + {n}", "{t} * {n}", "{t}[..., :{n}].sum() + {t}"]))
+    if form == "shape" and "[..." in use:
+        use = "{t} + {n}"
+    return "numpy-numbers", lines + [f"{t} = " + use.format(t=t, n=n)]
+
+
 _EXTRA_PADDING = """
 def _extra_padding{i}(self, t):
     length = t.shape[-1]
@@ -454,6 +479,7 @@ BLOCKS = {
     "scalars": scalars,
     "sizes": sizes,
     "int-buffers": int_buffers,
+    "numpy-numbers": numpy_numbers,
 }
 
 
@@ -489,6 +515,7 @@ def programs(draw, blocks: tuple[str, ...] = tuple(BLOCKS), max_blocks: int = 3)
     head = ["import copy"] if "copy" in env.imports else []
     head += ["import logging"]
     head += ["import warnings"] if "warnings" in env.imports else []
+    head += ["import numpy as np"] if "numpy" in env.imports else []
     head += ["", "import torch", "from torch import nn", "", f'logger = logging.getLogger("{LOGGER}")', "", ""]
     if kind == "module":
         lines = head + [

@@ -327,6 +327,35 @@ CASES = {
             a[torch.where(idx)] = 0
             return a
         """, "stored to"),
+    "numpy random draw": ("MND313", 4, """
+        import numpy as np
+        import torch
+        def f(x: torch.Tensor):
+            p = np.random.uniform(0, 1)
+            return x * p
+        """, "generator state"),
+    "numpy of a tensor": ("MND313", 4, """
+        import numpy as np
+        import torch
+        def f(x: torch.Tensor):
+            n = np.log1p(x.sum()).item()
+            return x * n
+        """, "is a tensor"),
+    "numpy function without a Python counterpart": ("MND313", 4, """
+        import numpy as np
+        import torch
+        def f(x: torch.Tensor, plan):
+            n = np.cumsum(plan)[-1].item()
+            return x[:n]
+        """, "no Python counterpart"),
+    "numpy with math shadowed": ("MND313", 5, """
+        import numpy as np
+        import torch
+        from mathlib import fast as math
+        def f(x: torch.Tensor):
+            n = np.log1p(x.size(0)).item()
+            return x * n
+        """, "`math` names something else"),
     "deepcopy with memo": ("MND108", 4, """
         import copy
         import torch

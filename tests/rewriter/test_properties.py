@@ -245,6 +245,7 @@ FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "scalars from tensors": (("item-arith", "scalars"), ()),
     "sizes from integer buffers": (("int-buffers",), ()),
     "sizes from the data": (("sizes",), ()),
+    "numpy on Python numbers": (("numpy-numbers",), ()),
 }
 
 
@@ -307,7 +308,7 @@ def test_generated_programs_mixed_families(compiled: bool) -> None:
 
 REPAIRS = {"keep", "report-guard", "where", "where-return", "where-ternary", "where-buffer", "cond", "validation",
            "item-tensor", "item-assert", "capture", "capture-scoped", "float", "tolist", "masked", "mask-store", "deepcopy",
-           "int-fold"}
+           "int-fold", "numpy-numbers"}
 
 
 def test_generator_reaches_every_repair_and_decline() -> None:

@@ -107,6 +107,7 @@ INPUTS = {
     "mask_store": lambda: [(torch.tensor([[[1, 1], [0, 1]], [[1, 1], [1, 1]]], dtype=torch.bool),),
                            (torch.rand(3, 4, 5) > 0.2,)],
     "rnn": lambda: [(torch.randn(5, 2, 8),), (torch.randn(3, 1, 8),)],
+    "numpy_numbers": lambda: [(torch.randn(2, 8, 4),), (torch.randn(3, 30, 4),)],
     "validation": lambda: [(torch.randn(3, 4), torch.ones(3, 4, dtype=torch.bool)),
                            (torch.randn(3, 4), torch.zeros(3, 4, dtype=torch.bool))],
     "validation_fstring": lambda: [(torch.tensor([[7, 7, 1], [7, 7, 0]]), torch.randn(2, 2, 3)),

@@ -16,6 +16,7 @@ from mend.analyzers.static import tensors as tk
 from mend.analyzers.static.rules.base import FixInfo, Rule, checker, register
 from mend.analyzers.static.rules.context import Context
 from mend.analyzers.static.rules.scalars import CAPTURE_SCALARS, SCOPED_CAPTURE
+from mend.analyzers.static.torch_facts import NUMPY_SHAPED
 
 _HDR = "import torch\nfrom torch import nn\n"
 
@@ -158,8 +159,19 @@ register(
             draw random numbers outside the compiled function or with torch, or precompute the value in
             `__init__`.
         """,
-        no_fix="numpy and Python numbers differ in overflow, dtype and summation order; which is exact depends "
-               "on the values",
+        fix=FixInfo(
+            "sometimes", "unsafe", "compute the number with `math` and builtins, which Dynamo folds",
+            "numpy on Python numbers becomes the same computation in Python: `np.log`/`log1p`/`log2`/`log10`/"
+            "`exp`/`expm1`/`sqrt` -> `math.*`, `np.ceil`/`floor`/`trunc` -> `math.*` (`float(...)` unless "
+            "`.astype(int)` follows), `np.sum` -> `sum`, `np.prod` -> `math.prod`, `np.abs` -> `abs`, "
+            "`np.maximum`/`minimum` -> `max`/`min`, `.astype(int)`/`.astype(float)` -> `int()`/`float()`; "
+            "`.item()` is dropped, and in a shape of `np.zeros`/`ones`/`empty`/`full` only the numpy parts "
+            "are rewritten (**unsafe**: numpy wraps int64 where Python ints grow, `math`'s log/exp may round "
+            "an ulp off numpy's, `math` raises where numpy returns inf or nan, and `sum` of a 2-d array adds "
+            "its rows where `np.sum` adds everything). Declined for a tensor argument (reading it as a "
+            "number breaks the graph the same), other numpy functions, `.tolist()`, and random draws "
+            "(numpy's generator state is the program's).",
+        ),
         invalid=("import numpy as np\n" + _HDR + """
             class M(nn.Module):
                 def forward(self, x):
@@ -240,8 +252,6 @@ def tensor_sizes(ctx: Context, call: ast.Call) -> None:
 # numpy.random functions that set or read the generator's state rather than draw (`np.random.seed(s)` does not
 # break the graph: BigBird's block-sparse attention, measured on the zoo)
 NUMPY_RANDOM_STATE = frozenset({"seed", "get_state", "set_state"})
-# numpy constructors whose first argument is a shape
-NUMPY_SHAPED = frozenset({"numpy.zeros", "numpy.ones", "numpy.empty", "numpy.full"})
 
 
 @checker("call")
