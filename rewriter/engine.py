@@ -22,7 +22,15 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.static.rules import rule_for
 from mend.analyzers.static.torch_facts import is_compiling_call
-from mend.rewriter.analysis import FunctionFacts, ImportMap, add_parents, dotted, range_contains_pos, walk
+from mend.rewriter.analysis import (
+    FunctionFacts,
+    ImportMap,
+    add_parents,
+    dotted,
+    range_contains_pos,
+    strip_parens,
+    walk,
+)
 
 SIDE_EFFECT_POLICIES = ("keep", "guard", "defer", "drop")
 
@@ -264,6 +272,23 @@ class FileContext:
             child = anc
         return False
 
+    def eager_only(self, node: cst.CSTNode) -> bool:
+        """``node`` runs only in eager: inside a compile guard (:meth:`in_compile_guard`), in the body of an
+        ``if``/``x if c else y`` whose test is ``not <is_compiling()> and ...``, or right of such an ``and``."""
+        if self.in_compile_guard(node):
+            return True
+        child = node
+        for anc in self.ancestors(node):
+            if isinstance(anc, cst.BooleanOperation) and isinstance(anc.operator, cst.And) and child is anc.right:
+                if _implies_eager(anc.left, self.imports):
+                    return True
+            if isinstance(anc, (cst.If, cst.IfExp)) and child is anc.body and _implies_eager(anc.test, self.imports):
+                return True
+            if isinstance(anc, (cst.FunctionDef, cst.Lambda)):
+                return False
+            child = anc
+        return False
+
     def torch_name(self) -> tuple[str, list[tuple[str, str | None, str | None]]]:
         """The local name of the torch module and the imports needed to make it available."""
         local = self.imports.local_name_for("torch")
@@ -359,6 +384,14 @@ def _is_compiling_test(test: cst.BaseExpression, imports: ImportMap) -> bool | N
         if qual and is_compiling_call(qual):
             return negated
     return None
+
+
+def _implies_eager(test: cst.BaseExpression, imports: ImportMap) -> bool:
+    """``test`` is true only in eager: ``not <is_compiling()>``, or an ``and`` with such a part."""
+    test = strip_parens(test)
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _implies_eager(test.left, imports) or _implies_eager(test.right, imports)
+    return _is_compiling_test(test, imports) is True and not isinstance(test, cst.BooleanOperation)
 
 
 Diagnose = Callable[[str], list[Diagnostic]]

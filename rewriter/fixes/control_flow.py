@@ -1049,6 +1049,13 @@ def fix_validation(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
         if ctx.find(cst.Assert, diag) is not None:
             return Decline(diag, "an assert on a tensor is traced without a break; nothing to repair")
         return Decline(diag, "could not find the `if ...: raise` at this position")
+    return validation_plan(ctx, diag, node)
+
+
+def validation_plan(ctx: FileContext, diag: Diagnostic, node: cst.If,
+                    compiled_test: cst.BaseExpression | None = None) -> Plan | Decline:
+    """The MND203 repair of ``node`` (``if <cond>: raise E(msg)``); ``compiled_test``: the condition as
+    compiled code computes it, when it differs from the written one (a count read as a tensor)."""
     if node.orelse is not None or (isinstance(ctx.parent(node), cst.If) and ctx.parent(node).orelse is node):
         return Decline(diag, "the guard has elif/else branches")
     if ctx.in_compile_guard(node):
@@ -1077,11 +1084,15 @@ def fix_validation(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     if ctx.in_try(node):
         return Decline(diag, "the guard is inside a `try` in the same function; the moved check could "
                              "not be caught there")
-    if not facts.is_pure(_drop_item(node.test)):
+    test = strip_parens(compiled_test if compiled_test is not None else node.test)
+    if not facts.is_pure(_drop_item(test)):
         return Decline(diag, "the condition has calls mend cannot prove side-effect free")
+    skipped = next((op for op in _short_circuited(test) if not facts.is_total(_drop_item(op))), None)
+    if skipped is not None:
+        return Decline(diag, f"`{code(skipped)}`: an `and`/`or` operand Python may skip, which the check in the "
+                             "graph computes always, can raise")
     torch, imports = ctx.torch_name()
     helpers = []
-    test = strip_parens(node.test)
     try:
         cond = _validation_cond(test, facts, torch, helpers)
     except _Declined as exc_:
@@ -1107,6 +1118,16 @@ def fix_validation(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
         where += "; the f-string's values are written as their source, `{name}`"
     return Plan(diag, f"validation guard -> {torch}._assert_async under compile ({exc_name} {where})",
                 "unsafe", edits, imports=imports, helpers=helpers)
+
+
+def _short_circuited(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of ``test``'s ``and``/``or`` chains that Python may skip (all but each chain's first)."""
+    test = strip_parens(test)
+    if isinstance(test, cst.BooleanOperation):
+        return [*_short_circuited(test.left), test.right, *_short_circuited(test.right)]
+    if isinstance(test, cst.UnaryOperation):
+        return _short_circuited(test.expression)
+    return []
 
 
 def _message_template(node: cst.BaseExpression) -> str | None:

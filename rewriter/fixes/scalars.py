@@ -24,15 +24,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.analyzers.static.torch_facts import ELEMENTWISE_METHODS
-from mend.rewriter.analysis import code, is_number, parse_expr, strip_parens
+from mend.analyzers.static.torch_facts import ELEMENTWISE_METHODS, TOTAL_REDUCTIONS
+from mend.rewriter.analysis import code, is_number, parse_expr, strip_parens, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
 from mend.rewriter.fixes.capture import capture_plan
-from mend.rewriter.fixes.control_flow import fix_branch
+from mend.rewriter.fixes.control_flow import fix_branch, validation_plan
 from mend.rewriter.fixes.expert_split import expert_split_plan
 from mend.rewriter.fixes.moe import expert_loop_plan
 
@@ -74,6 +76,9 @@ def fix_item(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
         return Plan(diag, "assert on the tensor: drop `.item()` (Dynamo keeps a tensor assert in the graph)",
                     "unsafe", [(call, receiver.with_changes(lpar=call.lpar, rpar=call.rpar) if call.lpar
                                 else receiver)])
+    eager_only = _eager_only_plan(ctx, diag, facts, call) or _validation_count_plan(ctx, diag, facts, call)
+    if eager_only is not None:
+        return eager_only
     if _in_branch_test(ctx, call):
         return fix_branch(ctx, diag)  # branching on `.item()`: predicate the branch on the tensor
     if _tensor_operand(ctx, facts, call):
@@ -105,6 +110,79 @@ def fix_item(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
                 return Plan(diag, f"keep `{name}` a 0-d tensor: it only feeds tensor arithmetic{PROMOTES}",
                             "unsafe", edits, imports=imports)
     return capture_plan(ctx, diag, call, "capture_scalar_outputs", why)
+
+
+def _counted_item(ctx: FileContext, facts, call: cst.Call) -> tuple[str, cst.BaseExpression] | None:
+    """``(n, t.sum())`` for ``n = t.sum().item()`` stored once, whose ``.item()`` of a full reduction of an
+    expression that cannot raise (``is_total``) cannot raise either."""
+    stmt = ctx.parent(call)
+    if not (isinstance(stmt, cst.Assign) and stmt.value is call and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0].target, cst.Name)):
+        return None
+    name = stmt.targets[0].target.value
+    receiver = strip_parens(call.func.value)
+    if len(facts.stores.get(name, [])) != 1 or not facts.loads.get(name) or not (
+            isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute)
+            and receiver.func.attr.value in TOTAL_REDUCTIONS and not receiver.args and facts.is_total(receiver)):
+        return None
+    return name, receiver
+
+
+def _eager_only_value(call: cst.Call, torch: str) -> cst.BaseExpression:
+    return parse_expr(f"{code(call)} if not {torch}.compiler.is_compiling() else None")
+
+
+def _eager_only_plan(ctx: FileContext, diag: Diagnostic, facts, call: cst.Call) -> Plan | None:
+    """``n = (ids == k).sum().item()`` whose every read runs only in eager (``if not is_torchdynamo_compiling()
+    and n != m: raise ...``, Qwen2-VL's token count): compiled code never reads ``n``, so only eager computes
+    it. Safe: eager runs the statement as written, and the ``.item()`` skipped under compile could not raise."""
+    counted = _counted_item(ctx, facts, call)
+    if counted is None or not all(ctx.eager_only(u) for u in facts.loads[counted[0]]):
+        return None
+    torch, imports = ctx.torch_name()
+    return Plan(diag, f"compute `{counted[0]}` only in eager: every read of it runs only in eager", "safe",
+                [(call, _eager_only_value(call, torch))], imports=imports)
+
+
+def _validation_count_plan(ctx: FileContext, diag: Diagnostic, facts, call: cst.Call) -> Plan | None:
+    """``n = (ids == k).sum().item()`` read only by one validation (``if n != m: raise ValueError(f"...{n}")``,
+    Qwen2.5-VL's and Qwen2-Audio's token counts): eager keeps both; under compile the count stays a tensor
+    inside the MND203 repair of the check (``torch._assert_async``) and ``n`` is not computed."""
+    counted = _counted_item(ctx, facts, call)
+    if counted is None:
+        return None
+    name, receiver = counted
+    guards = {id(g): g for g in (_enclosing_if(ctx, u) for u in facts.loads[name])}
+    guard = next(iter(guards.values())) if len(guards) == 1 else None
+    if guard is None or not any(u.value == name for u in walk(guard.test) if isinstance(u, cst.Name)):
+        return None
+    compiled_test = guard.test.visit(_Substitute(name, receiver))  # a call: an atom wherever it goes
+    plan = validation_plan(ctx, diag, guard, compiled_test)
+    if isinstance(plan, Decline):
+        return None  # not a validation this repair can move: the other repairs of `.item()` are tried
+    torch, _ = ctx.torch_name()
+    return replace(plan, message=f"{plan.message}; the count `{name}` is computed only in eager",
+                   edits=[(call, _eager_only_value(call, torch)), *plan.edits])
+
+
+def _enclosing_if(ctx: FileContext, node: cst.CSTNode) -> cst.If | None:
+    for anc in ctx.ancestors(node):
+        if isinstance(anc, cst.If):
+            return anc
+        if isinstance(anc, (cst.FunctionDef, cst.Lambda)):
+            return None
+    return None
+
+
+class _Substitute(cst.CSTTransformer):
+    """Every read of ``name`` replaced by ``value``."""
+
+    def __init__(self, name: str, value: cst.BaseExpression) -> None:
+        super().__init__()
+        self.name, self.value = name, value
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return self.value if original.value == self.name else updated
 
 
 def _assert_truth(ctx: FileContext, call: cst.Call) -> cst.Assert | str | None:

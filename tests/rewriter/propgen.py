@@ -322,6 +322,15 @@ def validation(draw, env: _Env) -> tuple[str, list[str]]:
     pre, cond = draw(condition(env))
     exc = draw(st.sampled_from(["ValueError", "ValueError", "RuntimeError"]))
     msg = draw(st.sampled_from(['"every row needs one position"', '"bad input"', 'f"bad {x.shape}"']))
+    if draw(st.integers(0, 3)) == 0:  # a count only an eager-only check reads (Qwen2-VL's token count)
+        a, n = draw(st.sampled_from(env.names)), env.fresh("n")
+        red = draw(st.sampled_from(["({a} > 0).sum()", "({a} < 0).any()", "{a}.abs().sum()", "{a}.max()"]))
+        limit = draw(st.sampled_from(["3", "{a}.shape[0]"]))
+        read = draw(st.sampled_from(["", " + 0"]))
+        eager = draw(st.sampled_from(["not torch.compiler.is_compiling() and ", ""]))  # eager-only, or checked
+        return "validation", [f"{n} = {red.format(a=a)}.item()",
+                              f"if {eager}{n}{read} > {limit.format(a=a)}:",
+                              f'    raise {exc}(f"{{{n}}} over the limit")']
     return "validation", pre + [f"if {cond}:", f"    raise {exc}({msg})"]
 
 

@@ -531,3 +531,22 @@ def test_named_warning_category_needs_a_current_emit_helper() -> None:
         "guard the call with `if not torch.compiler.is_compiling():` (eager unchanged, skipped under compile) "
         "(message dropped under compile: the file's `_mend_emit` predates named arguments (`i.global`); "
         "remove it to refresh it)"]
+
+
+@pytest.mark.parametrize("line", [
+    "if not torch.compiler.is_compiling() and n != f.shape[0]:\n        raise ValueError(n)\n    f = f * n",
+    "if n != f.shape[0]:\n        raise ValueError(n)",
+    "if n != f.shape[0] and not torch.compiler.is_compiling():\n        raise ValueError(n)",
+])
+def test_item_read_under_compile_is_not_eager_only(line: str) -> None:
+    """``n = t.sum().item()`` is computed only in eager when every read of ``n`` is eager-only; a read that
+    compiled code reaches (after the check, in a plain ``if``, left of ``and not is_compiling()``) keeps it."""
+    src = f"import torch\ndef g(ids: torch.Tensor, f: torch.Tensor):\n    n = (ids == 7).sum().item()\n    {line}\n    return f\n"
+    res = fix_source(src, "t.py", [diag("MND301", 3, 9)], FixOptions())
+    assert all("only in eager" not in a.message for a in res.applied)
+    eager = src.replace(f"    {line}", "    if not torch.compiler.is_compiling() and n != f.shape[0]:\n        raise ValueError(n)")
+    res = fix_source(eager, "t.py", [diag("MND301", 3, 9)], FixOptions())
+    assert [a.message for a in res.applied] == ["compute `n` only in eager: every read of it runs only in eager"]
+    maxed = eager.replace("(ids == 7).sum()", "ids.max()")  # max() of an empty tensor raises: not skipped
+    res = fix_source(maxed, "t.py", [diag("MND301", 3, 9)], FixOptions())
+    assert res.applied == []

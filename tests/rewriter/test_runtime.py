@@ -107,6 +107,10 @@ INPUTS = {
     "mask_store": lambda: [(torch.tensor([[[1, 1], [0, 1]], [[1, 1], [1, 1]]], dtype=torch.bool),),
                            (torch.rand(3, 4, 5) > 0.2,)],
     "rnn": lambda: [(torch.randn(5, 2, 8),), (torch.randn(3, 1, 8),)],
+    "eager_only_item": lambda: [(torch.tensor([[1, 7, 7], [7, 2, 3]]), torch.randn(3, 4)),
+                                (torch.tensor([[7, 1]]), torch.randn(1, 5))],
+    "validation_count": lambda: [(torch.tensor([[1, 7, 7], [7, 2, 3]]), torch.randn(3, 4)),
+                                 (torch.tensor([[7, 1]]), torch.randn(1, 5))],
     "numpy_numbers": lambda: [(torch.randn(2, 8, 4),), (torch.randn(3, 30, 4),)],
     "validation": lambda: [(torch.randn(3, 4), torch.ones(3, 4, dtype=torch.bool)),
                            (torch.randn(3, 4), torch.zeros(3, 4, dtype=torch.bool))],
@@ -260,6 +264,19 @@ def test_validation_with_an_fstring_restores_the_type_and_the_message_template()
     assert graphs == 1
     assert outs == [(ValueError, "Image features and image tokens do not match: tokens: {n_image_tokens}, "
                                  "features {n_image_features}")]
+
+
+def test_validation_on_a_count_checks_the_tensor_under_compile() -> None:
+    """``n = (ids == k).sum().item(); if n != m: raise ...``: eager raises as written; compiled code checks
+    the count as a tensor in the one graph and raises the original class with the message template."""
+    args = (torch.tensor([[7, 7, 7]]), torch.randn(2, 4))
+    eager = _eager(_load("validation_count", "in")["f"], [args])
+    assert eager == [(ValueError, "Image features and image tokens do not match: tokens: 3, features 2")]
+    assert _eager(_load("validation_count", "out")["f"], [args]) == eager
+    graphs, outs = _compiled_run("validation_count", "out", [args])
+    assert graphs == 1
+    assert outs == [(ValueError, "Image features and image tokens do not match: tokens: {n_tokens}, "
+                                 "features {n_features}")]
 
 
 def test_defer_keeps_output_after_graph(capsys) -> None:

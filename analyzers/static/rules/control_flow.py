@@ -170,7 +170,12 @@ register(
             "surfaces as `RuntimeError('[mend:E] msg')` unless the caller wraps its compiled object with "
             "`mend.rewriter.runtime.restore_exceptions`. An f-string message keeps its literal parts, each "
             "value written as its source (`f\"tokens: {n}\"` -> `tokens: {n}`): the values are not known "
-            "inside the graph. Declines: non-builtin exceptions, messages built with `%` or `.format()`, "
+            "inside the graph. The check runs inside the graph, so where the code after it also fails, an error "
+            "Dynamo meets while tracing that code can surface first (the call raises either way). A count "
+            "read only by such a check (`n = (ids == k).sum().item(); if n != m: raise ...`) is repaired with "
+            "it (MND301): compiled code checks the count as a tensor and computes `n` only in eager. "
+            "Declines: an `and`/`or` operand Python may skip that can raise (the graph computes it always), "
+            "non-builtin exceptions, messages built with `%` or `.format()`, "
             "`raise ... from`, guards inside `try`.",
         ),
     ),

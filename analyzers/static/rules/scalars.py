@@ -56,7 +56,11 @@ register(
         """,),
         fix=FixInfo(
             "sometimes", "unsafe", "keep the 0-d tensor instead of .item()",
-            "When the number only feeds arithmetic with a tensor, `.item()` is dropped and `max(n, c)`/`min(n, "
+            "When every read of `n = t.sum().item()` runs only in eager (`if not is_torchdynamo_compiling() and "
+            "n != m: raise ...`, Qwen2-VL's token count) and `t.sum()` is a full reduction of an expression "
+            "that cannot raise, the statement becomes `n = t.sum().item() if not torch.compiler.is_compiling() "
+            "else None` (**safe**: eager runs it as written; compiled code never reads `n`, and the skipped "
+            "`.item()` could not have raised). When the number only feeds arithmetic with a tensor, `.item()` is dropped and `max(n, c)`/`min(n, "
             "c)` become `torch.clamp` (**unsafe**): the 0-d tensor keeps its dtype, so arithmetic on it rounds "
             "in that dtype (`n / 3` of a float16 sum rounds to float16, not in Python's double) and type "
             "promotion can change the result's dtype (a float number meeting an integer tensor, two 0-d "
