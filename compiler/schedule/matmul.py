@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 
 import sympy
 import torch
 
 from .. import ir
 from ..ir import ComputedBuffer, ExternKernel, Layout, Load, Op, TensorRef
-from ..ir.symbolic import variables
+from ..ir.symbolic import unravel, variables
 
 aten = torch.ops.aten
 OPS = {aten.mm.default: "mm", aten.addmm.default: "addmm", aten.bmm.default: "bmm"}
@@ -46,10 +47,15 @@ def matmul_epilogues(g: ir.GraphIR, device: str) -> tuple[ir.GraphIR, list[str]]
     if device != "cuda" or not enabled():
         return g, []
     readers = _pointwise_readers(g)
+    folded = _bias_folds(g)
     nodes, notes = [], []
     for node in g.nodes:
         parts, what = None, ""
-        if isinstance(node, ExternKernel) and node.name in readers:
+        if isinstance(node, ComputedBuffer) and any(ld.buf in folded for ld in ir.loads(node.body.expr)):
+            node = _fold_bias(node, folded)
+        elif isinstance(node, ExternKernel) and node.name in folded:
+            parts, what = [folded[node.name][0]], "as mm, its bias added where each reader loads it"
+        elif isinstance(node, ExternKernel) and node.name in readers:
             parts, what = _as_contraction(node), "as a matrix-product kernel"
             if parts is None:
                 parts, what = _bias_to_epilogue(node), "as mm, its bias added by the epilogue"
@@ -58,7 +64,7 @@ def matmul_epilogues(g: ir.GraphIR, device: str) -> tuple[ir.GraphIR, list[str]]
             continue
         nodes += parts
         notes.append(f"{node.name}: {OPS[node.op]} {what} (epilogue reads it: "
-                     f"{', '.join(sorted(readers[node.name]))})")
+                     f"{', '.join(sorted(readers.get(node.name, ())))})")
     if not notes:
         return g, []
     return ir.GraphIR(g.inputs, tuple(nodes), g.outputs, g.constants), notes
@@ -157,6 +163,45 @@ def _bias_to_epilogue(node: ExternKernel):
     body = Op("add", (Load(name, out.index(list(xs)), out.dtype),
                       Load(bias.buf, _broadcast_index(bias.layout, xs), out.dtype)), out.dtype)
     return [mm, ComputedBuffer(node.name, out, ir.Pointwise(tuple(out.size), body), node.origin)]
+
+
+def _bias_folds(g: ir.GraphIR) -> dict:
+    """Product name -> (its ``mm``, bias ref, layout) for each float32 ``addmm`` whose every reader is a
+    computed buffer (pointwise or reduction) of the graph, not an output: the bias add moves into the loads
+    of each reader, whatever the index it reads at (a transposed read for attention heads, a layer norm
+    over a reshape), so no kernel adds the bias alone (``_bias_to_epilogue`` leaves a bias kernel where the
+    reader cannot fuse with it). The same float32 arithmetic: the product rounded once, then one add."""
+    users: dict = {}
+    for n in g.nodes:
+        names = n.input_names() if isinstance(n, ExternKernel) else {ld.buf for ld in ir.loads(n.body.expr)}
+        for name in names:
+            users.setdefault(name, []).append(n)
+    outputs = {o.buf for o in g.outputs if isinstance(o, TensorRef)}
+    folds: dict = {}
+    for node in g.nodes:
+        if not isinstance(node, ExternKernel) or node.name in outputs or not users.get(node.name):
+            continue
+        if not all(isinstance(u, ComputedBuffer) for u in users[node.name]):
+            continue
+        parts = _bias_to_epilogue(node)
+        if parts is not None:
+            mm, out = parts
+            folds[node.name] = (mm, _args(node)[0], out.layout)
+    return folds
+
+
+def _fold_bias(node: ComputedBuffer, folds: dict) -> ComputedBuffer:
+    """``node`` with each load of a folded product ``p[i]`` written as ``p_mm[i] + bias[...]``."""
+
+    def fn(e):
+        if not (isinstance(e, Load) and e.buf in folds):
+            return None
+        mm, bias, lay = folds[e.buf]
+        coords = unravel(e.index, lay.size)
+        return Op("add", (Load(mm.name, e.index, e.dtype), Load(bias.buf, _broadcast_index(bias.layout, coords),
+                                                                  e.dtype)), e.dtype)
+
+    return replace(node, body=replace(node.body, expr=ir.map_expr(node.body.expr, fn)))
 
 
 def _broadcast_index(lay: Layout, xs) -> sympy.Expr:

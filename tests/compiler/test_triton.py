@@ -864,3 +864,29 @@ def test_a_float32_addmm_read_by_a_pointwise_node_becomes_mm_and_its_bias_moves_
     call, _ = wrapper.build(sg, fns, {}, torch.device("cpu"))
     for got, want in zip(call([x, w, b, res]), fn(x, w, b, res)):
         assert_same(got, want)
+
+
+def test_a_float32_addmm_read_through_a_transpose_or_a_reshape_adds_its_bias_in_each_reader():
+    """Attention heads (``linear(x).view(b, t, h, d).transpose(1, 2)``) and a residual layer norm read the
+    product at other indices than it is written: the bias is added where each reader loads the product, so
+    no kernel adds the bias alone (GPU zoo, BERT fp32: 20 such kernels a call before). Two products, two
+    readers each: two ``mm`` calls, no stage that stores a product, two kernels (the heads' scale fused
+    with the layer norm, and the heads' sum), eager's values and strides."""
+    x, w, b = torch.randn(2, 16, 32), torch.randn(32, 32), torch.randn(32)
+
+    def fn(x, w, b):
+        heads = F.linear(x, w, b).view(2, 16, 4, 8).transpose(1, 2)
+        return heads * 0.125 + 1, F.layer_norm(F.linear(x, w, b) + x, (32,)), heads.sum(-1)
+
+    gm, sg = scheduled(fn, x, w, b)
+    externs = [s for s in sg.steps if isinstance(s, ir.ExternKernel)]
+    assert [str(s.op) for s in externs] == ["aten.mm.default"] * 2
+    products = {s.name.removesuffix("_mm") for s in externs}
+    assert not [st.name for k in sg.kernels for st in k.stages if st.name in products]
+    assert len(sg.kernels) == 2
+    got, _, _ = run_triton(fn, x, w, b)
+    for g, want in zip(got, fn(x, w, b)):
+        assert_same(g, want)
+    # a product that is an output keeps its addmm (its buffer holds the bias); the other one folds
+    sg = scheduled(lambda x, w, b: (F.linear(x, w, b), F.linear(x, w, b).transpose(0, 1) * 2), x[0], w, b)[1]
+    assert [str(s.op) for s in sg.steps if isinstance(s, ir.ExternKernel)] == ["aten.addmm.default", "aten.mm.default"]
