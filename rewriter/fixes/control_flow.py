@@ -1087,10 +1087,10 @@ def validation_plan(ctx: FileContext, diag: Diagnostic, node: cst.If,
     test = strip_parens(compiled_test if compiled_test is not None else node.test)
     if not facts.is_pure(_drop_item(test)):
         return Decline(diag, "the condition has calls mend cannot prove side-effect free")
-    skipped = next((op for op in _short_circuited(test) if not facts.is_total(_drop_item(op))), None)
+    skipped = next((op for op in _skipped_when_quiet(test) if not facts.is_total(_drop_item(op))), None)
     if skipped is not None:
-        return Decline(diag, f"`{code(skipped)}`: an `and`/`or` operand Python may skip, which the check in the "
-                             "graph computes always, can raise")
+        return Decline(diag, f"`{code(skipped)}`: an `and`/`or` operand Python skips when the check passes, "
+                             "which the check in the graph computes always, can raise")
     torch, imports = ctx.torch_name()
     helpers = []
     try:
@@ -1120,14 +1120,18 @@ def validation_plan(ctx: FileContext, diag: Diagnostic, node: cst.If,
                 "unsafe", edits, imports=imports, helpers=helpers)
 
 
-def _short_circuited(test: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The operands of ``test``'s ``and``/``or`` chains that Python may skip (all but each chain's first)."""
+def _skipped_when_quiet(test: cst.BaseExpression, quiet: bool = False) -> list[cst.BaseExpression]:
+    """The ``and``/``or`` operands of ``test`` that Python skips on a run where ``test`` is ``quiet`` (the
+    check passes): ``b`` of ``a and b`` when ``a`` is false, of ``a or b`` under ``not`` when ``a`` is true.
+    Where the check fires anyway (``b`` of ``a or b``), an error computing ``b`` only replaces its error."""
     test = strip_parens(test)
-    if isinstance(test, cst.BooleanOperation):
-        return [*_short_circuited(test.left), test.right, *_short_circuited(test.right)]
-    if isinstance(test, cst.UnaryOperation):
-        return _short_circuited(test.expression)
-    return []
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _skipped_when_quiet(test.expression, not quiet)
+    if not isinstance(test, cst.BooleanOperation):
+        return []
+    inner = [*_skipped_when_quiet(test.left, quiet), *_skipped_when_quiet(test.right, quiet)]
+    skips_quietly = isinstance(test.operator, cst.And) != quiet  # `and` skips on false, `or` on true
+    return [test.right, *inner] if skips_quietly else inner
 
 
 def _message_template(node: cst.BaseExpression) -> str | None:

@@ -327,6 +327,13 @@ CASES = {
             a[torch.where(idx)] = 0
             return a
         """, "stored to"),
+    "validation: an and-operand skipped when the check passes can raise": ("MND203", 3, """
+        import torch
+        def f(x: torch.Tensor):
+            if x.sum() > 0 and x.max() > 1:
+                raise ValueError("out of range")
+            return x
+        """, "operand Python skips when the check passes"),
     "numpy random draw": ("MND313", 4, """
         import numpy as np
         import torch
@@ -550,3 +557,18 @@ def test_item_read_under_compile_is_not_eager_only(line: str) -> None:
     maxed = eager.replace("(ids == 7).sum()", "ids.max()")  # max() of an empty tensor raises: not skipped
     res = fix_source(maxed, "t.py", [diag("MND301", 3, 9)], FixOptions())
     assert res.applied == []
+
+
+def test_validation_or_operand_is_computed_where_the_check_fires_anyway() -> None:
+    """VITS's domain check ``if torch.min(x) < lo or torch.max(x) > hi: raise``: Python skips ``max`` only
+    when the check fires, so computing it in the graph can only replace the error; the repair applies."""
+    src = textwrap.dedent("""
+        import torch
+        def f(x: torch.Tensor):
+            if torch.min(x) < -1 or torch.max(x) > 1:
+                raise ValueError("Input to a transform is not within its domain")
+            return x
+        """).lstrip("\n")
+    res = fix_source(src, "t.py", [diag("MND203", 3, 5)], FixOptions(unsafe=True))
+    assert [a.code for a in res.applied] == ["MND203"]
+    assert "torch._assert_async(torch.logical_not(torch.logical_or(" in res.fixed

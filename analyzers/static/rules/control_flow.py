@@ -174,7 +174,8 @@ register(
             "Dynamo meets while tracing that code can surface first (the call raises either way). A count "
             "read only by such a check (`n = (ids == k).sum().item(); if n != m: raise ...`) is repaired with "
             "it (MND301): compiled code checks the count as a tensor and computes `n` only in eager. "
-            "Declines: an `and`/`or` operand Python may skip that can raise (the graph computes it always), "
+            "Declines: an operand Python skips when the check passes (`b` of `a and b`) that can raise (the "
+            "graph computes it always; `b` of `a or b` is skipped only where the check fires anyway), "
             "non-builtin exceptions, messages built with `%` or `.format()`, "
             "`raise ... from`, guards inside `try`.",
         ),
