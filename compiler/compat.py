@@ -97,6 +97,8 @@ def trace_inference(gm, example_inputs, decompositions):
             traced = make_fx(gm, decomposition_table=decompositions, tracing_mode="real")(*fakes)
     except Exception:
         return None
+    if not _functionalize_intermediates(traced):
+        return None
     inputs, outputs = [], []
     for n in traced.graph.nodes:
         if n.op == "placeholder":
@@ -118,6 +120,68 @@ def trace_inference(gm, example_inputs, decompositions):
             return None
         seen.add(ref)
     return traced, fakes
+
+
+# ops whose result shares its input's storage though their schema does not say so
+_UNANNOTATED_VIEWS = frozenset({"aten::_unsafe_view"})
+
+
+def _is_view(node) -> bool:
+    """``node``'s result shares storage with one of its inputs (a view op), or may (no schema: a getitem)."""
+    schema = getattr(node.target, "_schema", None)
+    if node.op != "call_function" or schema is None:
+        return node.op != "placeholder"  # a getitem of a split's views, a higher-order op: assume it may
+    return schema.name in _UNANNOTATED_VIEWS or any(r.alias_info is not None for r in schema.returns)
+
+
+def _functionalize_intermediates(gm) -> bool:
+    """In-place ops on tensors the graph computes itself (BERT's ``embeddings += position_embeddings``,
+    ``x.mul_(scale)``) as their out-of-place forms, every later use of the tensor reading the new value,
+    so the graph needs no functionalization by aot_autograd. False (graph untouched or not to be used)
+    where that is not the same program: a mutated graph input, a tensor a view shares or that is a view
+    itself, an op writing another argument, an op without an out-of-place form."""
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    changed = False
+    for n in list(gm.graph.nodes):
+        schema = getattr(n.target, "_schema", None) if n.op == "call_function" else None
+        if schema is None or not schema.is_mutable:
+            continue
+        written = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+        base = n.args[0] if n.args else None
+        functional = _out_of_place(n.target)
+        if (written != [0] or functional is None or not isinstance(base, torch.fx.Node) or not _owns_storage(base)
+                or any(_is_view(u) for u in base.users if u is not n)):
+            return False
+        n.target = functional
+        for u in list(base.users):
+            if u is not n and order[u] > order[n]:
+                u.replace_input_with(base, n)
+        changed = True
+    if changed:
+        gm.graph.lint()
+        gm.recompile()
+    return True
+
+
+def _owns_storage(node) -> bool:
+    """Nothing but ``node`` reaches its storage: computed in the graph, or a view of such a tensor that
+    nothing else reads (``matmul``'s ``bmm`` -> ``_unsafe_view``)."""
+    while _is_view(node):
+        src = node.args[0] if node.op == "call_function" and node.args else None
+        if not isinstance(src, torch.fx.Node) or len(src.users) != 1:
+            return False
+        node = src
+    return node.op == "call_function"
+
+
+def _out_of_place(op):
+    """``aten.add.Tensor`` for ``aten.add_.Tensor``; None where there is none."""
+    packet = getattr(op, "overloadpacket", None)
+    name = getattr(packet, "__name__", "")
+    if not name.endswith("_") or name.endswith("__"):
+        return None
+    functional = getattr(torch.ops.aten, name[:-1], None)
+    return getattr(functional, op._overloadname, None) if functional is not None else None
 
 
 def eager_backward_supported() -> bool:
