@@ -128,6 +128,7 @@ class FileContext:
         self._all_parents = False
         self.imports = ImportMap(self.module)
         self._facts: dict[int, FunctionFacts] = {}
+        self._memo: dict[str, Any] = {}
         self._by_type: dict[tuple, list] = {}
         self.counter = _count_mend_names(source)
 
@@ -208,6 +209,12 @@ class FileContext:
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.parents.get(node)
+
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, once per parsed file (whole-file facts several sites of a round ask for)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def ancestors(self, node: cst.CSTNode) -> Iterable[cst.CSTNode]:
         cur = self.parents.get(node)

@@ -149,6 +149,37 @@ def _mend_index(t):
         return _mend_captured(lambda: t.item())
     return t
 ''',
+    "_mend_keep_values": '''
+def _mend_keep_values(t, values):
+    """``t``, an int64 tensor built from the Python numbers ``values``, with a copy of them (nested tuples)
+    for ``_mend_kept`` (added by mend fix). Kept only where every number is a Python int and the nesting
+    matches ``t``'s shape, so the copy holds exactly the tensor's values."""
+
+    def rows(v, shape):
+        if not shape:
+            return v if type(v) is int or isinstance(v, torch.SymInt) else None
+        if not isinstance(v, (list, tuple)) or len(v) != shape[0]:
+            return None
+        out = tuple(rows(x, shape[1:]) for x in v)
+        return None if any(x is None for x in out) else out
+
+    kept = rows(values, tuple(t.shape)) if t.dtype == torch.int64 and t.dim() > 0 else None
+    if kept is not None:
+        t._mend_values = (None if torch.compiler.is_compiling() else t._version, kept)
+    return t
+''',
+    "_mend_kept": '''
+def _mend_kept(t, dims):
+    """The Python numbers a ``dims``-dimensional tensor ``t`` was built from, where ``_mend_keep_values``
+    kept them and (in eager) ``t`` has not been written in place since; else ``t`` itself (added by mend
+    fix). torch.compile reads the copy as constants; it cannot read a tensor's version."""
+    kept = getattr(t, "_mend_values", None)
+    if kept is None or t.dim() != dims:
+        return t
+    if not torch.compiler.is_compiling() and kept[0] != t._version:
+        return t
+    return kept[1]
+''',
     "_mend_where": '''
 def _mend_where(cond, new, old):
     """``new if cond else old`` as one tensor op while torch.compile traces (added by mend fix).

@@ -299,8 +299,11 @@ class TensorKinds:
 
     def call_kind(self, e: ast.Call) -> int:
         f = e.func
-        if f.__class__ is ast.Name and f.id == torch_facts.CAPTURE_INDEX_HELPER:
-            return N  # a captured slice bound: a (symbolic) number under compile
+        if f.__class__ is ast.Name:
+            if f.id in (torch_facts.CAPTURE_INDEX_HELPER, torch_facts.KEPT_VALUES_HELPER):
+                return N  # a captured slice bound, or the kept Python copy of a shape tensor
+            if f.id == torch_facts.KEEP_VALUES_HELPER and e.args:
+                return self.kind(e.args[0])  # the shape tensor itself
         q = self.qualify(f)
         if q is not None:
             return self._function_call_kind(q, e)

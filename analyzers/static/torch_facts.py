@@ -205,6 +205,11 @@ DISABLE_NAMES = frozenset({"torch.compiler.disable", "torch._dynamo.disable", "t
 CAPTURE_HELPER = "_mend_captured"
 # ... and `_mend_index(b)`, a slice bound captured as a symbolic number under compile (a stored slice).
 CAPTURE_INDEX_HELPER = "_mend_index"
+# ... and a shape tensor built from Python numbers with a copy of them kept beside it:
+# `_mend_keep_values(torch.as_tensor(shapes, ...), shapes)` is that tensor; `_mend_kept(shapes, 2)` hands on
+# the copy, Python numbers (rewriter/fixes/kept_values.py).
+KEEP_VALUES_HELPER = "_mend_keep_values"
+KEPT_VALUES_HELPER = "_mend_kept"
 # torch calls that must guard on a captured number to work out their output's size (a range's length from
 # float bounds, an interpolation's scale, a pad's bookkeeping of unbacked sizes): under capture they break
 # inside the helper or fail to compile (torch 2.13), so the fix does not capture a value that reaches them.

@@ -24,6 +24,7 @@ from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
 from mend.rewriter.fixes.capture import capture_plan
 from mend.rewriter.fixes.int_buffers import int_buffer_plan
+from mend.rewriter.fixes.kept_values import kept_values_plan
 
 
 @fixer("MND310", "MND311")
@@ -31,9 +32,10 @@ def fix_tensor_size(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     node = ctx.find((cst.Call, cst.Subscript), diag)
     if node is None:
         return Decline(diag, "could not find the call or subscript at this position")
-    folded = int_buffer_plan(ctx, diag, node)
-    if folded is not None:
-        return folded
+    for specific in (int_buffer_plan, kept_values_plan):
+        plan = specific(ctx, diag, node)
+        if plan is not None:
+            return plan
     return capture_plan(ctx, diag, node, "capture_scalar_outputs",
                         "the size or bound is tensor data, not a module's integer buffers")
 

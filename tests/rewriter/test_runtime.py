@@ -111,6 +111,8 @@ INPUTS = {
                                 (torch.tensor([[7, 1]]), torch.randn(1, 5))],
     "validation_count": lambda: [(torch.tensor([[1, 7, 7], [7, 2, 3]]), torch.randn(3, 4)),
                                  (torch.tensor([[7, 1]]), torch.randn(1, 5))],
+    "kept_values": lambda: [(torch.randn(2, 4, 4, 4), torch.randn(2, 4, 2, 2)),
+                            (torch.randn(1, 4, 6, 2), torch.randn(1, 4, 3, 1))],
     "numpy_numbers": lambda: [(torch.randn(2, 8, 4),), (torch.randn(3, 30, 4),)],
     "validation": lambda: [(torch.randn(3, 4), torch.ones(3, 4, dtype=torch.bool)),
                            (torch.randn(3, 4), torch.zeros(3, 4, dtype=torch.bool))],

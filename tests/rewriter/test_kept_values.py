@@ -1,0 +1,119 @@
+"""MND310/MND311 repaired by a Python copy kept beside a shape tensor (rewriter/fixes/kept_values.py)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from mend.rewriter.engine import FixOptions, fix_source
+from mend.rewriter.helpers import HELPER_SOURCES
+from tests.rewriter.conftest import FIXTURES, diag
+
+torch = pytest.importorskip("torch")
+
+
+def _helpers() -> dict:
+    ns: dict = {"torch": torch}
+    for name in ("_mend_keep_values", "_mend_kept"):
+        exec(HELPER_SOURCES[name], ns)
+    return ns
+
+
+def test_copy_is_kept_only_for_int64_tensors_of_python_ints() -> None:
+    h = _helpers()
+    keep, kept = h["_mend_keep_values"], h["_mend_kept"]
+    shapes = [(4, 2), (2, 1)]
+    t = keep(torch.as_tensor(shapes, dtype=torch.long), shapes)
+    assert kept(t, 2) == ((4, 2), (2, 1))
+    assert kept(t, 1) is t  # the reading code peels another number of dimensions
+    assert kept(keep(torch.as_tensor([4, 2], dtype=torch.long), [4, 2]), 1) == (4, 2)
+    for values, dtype in [([(4, 2.0)], torch.long), ([(True, 2)], torch.long), ([(4, 2)], torch.int32)]:
+        other = torch.as_tensor(values, dtype=dtype)
+        assert kept(keep(other, values), other.dim()) is other, (values, dtype)
+    ragged = torch.as_tensor([[1, 2]], dtype=torch.long)
+    assert kept(keep(ragged, [[1, 2, 3]]), 2) is ragged
+    assert kept([(1, 2)], 2) == [(1, 2)]  # a list handed on instead: itself
+
+
+def test_a_tensor_written_in_place_reads_its_new_values() -> None:
+    h = _helpers()
+    t = h["_mend_keep_values"](torch.as_tensor([(4, 2)], dtype=torch.long), [(4, 2)])
+    t[0, 0] = 5
+    assert h["_mend_kept"](t, 2) is t
+
+
+def test_fixture_eager_results_are_bitwise_equal() -> None:
+    def load(kind: str):
+        src = (FIXTURES / f"kept_values.{kind}.py").read_text().replace("@torch.compile\n", "")
+        ns: dict = {"__name__": f"kept_values_{kind}"}
+        exec(compile(src, f"kept_values.{kind}.py", "exec"), ns)
+        return ns["f"]
+
+    before, after = load("in"), load("out")
+    for shapes in [((2, 4, 4, 4), (2, 4, 2, 2)), ((1, 4, 6, 2), (1, 4, 3, 1)), ((3, 4, 1, 5), (3, 4, 7, 1))]:
+        args = [torch.randn(*s) for s in shapes]
+        a, b = before(*args), after(*args)
+        assert a.dtype == b.dtype and torch.equal(a, b)
+
+
+_SRC = '''
+import torch
+
+
+def levels(value, shapes):
+    out = []
+    for height, width in shapes:
+        out.append(value.reshape(-1, height, width){use})
+    return out
+
+
+def build(value, sizes):
+    shapes = torch.as_tensor(sizes, dtype=torch.long)
+    return levels(value, shapes)
+'''
+
+
+@pytest.mark.parametrize(("use", "reason"), [
+    (".sum() / height", "divides or raises it to a power"),
+    (".sum() + height.item()", "uses it as a tensor"),
+    (".sum() * helper(width)", "may treat it as a tensor"),
+    ("[:1] if torch.tensor(height > 1) else None", "is used as a value, not a test"),
+])
+def test_declined_where_an_int_and_a_tensor_act_differently(use: str, reason: str) -> None:
+    src = _SRC.format(use=use)
+    res = fix_source(src, "t.py", [diag("MND310", 8, 20)], FixOptions(unsafe=True))
+    assert res.fixed == src
+    assert reason in res.remaining[0].reason, res.remaining[0].reason
+
+
+def test_repair_reaches_the_function_the_tensor_is_passed_to() -> None:
+    src = _SRC.format(use="")
+    res = fix_source(src, "t.py", [diag("MND310", 8, 20)], FixOptions(unsafe=True))
+    assert "for height, width in _mend_kept(shapes, 2):" in res.fixed
+    assert "shapes = _mend_keep_values(torch.as_tensor(sizes, dtype=torch.long), sizes)" in res.fixed
+    assert fix_source(src, "t.py", [diag("MND310", 8, 20)], FixOptions()).remaining[0].unsafe_available
+
+
+@pytest.mark.parametrize("change", [
+    ("levels(value, shapes)", "levels(value, shapes.clone())"),  # another tensor is passed on
+    ("torch.as_tensor(sizes, dtype=torch.long)", "torch.as_tensor(sizes, dtype=torch.float32)"),
+    ("torch.as_tensor(sizes, dtype=torch.long)", "torch.as_tensor(list(sizes), dtype=torch.long)"),
+])
+def test_no_repair_without_a_builder_that_reaches_the_site(change: tuple[str, str]) -> None:
+    src = _SRC.format(use="").replace(*change)
+    res = fix_source(src, "t.py", [diag("MND310", 8, 20)], FixOptions(unsafe=True))
+    assert "_mend_kept" not in res.fixed
+
+
+def test_the_fixed_file_runs_the_same_in_eager() -> None:
+    src = _SRC.format(use=".sum() * width - height // 2")
+    res = fix_source(src, "t.py", [diag("MND310", 8, 20)], FixOptions(unsafe=True))
+    assert "_mend_kept(shapes, 2)" in res.fixed
+    spaces: list[dict] = [{}, {}]
+    for ns, text in zip(spaces, [src, res.fixed], strict=True):
+        exec(compile(textwrap.dedent(text), "t.py", "exec"), ns)
+    value = torch.randn(24)
+    a = spaces[0]["build"](value, [(2, 3), (4, 1)])
+    b = spaces[1]["build"](value, [(2, 3), (4, 1)])
+    assert all(x.dtype == y.dtype and torch.equal(x, y) for x, y in zip(a, b, strict=True))
