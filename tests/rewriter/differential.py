@@ -182,6 +182,7 @@ FIX_KINDS: list[tuple[str, str]] = [
     (r"`copy\.deepcopy\(t\)`", "deepcopy"),
     (r"^fold the module's integer buffers", "int-fold"),
     (r"^numpy on Python numbers -> math", "numpy-numbers"),
+    (r"^keep a Python copy of the numbers a shape tensor", "kept-values"),
     (r"^compute `\w+` only in eager", "eager-only"),
 ]
 

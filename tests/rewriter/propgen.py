@@ -472,6 +472,36 @@ def int_buffers(draw, env: _Env) -> tuple[str, list[str]]:
                            f"{t} = " + use.format(t=t, k=k)]
 
 
+_LEVELS = """
+def _levels{i}(self, t, shapes):
+    out = t.sum() * 0
+    for lvl, (h, w) in enumerate(shapes):
+        out = out + {use}
+    return out
+"""
+
+
+@st.composite
+def kept_values(draw, env: _Env) -> tuple[str, list[str]]:
+    """A shape tensor built from Python numbers whose numbers are read back as sizes (deformable attention's
+    ``spatial_shapes``): in a method it is passed to (module programs) or by index where it is built."""
+    a = draw(st.sampled_from(env.names))
+    t = draw(st.sampled_from(env.names))
+    sizes, shapes, k = env.fresh("sizes"), env.fresh("shapes"), env.fresh("k")
+    lines = [f"{sizes} = [({a}.shape[0], {a}.shape[-1]), (2, {a}.dim())]",
+             f"{shapes} = torch.as_tensor({sizes}, dtype=torch.long)"]
+    if env.kind == "module":
+        i = env.fresh("")
+        use = draw(st.sampled_from(["torch.linspace(0.5, h - 0.5, h, dtype=t.dtype).sum() * w",
+                                    "t.reshape(-1)[: h * w].sum() + lvl",
+                                    "torch.ones(h, w + 1, dtype=t.dtype).sum() / h"]))
+        env.methods += _LEVELS.format(i=i, use=use).strip().splitlines() + [""]
+        lines.append(f"{k} = self._levels{i}({a}, {shapes})")
+    else:
+        lines.append(f"{k} = torch.ones({shapes}[0][0], {shapes}[1][1] + 1, dtype={a}.dtype).sum()")
+    return "kept-values", lines + [f"{t} = {t} + {k}"]
+
+
 BLOCKS = {
     "if-assign": if_chain,
     "if-submodule": submodule_if,
@@ -489,6 +519,7 @@ BLOCKS = {
     "sizes": sizes,
     "int-buffers": int_buffers,
     "numpy-numbers": numpy_numbers,
+    "kept-values": kept_values,
 }
 
 

@@ -20,9 +20,12 @@ from mend.analyzers.static.torch_facts import NUMPY_SHAPED
 
 _HDR = "import torch\nfrom torch import nn\n"
 
-# MND310 and MND311 share one repair: integer buffers folded (rewriter/fixes/int_buffers.py), else capture
+# MND310 and MND311 share one repair: integer buffers folded (rewriter/fixes/int_buffers.py), a shape tensor's
+# Python copy kept (rewriter/fixes/kept_values.py), else capture
 _SIZE_FIX = FixInfo(
-    "sometimes", "unsafe", "fold a module's integer buffers to Python numbers under compile, or capture the size",
+    "sometimes", "unsafe",
+    "fold a module's integer buffers to Python numbers under compile, read a shape tensor's kept Python copy, or "
+    "capture the size",
     "When the size comes from 0-d integer buffers a module builds from Python numbers in `__init__` "
     "(EnCodec's and Mimi's `stride`, `kernel_size`, `padding_total`), compiled code reads them as "
     "numbers: a method that computes only from them and the shapes of its arguments is run while "
@@ -31,8 +34,18 @@ _SIZE_FIX = FixInfo(
     "(**unsafe**: the numbers are read once, while Dynamo traces, so a later in-place write to those "
     "buffers is not seen by the compiled graph; a folded method returns a Python number instead of a "
     "0-d tensor under compile). Declined when the file writes the buffers, when a folded method is "
-    "called from outside its class, or when a buffer is used as a tensor in the same statement. Other "
-    "tensor sizes and bounds: scalar capture for the site. " + SCOPED_CAPTURE,
+    "called from outside its class, or when a buffer is used as a tensor in the same statement. "
+    "When the numbers come from a tensor the file builds from a Python list (`spatial_shapes = "
+    "torch.as_tensor(shapes, dtype=torch.long)`, deformable attention) and hands on by keyword, or by position "
+    "to a function or method of the file, the builder keeps a copy of the list beside the tensor "
+    "(`_mend_keep_values`: only for an int64 tensor whose numbers are all Python ints nested as its shape) and "
+    "every loop or index of the file that takes numbers out of it reads the copy (`for h, w in "
+    "_mend_kept(spatial_shapes, 2)`: the copy when the tensor has it, has those dimensions and, in eager, was "
+    "not written in place since; else the tensor, as before). Declined where a number read so is used where a "
+    "Python int and a 0-d tensor differ (a method call on it, true division, a call of another function, a "
+    "comparison used as a value). **Unsafe**: the numbers are Python ints; float arithmetic on them is float64 "
+    "where the tensor's was float32 (equal below 2**24); under compile the copy is read without the in-place "
+    "check. Other tensor sizes and bounds: scalar capture for the site. " + SCOPED_CAPTURE,
 )
 
 register(
