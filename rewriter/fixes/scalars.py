@@ -348,7 +348,7 @@ def _mask_store_plan(ctx: FileContext, diag: Diagnostic, call: cst.Call) -> Plan
     if not (isinstance(holder, cst.AssignTarget) and holder.target is sub):
         return None
     facts = ctx.facts(ctx.enclosing_function(call))
-    if not (facts.is_tensor(sub.value) and _is_bool_tensor(facts, mask)):
+    if not (facts.is_tensor(sub.value) and _is_bool_tensor(facts, mask)) and not _value_comparison(mask):
         return None
     return Plan(diag, "`t[torch.where(m)] = v` -> `t[m] = v`: a boolean-mask store (unsafe: where the mask's shape "
                       "is not the tensor's leading dimensions it raises IndexError)", "unsafe",
@@ -363,6 +363,15 @@ def _where_mask(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
         if arg.keyword is not None and arg.keyword.value == "as_tuple" and code(arg.value) == "True":
             return call.func.value
     return None
+
+
+def _value_comparison(expr: cst.BaseExpression) -> bool:
+    """``a == b`` (``<``, ``!=``, ...) handed to ``torch.where(m)``: where the original runs, it is a tensor
+    comparison (``torch.where`` takes nothing else), so a boolean mask, and the store target takes a tuple of
+    index tensors, which only tensors and arrays do."""
+    expr = strip_parens(expr)
+    return isinstance(expr, cst.Comparison) and not any(
+        isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons)
 
 
 def _is_bool_tensor(facts, expr: cst.BaseExpression) -> bool:

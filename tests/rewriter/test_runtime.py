@@ -111,6 +111,8 @@ INPUTS = {
                                 (torch.tensor([[7, 1]]), torch.randn(1, 5))],
     "validation_count": lambda: [(torch.tensor([[1, 7, 7], [7, 2, 3]]), torch.randn(3, 4)),
                                  (torch.tensor([[7, 1]]), torch.randn(1, 5))],
+    "mask_store_param": lambda: [(torch.randn(2, 3, 2), torch.tensor([[[1, 1], [0, 1], [1, 1]]] * 2, dtype=torch.bool)),
+                                 (torch.randn(1, 3, 2), torch.zeros(1, 3, 2, dtype=torch.bool))],
     "kept_values": lambda: [(torch.randn(2, 4, 4, 4), torch.randn(2, 4, 2, 2)),
                             (torch.randn(1, 4, 6, 2), torch.randn(1, 4, 3, 1))],
     "numpy_numbers": lambda: [(torch.randn(2, 8, 4),), (torch.randn(3, 30, 4),)],
