@@ -28,6 +28,8 @@ graph.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
@@ -39,6 +41,7 @@ _WHY = ("keep a Python copy of the numbers a shape tensor is built from, and rea
         "are needed (unsafe: Python ints where 0-d int64 tensors were; float arithmetic on them is float64 "
         "instead of float32, equal below 2**24; a shape tensor changed in place is not seen under compile)")
 _BUILDERS = {"torch.as_tensor", "torch.tensor"}
+_BUILDER_TEXT = re.compile(r"\b(as_tensor|tensor)\(\s*\w+\s*,[^)]*dtype")
 _INT_DTYPES = {"torch.long", "torch.int64"}
 # operators under which a Python int and a 0-d int64 tensor give the same number
 _SAME_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
@@ -52,6 +55,8 @@ def kept_values_plan(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode) -> P
     """The plan keeping the numbers where the tensor ``node`` reads is built and reading them from the copy
     there and at every other read in the file, a decline, or None (no tensor built from Python numbers in
     this file reaches the site)."""
+    if not _BUILDER_TEXT.search(ctx.source):
+        return None  # no builder in the file (most files): no whole-file walk
     ctx.prepare_all()
     func = ctx.enclosing_function(node)
     reached = ctx.memo("kept_values.reached", lambda: _reached(ctx))
@@ -135,7 +140,7 @@ def _is_builder(ctx: FileContext, call: cst.BaseExpression) -> bool:
 
 def _unkept_builders(ctx: FileContext) -> list[cst.Call]:
     out = []
-    for _, _, call in _builders(ctx):
+    for _, _, call in ctx.memo("kept_values.builders", lambda: _builders(ctx)):
         parent = ctx.parent(ctx.parent(call))  # Arg -> Call
         if not (isinstance(parent, cst.Call) and code(parent.func) == KEEP_VALUES_HELPER):
             out.append(call)
@@ -152,7 +157,7 @@ def _reached(ctx: FileContext) -> dict[cst.FunctionDef, set[str]]:
     with that parameter; by position to a function of the file, or to a method through ``self.``/``cls.``)."""
     functions = [n for n in walk(ctx.module) if isinstance(n, cst.FunctionDef)]
     reached: dict[cst.FunctionDef, set[str]] = {}
-    for func, name, _ in _builders(ctx):
+    for func, name, _ in ctx.memo("kept_values.builders", lambda: _builders(ctx)):
         reached.setdefault(func, set()).add(name)
     work = list(reached)
     while work:

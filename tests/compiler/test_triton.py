@@ -866,6 +866,30 @@ def test_a_float32_addmm_read_by_a_pointwise_node_becomes_mm_and_its_bias_moves_
         assert_same(got, want)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_convolution_bias_is_added_where_its_readers_load_the_output(dtype):
+    """ATen on the GPU adds a convolution's bias in a kernel of its own (GPU zoo, ConvNeXt: 8 a call): the
+    convolution runs without it and each reader adds it, reading the output through a permute (ConvNeXt's
+    layer norm over channels) or directly. A convolution that is an output keeps its bias."""
+    x, w, b = torch.randn(2, 8, 6, 5).to(dtype), torch.randn(8, 1, 3, 3).to(dtype), torch.randn(8).to(dtype)
+
+    def fn(x, w, b):
+        y = F.conv2d(x, w, b, padding=1, groups=8)
+        ln = F.layer_norm(y.permute(0, 2, 3, 1), (8,))
+        return ln * 2, torch.relu(y) + x
+
+    gm, sg = scheduled(fn, x, w, b)
+    externs = [s for s in sg.steps if isinstance(s, ir.ExternKernel)]
+    assert [str(s.op) for s in externs] == ["aten.convolution.default"]
+    assert externs[0].args[2] is None  # the bias left the ATen call
+    assert all("arg2" in k.inputs for k in sg.kernels)  # each reader loads the bias
+    got, _, _ = run_triton(fn, x, w, b)
+    for g, want in zip(got, fn(x, w, b)):
+        assert_same(g, want)
+    sg = scheduled(lambda x, w, b: (F.conv2d(x, w, b, groups=8), F.conv2d(x, w, b, groups=8) * 2), x, w, b)[1]
+    assert [s.args[2] is None for s in sg.steps if isinstance(s, ir.ExternKernel)] == [False, True]
+
+
 def test_a_float32_addmm_read_through_a_transpose_or_a_reshape_adds_its_bias_in_each_reader():
     """Attention heads (``linear(x).view(b, t, h, d).transpose(1, 2)``) and a residual layer norm read the
     product at other indices than it is written: the bias is added where each reader loads the product, so

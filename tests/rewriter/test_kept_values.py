@@ -117,3 +117,16 @@ def test_the_fixed_file_runs_the_same_in_eager() -> None:
     a = spaces[0]["build"](value, [(2, 3), (4, 1)])
     b = spaces[1]["build"](value, [(2, 3), (4, 1)])
     assert all(x.dtype == y.dtype and torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_repaired_fixture_checks_clean_and_the_builder_stays_a_tensor() -> None:
+    """The analyzer reads `_mend_kept(t, n)` as Python numbers and `_mend_keep_values(t, v)` as `t`: the
+    repaired reads are not reported, and a size taken from the kept tensor itself still is."""
+    from mend.analyzers import static
+
+    config = static.load_config([str(FIXTURES)], isolated=True)
+    fixed = (FIXTURES / "kept_values.out.py").read_text()
+    assert [d.code for d in static.check_source(fixed, "kept_values.py", config) if d.code.startswith("MND31")] == []
+    still = fixed.replace("        return levels.sum() + points.sum()",
+                          "        levels = levels[:, : spatial_shapes[0, 0]]\n        return levels.sum() + points.sum()")
+    assert "MND311" in [d.code for d in static.check_source(still, "kept_values.py", config)]
