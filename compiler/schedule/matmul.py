@@ -31,7 +31,7 @@ import torch
 
 from .. import ir
 from ..ir import ComputedBuffer, ExternKernel, Layout, Load, Op, TensorRef
-from ..ir.symbolic import unravel, variables
+from ..ir.symbolic import FloorDiv, IMod, unravel, variables
 
 aten = torch.ops.aten
 OPS = {aten.mm.default: "mm", aten.addmm.default: "addmm", aten.bmm.default: "bmm"}
@@ -206,7 +206,7 @@ def _conv_without_bias(node: ExternKernel):
         return None
     x, w, bias, *rest = node.args
     out = node.out_layouts[0]
-    if not (isinstance(bias, TensorRef) and out.is_contiguous() and len(out.size) >= 3):
+    if not (isinstance(bias, TensorRef) and out.is_dense() and len(out.size) >= 3):
         return None
     lay = bias.layout
     if len(lay.size) != 1 or lay.size[0] != out.size[1] or lay.dtype != out.dtype:
@@ -225,11 +225,20 @@ def _fold_bias(node: ComputedBuffer, folds: dict) -> ComputedBuffer:
         if not (isinstance(e, Load) and e.buf in folds):
             return None
         mm, bias, lay = folds[e.buf]
-        coords = unravel(e.index, lay.size)
+        coords = _coords(e.index, lay)
         return Op("add", (Load(mm.name, e.index, e.dtype), Load(bias.buf, _broadcast_index(bias.layout, coords),
                                                                   e.dtype)), e.dtype)
 
     return replace(node, body=replace(node.body, expr=ir.map_expr(node.body.expr, fn)))
+
+
+def _coords(index, lay: Layout) -> tuple:
+    """The coordinates of a flat ``index`` into the dense layout ``lay`` (row-major, or any order of its dims:
+    a channels-last convolution output): coordinate ``d`` is ``index // stride[d] % size[d]``."""
+    if lay.is_contiguous():
+        return unravel(index, lay.size)
+    return tuple(sympy.Integer(0) if s == 1 else IMod(FloorDiv(index, sympy.Integer(st)), sympy.Integer(s))
+                 for s, st in zip(lay.size, lay.stride))
 
 
 def _broadcast_index(lay: Layout, xs) -> sympy.Expr:

@@ -866,12 +866,15 @@ def test_a_float32_addmm_read_by_a_pointwise_node_becomes_mm_and_its_bias_moves_
         assert_same(got, want)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_a_convolution_bias_is_added_where_its_readers_load_the_output(dtype):
+@pytest.mark.parametrize(("dtype", "fmt"), [(torch.float32, torch.contiguous_format), (torch.bfloat16, torch.contiguous_format),
+                                           (torch.float32, torch.channels_last)])
+def test_a_convolution_bias_is_added_where_its_readers_load_the_output(dtype, fmt):
     """ATen on the GPU adds a convolution's bias in a kernel of its own (GPU zoo, ConvNeXt: 8 a call): the
     convolution runs without it and each reader adds it, reading the output through a permute (ConvNeXt's
-    layer norm over channels) or directly. A convolution that is an output keeps its bias."""
+    layer norm over channels) or directly; a channels-last output (cuDNN's for depthwise convolutions on the
+    GPU) too. A convolution that is an output keeps its bias."""
     x, w, b = torch.randn(2, 8, 6, 5).to(dtype), torch.randn(8, 1, 3, 3).to(dtype), torch.randn(8).to(dtype)
+    x = x.contiguous(memory_format=fmt)  # channels-last: a dense output in another order of its dims
 
     def fn(x, w, b):
         y = F.conv2d(x, w, b, padding=1, groups=8)
@@ -882,6 +885,7 @@ def test_a_convolution_bias_is_added_where_its_readers_load_the_output(dtype):
     externs = [s for s in sg.steps if isinstance(s, ir.ExternKernel)]
     assert [str(s.op) for s in externs] == ["aten.convolution.default"]
     assert externs[0].args[2] is None  # the bias left the ATen call
+    assert externs[0].out_layouts[0].is_contiguous() == (fmt == torch.contiguous_format)
     assert all("arg2" in k.inputs for k in sg.kernels)  # each reader loads the bias
     got, _, _ = run_triton(fn, x, w, b)
     for g, want in zip(got, fn(x, w, b)):
