@@ -72,6 +72,21 @@ def _mend_fold(fn, *args):
 
 _mend_fold.active = False
 ''',
+    "_mend_constant": '''
+@torch._dynamo.assume_constant_result
+def _mend_constant(fn, *args):
+    """``fn(*args)``, a method computed only from Python values and the model's config, run while
+    torch.compile traces: its results, tensors included, become constants of the graph (added by mend fix).
+    ``_mend_constant.active`` tells the method to run its original code."""
+    _mend_constant.active = True
+    try:
+        return fn(*args)
+    finally:
+        _mend_constant.active = False
+
+
+_mend_constant.active = False
+''',
     "_mend_captured": '''
 def _mend_captured(fn):
     """``fn()``; while torch.compile traces, the tensor values it turns into Python numbers and its

@@ -31,6 +31,9 @@ def under_compile(expr: ast.AST, scope: Scope, fixed: dict[str, bool] | None = N
     is_torchdynamo_compiling()``)."""
     if isinstance(expr, ast.Name):
         return fixed.get(expr.id) if fixed else None
+    if isinstance(expr, ast.Attribute) and expr.attr == "active" and isinstance(expr.value, ast.Name) \
+            and expr.value.id in torch_facts.FOLD_HELPERS:
+        return False  # set only while the helper runs the method eagerly, untraced
     if isinstance(expr, ast.Call) and not expr.args:
         q = scope.qualify(expr.func)
         if q and torch_facts.is_compiling_call(q):

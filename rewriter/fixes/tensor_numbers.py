@@ -1,8 +1,11 @@
 """MND310-MND329: a tensor (or a numpy value) used where Python needs a number (a size, a bound, a slice).
 
 The repair: sizes computed from a module's 0-d integer buffers are read as Python numbers under compile
-(:mod:`mend.rewriter.fixes.int_buffers`); other tensor sizes are captured as symbolic numbers for that
-site only (:mod:`mend.rewriter.fixes.capture`, unsafe). numpy computed on Python numbers becomes the same
+(:mod:`mend.rewriter.fixes.int_buffers`); sizes read back from a tensor built from a Python list read a
+copy kept beside it (:mod:`mend.rewriter.fixes.kept_values`); a method computed only from Python values
+runs while Dynamo traces, its results constants of the graph (:mod:`mend.rewriter.fixes.constant_methods`);
+other tensor sizes are captured as symbolic numbers for that site only (:mod:`mend.rewriter.fixes.capture`,
+unsafe). numpy computed on Python numbers becomes the same
 computation in ``math`` and builtins, which Dynamo folds (MND313, unsafe).
 """
 
@@ -23,6 +26,7 @@ from mend.rewriter.analysis import FunctionFacts, code, parse_expr, strip_parens
 from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
 from mend.rewriter.fixes.capture import capture_plan
+from mend.rewriter.fixes.constant_methods import constant_method_plan
 from mend.rewriter.fixes.int_buffers import int_buffer_plan
 from mend.rewriter.fixes.kept_values import kept_values_plan
 
@@ -32,7 +36,7 @@ def fix_tensor_size(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     node = ctx.find((cst.Call, cst.Subscript), diag)
     if node is None:
         return Decline(diag, "could not find the call or subscript at this position")
-    for specific in (int_buffer_plan, kept_values_plan):
+    for specific in (int_buffer_plan, kept_values_plan, constant_method_plan):
         plan = specific(ctx, diag, node)
         if plan is not None:
             return plan

@@ -183,6 +183,7 @@ FIX_KINDS: list[tuple[str, str]] = [
     (r"^fold the module's integer buffers", "int-fold"),
     (r"^numpy on Python numbers -> math", "numpy-numbers"),
     (r"^keep a Python copy of the numbers a shape tensor", "kept-values"),
+    (r"^run the method, computed only from Python values", "constant-method"),
     (r"^compute `\w+` only in eager", "eager-only"),
 ]
 

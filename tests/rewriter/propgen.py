@@ -502,6 +502,34 @@ def kept_values(draw, env: _Env) -> tuple[str, list[str]]:
     return "kept-values", lines + [f"{t} = {t} + {k}"]
 
 
+_POSITIONS = """
+def _positions{i}(self, n: int, dtype: torch.dtype):
+    pos = torch.arange(0, n, dtype=torch.int64).to(dtype)
+    out = pos.sum() * 0
+    for block in range(2):
+        out = out + self._relative{i}(pos, 2 ** block).to(dtype).sum()
+        pos = pos[::2]
+    return out
+
+def _relative{i}(self, pos: torch.Tensor, stride: int):
+    return torch.arange(pos[-1], pos[0] - 1, -stride)
+"""
+
+
+@st.composite
+def constant_method(draw, env: _Env) -> tuple[str, list[str]]:
+    """Ranges bounded by values of other ranges, in a method of Python values (Funnel's relative positions);
+    a module's own methods."""
+    a = draw(st.sampled_from(env.names))
+    t = draw(st.sampled_from(env.names))
+    if env.kind != "module":
+        return "constant-method", [f"{t} = {t} + {a}.shape[-1]"]
+    i, k = env.fresh(""), env.fresh("k")
+    env.methods += _POSITIONS.format(i=i).strip().splitlines() + [""]
+    return "constant-method", [f"{k} = self._positions{i}({a}.shape[-1] + 1, torch.float32)",
+                               f"{t} = {t} + {k}.to({t}.dtype)"]
+
+
 BLOCKS = {
     "if-assign": if_chain,
     "if-submodule": submodule_if,
@@ -520,6 +548,7 @@ BLOCKS = {
     "int-buffers": int_buffers,
     "numpy-numbers": numpy_numbers,
     "kept-values": kept_values,
+    "constant-method": constant_method,
 }
 
 

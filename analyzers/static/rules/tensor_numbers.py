@@ -21,11 +21,12 @@ from mend.analyzers.static.torch_facts import NUMPY_SHAPED
 _HDR = "import torch\nfrom torch import nn\n"
 
 # MND310 and MND311 share one repair: integer buffers folded (rewriter/fixes/int_buffers.py), a shape tensor's
-# Python copy kept (rewriter/fixes/kept_values.py), else capture
+# Python copy kept (rewriter/fixes/kept_values.py), a method of Python values folded to constants
+# (rewriter/fixes/constant_methods.py), else capture
 _SIZE_FIX = FixInfo(
     "sometimes", "unsafe",
-    "fold a module's integer buffers to Python numbers under compile, read a shape tensor's kept Python copy, or "
-    "capture the size",
+    "fold a module's integer buffers to Python numbers under compile, read a shape tensor's kept Python copy, fold "
+    "a method of Python values to constants, or capture the size",
     "When the size comes from 0-d integer buffers a module builds from Python numbers in `__init__` "
     "(EnCodec's and Mimi's `stride`, `kernel_size`, `padding_total`), compiled code reads them as "
     "numbers: a method that computes only from them and the shapes of its arguments is run while "
@@ -45,7 +46,14 @@ _SIZE_FIX = FixInfo(
     "Python int and a 0-d tensor differ (a method call on it, true division, a call of another function, a "
     "comparison used as a value). **Unsafe**: the numbers are Python ints; float arithmetic on them is float64 "
     "where the tensor's was float32 (equal below 2**24); under compile the copy is read without the in-place "
-    "check. Other tensor sizes and bounds: scalar capture for the site. " + SCOPED_CAPTURE,
+    "check. When the site is in a method of Python values, or one it calls through `self.` (Funnel's relative "
+    "positions, computed from `seq_len: int`, a dtype and a device), that method runs while Dynamo traces and its "
+    "results become constants of the graph (`_mend_constant`, `torch._dynamo.assume_constant_result`); eager runs "
+    "the original. Only where every parameter is annotated as a Python value and the methods read of the module "
+    "only other methods, `self.config` and dropout modules (then only in eval mode), call only torch, `math` and "
+    "builtins, draw no random numbers and assign no attribute (**unsafe**: computed once per traced input size; "
+    "a config changed after compilation is not seen). Other tensor sizes and bounds: scalar capture for the "
+    "site. " + SCOPED_CAPTURE,
 )
 
 register(
