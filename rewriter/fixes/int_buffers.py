@@ -54,7 +54,7 @@ def int_buffer_plan(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode) -> Pl
         return None
     init = _method(cls, "__init__")
     buffers = _int_buffers(init) if init is not None else set()
-    if not buffers:
+    if not buffers or not _fed_by(ctx.enclosing_function(node), cls, buffers):
         return None
     try:
         return _plan(ctx, diag, cls, buffers)
@@ -150,6 +150,31 @@ def _check_no_writes(cls: cst.ClassDef, buffers: set[str]) -> None:
             if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and _self_attr(n.func.value) in buffers \
                     and n.func.attr.value.endswith("_"):
                 raise _NoFold(f"`{method.name.value}` writes `self.{_self_attr(n.func.value)}` in place")
+
+
+def _fed_by(func: cst.FunctionDef | None, cls: cst.ClassDef, buffers: set[str]) -> bool:
+    """The site's function reads the buffers, calls a method of the class that does, or is called by one
+    (EnCodec's ``_pad1d`` gets the padding as arguments): else the size comes from elsewhere and another
+    repair may take it (a class with integer buffers and a method of Python values, say)."""
+    if func is None:
+        return True
+    readers = [m for m in _methods(cls) if _reads(m, buffers)]
+    names = {m.name.value for m in readers}
+
+    def calls(body: cst.CSTNode, wanted: set[str]) -> list[cst.Call]:
+        return [n for n in walk(body) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                and n.func.attr.value in wanted]
+
+    def fed(m: cst.FunctionDef, expr: cst.CSTNode) -> bool:
+        """``expr`` reads a buffer, calls a reader, or names a local of ``m`` assigned from one of those."""
+        if _reads(expr, buffers) or calls(expr, names):
+            return True
+        local = {t.target.value for n in walk(m.body) if isinstance(n, cst.Assign) and (_reads(n.value, buffers)
+                 or calls(n.value, names)) for t in n.targets if isinstance(t.target, cst.Name)}
+        return any(isinstance(n, cst.Name) and n.value in local for n in walk(expr))
+
+    return bool(_reads(func, buffers)) or bool(calls(func.body, names)) or any(
+        fed(m, c) for m in readers for c in calls(m.body, {func.name.value}))
 
 
 def _reads(node: cst.CSTNode, buffers: set[str]) -> list[cst.Attribute]:

@@ -80,3 +80,17 @@ def test_compiled_result_is_bitwise_eager_and_training_runs_the_original() -> No
     ns["model"].train()  # dropout draws: the fold is off, the original (and its breaks) runs
     graphs, _ = _graphs(ns["f"], x)
     assert graphs > 1
+
+
+def test_a_class_with_integer_buffers_leaves_sites_they_do_not_feed_to_the_fold() -> None:
+    """The integer-buffer fold claimed every size site of its class (found by the property tests with both
+    blocks in one module): a site the buffers do not feed now goes to the method-of-Python-values fold."""
+    src = _SRC.format(more="").replace(
+        "        self.proj = nn.Linear(4, 4)\n",
+        "        self.proj = nn.Linear(4, 4)\n"
+        "        self.register_buffer(\"stride\", torch.tensor(2, dtype=torch.int64), persistent=False)\n"
+        "\n    def pad(self, x):\n        return nn.functional.pad(x, (0, self.stride))\n")
+    line = src.splitlines().index("        return torch.arange(pos[-1], pos[0] - 1, -stride)") + 1
+    res = fix_source(src, "t.py", [diag("MND310", line, 16)], FixOptions(unsafe=True))
+    assert "return _mend_constant(Positions.embeds, self, n, device)" in res.fixed
+    assert "_mend_fold" not in res.fixed
