@@ -51,6 +51,19 @@ def code(node: cst.CSTNode) -> str:
     return _EMPTY.code_for_node(node)
 
 
+def self_attr(node: cst.CSTNode) -> str | None:
+    """``name`` for ``self.name``, else None."""
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return node.attr.value
+    return None
+
+
+def is_docstring(stmt: cst.CSTNode) -> bool:
+    """``stmt`` is a string literal alone on its line (a docstring where it opens a body)."""
+    return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr) \
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+
+
 def dotted(expr: cst.BaseExpression) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None."""
     if isinstance(expr, cst.Name):

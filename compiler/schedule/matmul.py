@@ -197,7 +197,8 @@ def _bias_folds(g: ir.GraphIR) -> dict:
 
 def _conv_without_bias(node: ExternKernel):
     """(the convolution without its bias, the bias as a view over the output's trailing dimensions, the
-    output's layout) for a convolution with a bias and a contiguous output, else None. On the GPU ATen adds a
+    output's layout) for a convolution with a bias and a dense output (contiguous, or channels-last as cuDNN
+    gives depthwise convolutions on the GPU: its readers find their coordinates through :func:`_coords`), else None. On the GPU ATen adds a
     convolution's bias in a kernel of its own after cuDNN's (GPU zoo, ConvNeXt: 8 such kernels a call, 3% of
     its time); folded, each reader adds it where it loads the output, as Inductor's lowering does. The same
     arithmetic in float32 (the convolution rounded once, then one add); in half precision the sum is no

@@ -32,7 +32,7 @@ import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.static.torch_facts import is_random_op
-from mend.rewriter.analysis import code, dotted, parse_stmt, walk
+from mend.rewriter.analysis import code, dotted, is_docstring, parse_stmt, self_attr, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
 
 _WHY = ("run the method, computed only from Python values and the config, while Dynamo traces: its results "
@@ -89,16 +89,11 @@ def _reach(method: cst.FunctionDef, methods: dict[str, cst.FunctionDef]) -> set[
     seen, work = {method.name.value}, [method]
     while work:
         for n in walk(work.pop().body):
-            if isinstance(n, cst.Call) and _self_attr(n.func) in methods and _self_attr(n.func) not in seen:
-                seen.add(_self_attr(n.func))
-                work.append(methods[_self_attr(n.func)])
+            if isinstance(n, cst.Call) and self_attr(n.func) in methods and self_attr(n.func) not in seen:
+                seen.add(self_attr(n.func))
+                work.append(methods[self_attr(n.func)])
     return seen
 
-
-def _self_attr(e: cst.BaseExpression) -> str | None:
-    if isinstance(e, cst.Attribute) and isinstance(e.value, cst.Name) and e.value.value == "self":
-        return e.attr.value
-    return None
 
 
 def _check_constant(ctx: FileContext, cls: cst.ClassDef, methods: dict[str, cst.FunctionDef],
@@ -106,7 +101,7 @@ def _check_constant(ctx: FileContext, cls: cst.ClassDef, methods: dict[str, cst.
     """Raise :class:`_NotConstant` unless the reached methods compute only from their arguments and the
     config; returns whether they read a dropout module (the fold then needs eval mode)."""
     dropouts = _dropouts(ctx, methods.get("__init__"))
-    config_written = any(_self_attr(t) == "config" for name, m in methods.items() if name != "__init__"
+    config_written = any(self_attr(t) == "config" for name, m in methods.items() if name != "__init__"
                          for t in _assigned(m))
     uses_dropout = False
     for name in sorted(reached):
@@ -114,7 +109,7 @@ def _check_constant(ctx: FileContext, cls: cst.ClassDef, methods: dict[str, cst.
         if _assigned(method):
             raise _NotConstant(f"`{name}` assigns `{code(_assigned(method)[0])}` (module state)")
         for n in walk(method.body):
-            attr = _self_attr(n) if isinstance(n, cst.Attribute) else None
+            attr = self_attr(n) if isinstance(n, cst.Attribute) else None
             if attr is not None and attr not in methods:
                 if attr in dropouts:
                     uses_dropout = True
@@ -127,7 +122,7 @@ def _check_constant(ctx: FileContext, cls: cst.ClassDef, methods: dict[str, cst.
 
 
 def _check_call(ctx: FileContext, name: str, call: cst.Call) -> None:
-    if _self_attr(call.func) is not None:
+    if self_attr(call.func) is not None:
         return  # a method of the class (checked itself) or a dropout module
     qual = ctx.imports.qualify(call.func) or ""
     if qual.startswith("torch."):
@@ -156,7 +151,7 @@ def _assigned(method: cst.FunctionDef) -> list[cst.BaseExpression]:
     for n in walk(method.body):
         targets = [t.target for t in n.targets] if isinstance(n, cst.Assign) else \
             [n.target] if isinstance(n, (cst.AugAssign, cst.AnnAssign)) else []
-        out += [t for t in targets if _self_attr(t) is not None]
+        out += [t for t in targets if self_attr(t) is not None]
     return out
 
 
@@ -166,21 +161,19 @@ def _dropouts(ctx: FileContext, init: cst.FunctionDef | None) -> set[str]:
         return set()
     out = set()
     for n in walk(init.body):
-        if isinstance(n, cst.Assign) and len(n.targets) == 1 and _self_attr(n.targets[0].target) is not None \
+        if isinstance(n, cst.Assign) and len(n.targets) == 1 and self_attr(n.targets[0].target) is not None \
                 and isinstance(n.value, cst.Call) and ctx.imports.qualify(n.value.func) in _DROPOUT:
-            out.add(_self_attr(n.targets[0].target))
+            out.add(self_attr(n.targets[0].target))
     return out
 
 
 def _fold(torch: str, cls_name: str, method: cst.FunctionDef, dropout: bool) -> cst.FunctionDef:
-    from mend.rewriter.fixes.int_buffers import _docstring
-
     args = ", ".join(["self", *(p.name.value for p in list(method.params.params)[1:])])
     test = f"{torch}.compiler.is_compiling() and not _mend_constant.active"
     if dropout:
         test += " and not any(m.training for m in self.modules())"
     guard = parse_stmt(f"if {test}:\n    return _mend_constant({cls_name}.{method.name.value}, {args})\n")
     body = list(method.body.body)
-    at = 1 if body and _docstring(body[0]) else 0
+    at = 1 if body and is_docstring(body[0]) else 0
     return method.with_changes(body=method.body.with_changes(body=[*body[:at], guard, *body[at:]]))
 

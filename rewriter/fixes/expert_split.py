@@ -57,7 +57,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.rewriter.analysis import code, parse_expr, parse_stmt, walk
+from mend.rewriter.analysis import code, parse_expr, parse_stmt, self_attr, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
 
 _WHY = ("grouped MoE experts: the router keeps its per-expert counts as a tensor under compile and the "
@@ -296,7 +296,7 @@ def _check_consumers(ctx: FileContext, router_cls: str, position: int, sites: li
     names: set[str] = set()
     carriers: dict[str, int] = {}  # tuple name -> the element that holds the counts
     for node in walk(ctx.module):
-        bound = _unpacked(node, position, lambda v: isinstance(v, cst.Call) and _self_attr(v.func) in router_attrs)
+        bound = _unpacked(node, position, lambda v: isinstance(v, cst.Call) and self_attr(v.func) in router_attrs)
         if bound is not None:
             names.add(bound)
     if not names:
@@ -324,16 +324,11 @@ def _instance_attrs(ctx: FileContext) -> dict[str, str]:
     found = {}
     for node in walk(ctx.module):
         a = node if isinstance(node, cst.Assign) else None
-        if a is not None and len(a.targets) == 1 and _self_attr(a.targets[0].target) \
+        if a is not None and len(a.targets) == 1 and self_attr(a.targets[0].target) \
                 and isinstance(a.value, cst.Call) and isinstance(a.value.func, cst.Name):
-            found[_self_attr(a.targets[0].target)] = a.value.func.value
+            found[self_attr(a.targets[0].target)] = a.value.func.value
     return found
 
-
-def _self_attr(expr: cst.CSTNode) -> str | None:
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-        return expr.attr.value
-    return None
 
 
 def _unpacked(node: cst.CSTNode, position: int, source) -> str | None:
@@ -360,7 +355,7 @@ def _check_use(ctx: FileContext, use: cst.Name, experts: dict[str, _SplitSite], 
             return None
     if isinstance(parent, cst.Arg) and parent.keyword is None:
         call = ctx.parent(parent)
-        site = experts.get(_self_attr(call.func)) if isinstance(call, cst.Call) else None
+        site = experts.get(self_attr(call.func)) if isinstance(call, cst.Call) else None
         if site is not None and list(call.args).index(parent) == site.sizes_index:
             return None
     where = ctx.parent(parent) if isinstance(parent, cst.Arg) else parent

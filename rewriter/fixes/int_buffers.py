@@ -32,7 +32,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.rewriter.analysis import code, parse_expr, parse_stmt, walk
+from mend.rewriter.analysis import code, is_docstring, parse_expr, parse_stmt, self_attr, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
 
 _WHY = ("fold the module's integer buffers to Python numbers under compile (unsafe: they are read while "
@@ -92,11 +92,6 @@ def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
     return next((m for m in _methods(cls) if m.name.value == name), None)
 
 
-def _self_attr(node: cst.CSTNode) -> str | None:
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
-        return node.attr.value
-    return None
-
 
 def _int_buffers(init: cst.FunctionDef) -> set[str]:
     """Names of the module's 0-d integer tensors built in ``__init__`` from Python numbers: registered
@@ -107,7 +102,7 @@ def _int_buffers(init: cst.FunctionDef) -> set[str]:
     def built(e: cst.BaseExpression) -> bool:
         if isinstance(e, cst.Name):
             return e.value in local
-        if _self_attr(e) in found:
+        if self_attr(e) in found:
             return True
         if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, _INT_OPS):
             sides = [e.left, e.right]
@@ -125,8 +120,8 @@ def _int_buffers(init: cst.FunctionDef) -> set[str]:
             target = small.targets[0].target
             if isinstance(target, cst.Name):
                 (local.add if built(small.value) else local.discard)(target.value)
-            elif _self_attr(target) is not None and built(small.value):
-                found.add(_self_attr(target))
+            elif self_attr(target) is not None and built(small.value):
+                found.add(self_attr(target))
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) \
                 and code(small.value.func) == "self.register_buffer" and len(small.value.args) >= 2 \
                 and isinstance(small.value.args[0].value, cst.SimpleString) and built(small.value.args[1].value):
@@ -145,11 +140,11 @@ def _check_no_writes(cls: cst.ClassDef, buffers: set[str]) -> None:
             elif isinstance(n, (cst.AugAssign, cst.AnnAssign)):
                 targets = [n.target]
             for t in targets:
-                if _self_attr(t) in buffers:
-                    raise _NoFold(f"`{method.name.value}` assigns `self.{_self_attr(t)}`")
-            if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and _self_attr(n.func.value) in buffers \
+                if self_attr(t) in buffers:
+                    raise _NoFold(f"`{method.name.value}` assigns `self.{self_attr(t)}`")
+            if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and self_attr(n.func.value) in buffers \
                     and n.func.attr.value.endswith("_"):
-                raise _NoFold(f"`{method.name.value}` writes `self.{_self_attr(n.func.value)}` in place")
+                raise _NoFold(f"`{method.name.value}` writes `self.{self_attr(n.func.value)}` in place")
 
 
 def _fed_by(func: cst.FunctionDef | None, cls: cst.ClassDef, buffers: set[str]) -> bool:
@@ -178,7 +173,7 @@ def _fed_by(func: cst.FunctionDef | None, cls: cst.ClassDef, buffers: set[str]) 
 
 
 def _reads(node: cst.CSTNode, buffers: set[str]) -> list[cst.Attribute]:
-    return [n for n in walk(node) if _self_attr(n) in buffers]
+    return [n for n in walk(node) if self_attr(n) in buffers]
 
 
 def _shape_only_params(method: cst.FunctionDef, buffers: set[str]) -> list[str] | None:
@@ -191,7 +186,7 @@ def _shape_only_params(method: cst.FunctionDef, buffers: set[str]) -> list[str] 
     names = [p.name.value for p in params.params[1:]]
     if any(p.default is not None for p in params.params[1:]) or method.decorators:
         return None
-    body = [s for s in method.body.body if not _docstring(s)]
+    body = [s for s in method.body.body if not is_docstring(s)]
     if not body or not all(isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
                            and isinstance(s.body[0], (cst.Assign, cst.Return)) for s in body):
         return None
@@ -230,10 +225,6 @@ def _pure_callee(call: cst.Call, buffers: set[str]) -> bool:
     return func in {"int", "max", "min", "abs"}
 
 
-def _docstring(stmt: cst.CSTNode) -> bool:
-    return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr) \
-        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
-
 
 def _called_by_class_only(ctx: FileContext, cls: cst.ClassDef, name: str) -> bool:
     """Every call of ``.name(...)`` in the file is ``self.name(...)`` inside ``cls``."""
@@ -257,7 +248,7 @@ def _fold_method(torch: str, cls_name: str, method: cst.FunctionDef, shapes: lis
         guard = parse_stmt(f"if {torch}.compiler.is_compiling() and not _mend_fold.active:\n"
                            f"    return _mend_fold({cls_name}.{method.name.value}, {args})\n")
     body = list(method.body.body)
-    at = 1 if body and _docstring(body[0]) else 0
+    at = 1 if body and is_docstring(body[0]) else 0
     return method.with_changes(body=method.body.with_changes(body=[*body[:at], guard, *body[at:]]))
 
 
@@ -323,7 +314,7 @@ class _ReadAsNumber(cst.CSTTransformer):
         self.buffers = buffers
 
     def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
-        name = _self_attr(original_node)
+        name = self_attr(original_node)
         if name in self.buffers:
             return parse_expr(f'_mend_fold(getattr, self, "{name}")')
         return updated_node
@@ -358,7 +349,7 @@ class _IntegerForm:
         self.lines += ["    " * (self.depth + 1) + line for line in lines]
 
     def method(self, method: cst.FunctionDef) -> list[str] | None:
-        body = [st for st in method.body.body if not _docstring(st)]
+        body = [st for st in method.body.body if not is_docstring(st)]
         try:
             for stmt in body[:-1]:
                 small = stmt.body[0]
@@ -411,8 +402,8 @@ class _IntegerForm:
             return e.value
         if isinstance(e, cst.Name) and e.value in self.ints:
             return e.value
-        if _self_attr(e) in self.buffers:
-            return f'_mend_fold(getattr, self, "{_self_attr(e)}")'
+        if self_attr(e) in self.buffers:
+            return f'_mend_fold(getattr, self, "{self_attr(e)}")'
         if isinstance(e, cst.Subscript) and isinstance(e.value, cst.Attribute) and e.value.attr.value == "shape" \
                 and isinstance(e.value.value, cst.Name) and e.value.value.value in self.params:
             return code(e)

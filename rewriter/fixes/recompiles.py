@@ -24,15 +24,9 @@ import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.static.torch_facts import COMPILE_NAMES
-from mend.rewriter.analysis import code, is_number, names_in, parse_expr, walk
+from mend.rewriter.analysis import code, is_number, names_in, parse_expr, self_attr, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
-
-
-def _self_attr(node: cst.CSTNode) -> str | None:
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
-        return node.attr.value
-    return None
 
 
 @fixer("MND401")
@@ -42,7 +36,7 @@ def fix_module_attr(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
         return Decline(diag, "could not find the attribute update at this position")
     target = stmt.target if isinstance(stmt, cst.AugAssign) else (
         stmt.targets[0].target if len(stmt.targets) == 1 else None)
-    attr = _self_attr(target) if target is not None else None
+    attr = self_attr(target) if target is not None else None
     if attr is None:
         return Decline(diag, "the update is not to `self.<name>`")
     cls = ctx.enclosing_class(stmt)
@@ -81,7 +75,7 @@ def _init_assignment(init: cst.FunctionDef, attr: str) -> tuple[cst.SimpleStatem
             if "super().__init__" in code(small) or "Module.__init__" in code(small):
                 seen_super = True
             if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
-                    _self_attr(small.targets[0].target) == attr:
+                    self_attr(small.targets[0].target) == attr:
                 if found is not None:
                     return f"`self.{attr}` is assigned twice in __init__"
                 if not seen_super:
@@ -97,11 +91,11 @@ def _init_assignment(init: cst.FunctionDef, attr: str) -> tuple[cst.SimpleStatem
 def _other_writes(cls: cst.ClassDef, attr: str, init_assign: cst.Assign) -> str | None:
     """Every write of ``self.attr`` other than the one in ``__init__`` must be an in-place numeric update."""
     for node in walk(cls):
-        if isinstance(node, cst.AugAssign) and _self_attr(node.target) == attr:
+        if isinstance(node, cst.AugAssign) and self_attr(node.target) == attr:
             if not is_number(node.value) and not isinstance(node.value, cst.Name):
                 return f"`self.{attr}` is updated with a non-number"
             continue
-        if isinstance(node, cst.Assign) and any(_self_attr(t.target) == attr for t in node.targets):
+        if isinstance(node, cst.Assign) and any(self_attr(t.target) == attr for t in node.targets):
             if node is not init_assign:
                 return f"`self.{attr}` is rebound with `=`; only `+=`-style updates keep a buffer"
     return None
@@ -110,7 +104,7 @@ def _other_writes(cls: cst.ClassDef, attr: str, init_assign: cst.Assign) -> str 
 def _reads(ctx: FileContext, cls: cst.ClassDef, attr: str, torch: str, edits: list) -> str | None:
     """Every read of ``self.attr`` must stay in tensor arithmetic (``min``/``max`` become clamps in ``edits``)."""
     for node in walk(cls):
-        if _self_attr(node) != attr or _is_store(ctx, node):
+        if self_attr(node) != attr or _is_store(ctx, node):
             continue
         res = _check_read(ctx, node, torch, edits, set())
         if res is not None:

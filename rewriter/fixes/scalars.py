@@ -378,8 +378,7 @@ def _is_bool_tensor(facts, expr: cst.BaseExpression) -> bool:
     """A comparison of tensors, or ``~``/``&``/``|`` of such (a boolean tensor for certain)."""
     expr = strip_parens(expr)
     if isinstance(expr, cst.Comparison):
-        return facts.is_tensor(expr) and not any(
-            isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons)
+        return facts.is_tensor(expr) and _value_comparison(expr)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
         return _is_bool_tensor(facts, expr.expression)
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr)):
