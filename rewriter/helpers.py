@@ -30,6 +30,16 @@ def _mend_masked_mean(t, mask):
     mask = mask.reshape(mask.shape + (1,) * (t.dim() - mask.dim()))
     return torch.where(mask, t, torch.zeros((), dtype=t.dtype, device=t.device)).sum() / count
 ''',
+    "_mend_routed_store": '''
+def _mend_routed_store(t, mask, rows):
+    """``t[mask] = rows[mask]`` with a static shape (added by mend fix): ``t`` keeps its values where the
+    boolean ``mask`` is False and takes ``rows``' where it is True; an index tensor stores as before."""
+    if mask.dtype != torch.bool:
+        t[mask] = rows[mask]  # noqa: MND305 - an index tensor: no data-dependent shape
+        return
+    mask = mask.reshape(mask.shape + (1,) * (t.dim() - mask.dim()))
+    t.copy_(torch.where(mask, rows, t))
+''',
     "_mend_tolist_len": '''
 def _mend_tolist_len(t):
     """``len(t.tolist())`` without the list: ``t.shape[0]`` (added by mend fix). The list of a 0-d
@@ -183,11 +193,23 @@ def _mend_keep_values(t, values):
         t._mend_values = (None if torch.compiler.is_compiling() else t._version, kept)
     return t
 ''',
+    "_mend_arange": '''
+def _mend_arange(*bounds, **kwargs):
+    """``torch.arange(*bounds, **kwargs)`` with a copy of its numbers (a ``range``) for ``_mend_kept``
+    (added by mend fix). Kept only where every bound is a Python int, the result is int64 and as long as
+    the range, so the copy holds exactly the tensor's values."""
+    t = torch.arange(*bounds, **kwargs)
+    if t.dtype == torch.int64 and all(type(b) is int or isinstance(b, torch.SymInt) for b in bounds):
+        kept = range(*bounds)
+        if len(kept) == t.shape[0]:
+            t._mend_values = (None if torch.compiler.is_compiling() else t._version, kept)
+    return t
+''',
     "_mend_kept": '''
 def _mend_kept(t, dims):
-    """The Python numbers a ``dims``-dimensional tensor ``t`` was built from, where ``_mend_keep_values``
-    kept them and (in eager) ``t`` has not been written in place since; else ``t`` itself (added by mend
-    fix). torch.compile reads the copy as constants; it cannot read a tensor's version."""
+    """The Python numbers a ``dims``-dimensional tensor ``t`` was built from, where ``_mend_keep_values`` or
+    ``_mend_arange`` kept them and (in eager) ``t`` has not been written in place since; else ``t`` itself
+    (added by mend fix). torch.compile reads the copy as constants; it cannot read a tensor's version."""
     kept = getattr(t, "_mend_values", None)
     if kept is None or t.dim() != dims:
         return t

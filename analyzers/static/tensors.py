@@ -304,6 +304,8 @@ class TensorKinds:
                 return N  # a captured slice bound, or the kept Python copy of a shape tensor
             if f.id == torch_facts.KEEP_VALUES_HELPER and e.args:
                 return self.kind(e.args[0])  # the shape tensor itself
+            if f.id == torch_facts.ARANGE_HELPER:
+                return self._function_call_kind("torch.arange", e)  # torch.arange with a kept copy
         q = self.qualify(f)
         if q is not None:
             return self._function_call_kind(q, e)

@@ -207,12 +207,14 @@ CAPTURE_HELPER = "_mend_captured"
 CAPTURE_INDEX_HELPER = "_mend_index"
 # ... and a shape tensor built from Python numbers with a copy of them kept beside it:
 # `_mend_keep_values(torch.as_tensor(shapes, ...), shapes)` is that tensor; `_mend_kept(shapes, 2)` hands on
-# the copy, Python numbers (rewriter/fixes/kept_values.py).
+# the copy, Python numbers (rewriter/fixes/kept_values.py); `_mend_arange(a, b, ...)` is `torch.arange(a, b, ...)`
+# with a `range(a, b)` kept the same way.
 # ... and the helpers that run a method while Dynamo traces (`_mend_fold`, `_mend_constant`): their `.active`
 # flag is set only during that eager run, which Dynamo does not trace, so it is False under compile.
 FOLD_HELPERS = frozenset({"_mend_fold", "_mend_constant"})
 KEEP_VALUES_HELPER = "_mend_keep_values"
 KEPT_VALUES_HELPER = "_mend_kept"
+ARANGE_HELPER = "_mend_arange"
 # torch calls that must guard on a captured number to work out their output's size (a range's length from
 # float bounds, an interpolation's scale, a pad's bookkeeping of unbacked sizes): under capture they break
 # inside the helper or fail to compile (torch 2.13), so the fix does not capture a value that reaches them.

@@ -80,6 +80,7 @@ from mend.rewriter.analysis import (
 from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes import buffer_select
 from mend.rewriter.fixes.base import fixer
+from mend.rewriter.fixes.kept_values import kept_values_plan
 
 
 class _Declined(Exception):
@@ -245,6 +246,9 @@ def fix_branch(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     if ctx.in_compile_guard(node):
         return Decline(diag, "already split by torch.compiler.is_compiling() (the original branch is kept "
                              "where autograd or eager needs it)")
+    kept = kept_values_plan(ctx, diag, node.test)  # ``if positions[0] > 0:`` on a tensor of Python numbers
+    if isinstance(kept, Plan) and ctx.options.unsafe:  # (unsafe: a safe repair below goes first without it)
+        return kept
     func = ctx.enclosing_function(node)
     facts = ctx.facts(func)
     torch, imports = ctx.torch_name()

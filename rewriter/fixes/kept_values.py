@@ -29,20 +29,31 @@ graph.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.analyzers.static.torch_facts import KEEP_VALUES_HELPER, KEPT_VALUES_HELPER
-from mend.rewriter.analysis import FunctionFacts, all_params, code, make_call, strip_parens, target_names, walk
+from mend.analyzers.static.torch_facts import ARANGE_HELPER, KEEP_VALUES_HELPER, KEPT_VALUES_HELPER
+from mend.rewriter.analysis import (
+    FunctionFacts,
+    all_params,
+    code,
+    make_call,
+    self_attr,
+    strip_parens,
+    target_names,
+    walk,
+)
 from mend.rewriter.engine import Decline, FileContext, Plan
 
 _WHY = ("keep a Python copy of the numbers a shape tensor is built from, and read the copy where the numbers "
         "are needed (unsafe: Python ints where 0-d int64 tensors were; float arithmetic on them is float64 "
         "instead of float32, equal below 2**24; a shape tensor changed in place is not seen under compile)")
 _BUILDERS = {"torch.as_tensor", "torch.tensor"}
-_BUILDER_TEXT = re.compile(r"\b(as_tensor|tensor)\(\s*\w+\s*,[^)]*dtype")
+_BUILDER_TEXT = re.compile(r"\b(as_tensor|tensor)\(\s*\w+\s*,[^)]*dtype|\barange\(")
 _INT_DTYPES = {"torch.long", "torch.int64"}
+_RANGE_KEYWORDS = {"dtype", "device"}  # ``torch.arange(a, b, device=d)``: no ``out=``, no ``start=``
 # operators under which a Python int and a 0-d int64 tensor give the same number
 _SAME_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
 
@@ -59,35 +70,60 @@ def kept_values_plan(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode) -> P
         return None  # no builder in the file (most files): no whole-file walk
     ctx.prepare_all()
     func = ctx.enclosing_function(node)
-    reached = ctx.memo("kept_values.reached", lambda: _reached(ctx))
-    if func is None or func not in reached:
+    if func is None:
         return None
-    own = [s for s in _read_sites(ctx, ctx.statement_line(node) or node) if s[0].value in reached[func]]
-    if not own:
-        return None
+    builders = ctx.memo("kept_values.builders", lambda: _builders(ctx))
+    reached = _merged(b.reach for b in builders if b.written is None)
+    site = ctx.statement_line(node) or node
+    own = [s for s in _read_sites(ctx, site) if s[0].value in reached.get(func, ())]
+    written = [b.written for b in builders if b.written and any(
+        s[0].value in b.reach.get(func, ()) for s in _read_sites(ctx, site))]
+    if not own and written:
+        return Decline(diag, f"the numbers come from a tensor built from Python numbers, but {written[0]} (the "
+                             "kept copy would not see it under compile)")
     try:
         for _, _, users in own:
             _check_uses(ctx, func, users)
     except _NoKeep as why:
         return Decline(diag, f"the numbers come from a tensor built from Python numbers, but {why}")
-    edits, shown = ctx.memo("kept_values.edits", lambda: _all_edits(ctx, reached))
-    return Plan(diag, f"{_WHY}: {shown}", "unsafe", edits, helpers=[KEEP_VALUES_HELPER, KEPT_VALUES_HELPER])
+    edits, shown, helpers, holders = ctx.memo("kept_values.edits", lambda: _all_edits(ctx, builders, reached))
+    if not own and not (edits and _reads_holder(ctx, func, site, holders)):
+        return None  # no kept tensor's numbers reach the site
+    return Plan(diag, f"{_WHY}: {shown}", "unsafe", edits, helpers=helpers)
 
 
-def _all_edits(ctx: FileContext, reached: dict[cst.FunctionDef, set[str]]) -> tuple[list, str]:
-    """The builders kept and every read of the file whose uses allow it (one repair for the file: the reads
-    of one tensor are spread over the functions it is passed to, and some have no finding of their own)."""
-    edits = [(call, _keep_call(call)) for call in _unkept_builders(ctx)]
-    read: list[str] = []
+def _reads_holder(ctx: FileContext, func: cst.FunctionDef, site: cst.CSTNode, holders: set[tuple]) -> bool:
+    """``site`` reads a name or ``self.`` attribute that the repair makes hold Python numbers (``seq_len``
+    of a method the kept numbers are passed to)."""
+    cls = ctx.enclosing_class(func)
+    return any((isinstance(n, cst.Name) and (func, n.value) in holders)
+               or (self_attr(n) is not None and (cls, self_attr(n)) in holders) for n in walk(site))
+
+
+def _all_edits(ctx: FileContext, builders: list[_Builder],
+               reached: dict[cst.FunctionDef, set[str]]) -> tuple[list, str, list[str], set]:
+    """Every read of the file whose uses allow it, and the builders that feed one of them, kept (one repair
+    for the file: the reads of one tensor are spread over the functions it is passed to, and some have no
+    finding of their own); with the helpers the edits call and the names and attributes that then hold
+    the numbers."""
+    edits, read, fed, holders = [], [], set(), set()
     for func, names in reached.items():
         for root, depth, users in _sites_in(ctx, func, names):
             try:
-                _check_uses(ctx, func, users)
+                holders |= _check_uses(ctx, func, users)
             except _NoKeep:
                 continue  # left as it was; its own finding says why
             edits.append((root, make_call(KEPT_VALUES_HELPER, root.deep_clone(), cst.Integer(str(depth)))))
             read.append(f"`{root.value}` in {func.name.value}()")
-    return edits, ", ".join(dict.fromkeys(read))
+            fed.add((func, root.value))
+    helpers = {KEPT_VALUES_HELPER}
+    for b in builders:
+        if b.written or _is_kept(ctx, b.call) or not any((f, n) in fed for f, names in b.reach.items()
+                                                         for n in names):
+            continue  # written in place, kept already, or no read of this file takes its numbers
+        edits.append((b.call, _keep_call(ctx, b.call)))
+        helpers.add(KEEP_VALUES_HELPER if ctx.imports.qualify(b.call.func) in _BUILDERS else ARANGE_HELPER)
+    return edits, ", ".join(dict.fromkeys(read)), sorted(helpers), holders
 
 
 def _sites_in(ctx: FileContext, func: cst.FunctionDef, names: set[str]) -> list[tuple[cst.Name, int, list]]:
@@ -112,11 +148,65 @@ def _inner_subscript(ctx: FileContext, sub: cst.Subscript) -> bool:
 
 # --- where the tensors are built, and where they go ---------------------------------------------------
 
-def _builders(ctx: FileContext) -> list[tuple[cst.FunctionDef, str, cst.Call]]:
-    """``name = torch.as_tensor(values, dtype=torch.long, ...)`` (or already kept) in the file's functions:
-    (function, name, the builder call)."""
+@dataclass
+class _Builder:
+    """``name = torch.as_tensor(values, dtype=torch.long, ...)`` or ``name = torch.arange(a, b, ...)`` (or
+    already kept) in a function of the file, with the names it reaches and whether one is written in
+    place (a description) or None."""
+
+    func: cst.FunctionDef
+    name: str
+    call: cst.Call
+    reach: dict[cst.FunctionDef, set[str]] = field(default_factory=dict)
+    written: str | None = None
+
+
+def _builders(ctx: FileContext) -> list[_Builder]:
     out = []
-    for node in walk(ctx.module):
+    for func, name, call in _builder_sites(ctx):
+        reach = _reach(ctx, {func: {name}})
+        out.append(_Builder(func, name, call, reach, _written(ctx, reach)))
+    return out
+
+
+def _merged(reaches) -> dict[cst.FunctionDef, set[str]]:
+    out: dict[cst.FunctionDef, set[str]] = {}
+    for reach in reaches:
+        for func, names in reach.items():
+            out.setdefault(func, set()).update(names)
+    return out
+
+
+def _written(ctx: FileContext, reach: dict[cst.FunctionDef, set[str]]) -> str | None:
+    """How a reached name is written in place (``pos.add_(1)``, ``pos[0] = 1``, ``pos += 1``), or None."""
+    for func, names in reach.items():
+        written = ctx.memo(f"kept_values.written.{id(func)}", lambda f=func: _written_names(f))
+        for name in sorted(names & written):
+            return f"`{name}` is written in place in {func.name.value}()"
+    return None
+
+
+def _written_names(func: cst.FunctionDef) -> set[str]:
+    out = set()
+    for n in walk(func.body):
+        target = None
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value.endswith("_") \
+                and not n.func.attr.value.endswith("__"):
+            target = n.func.value
+        elif isinstance(n, cst.AugAssign):
+            target = n.target
+        elif isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Subscript):
+            target = n.target.value
+        while isinstance(target, cst.Subscript):
+            target = target.value
+        if isinstance(target, cst.Name):
+            out.add(target.value)
+    return out
+
+
+def _builder_sites(ctx: FileContext) -> list[tuple[cst.FunctionDef, str, cst.Call]]:
+    out = []
+    for node in ctx.parents:  # every node of the module (prepare_all), in order
         if not (isinstance(node, cst.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0].target, cst.Name)):
             continue
@@ -129,6 +219,8 @@ def _builders(ctx: FileContext) -> list[tuple[cst.FunctionDef, str, cst.Call]]:
 
 
 def _is_builder(ctx: FileContext, call: cst.BaseExpression) -> bool:
+    if isinstance(call, cst.Call) and (code(call.func) == ARANGE_HELPER or ctx.imports.qualify(call.func) == "torch.arange"):
+        return _is_range(ctx, call)
     if not (isinstance(call, cst.Call) and ctx.imports.qualify(call.func) in _BUILDERS and call.args):
         return False
     first = call.args[0]
@@ -138,51 +230,73 @@ def _is_builder(ctx: FileContext, call: cst.BaseExpression) -> bool:
     return dtype is not None and ctx.imports.qualify(dtype) in _INT_DTYPES
 
 
-def _unkept_builders(ctx: FileContext) -> list[cst.Call]:
-    out = []
-    for _, _, call in ctx.memo("kept_values.builders", lambda: _builders(ctx)):
-        parent = ctx.parent(ctx.parent(call))  # Arg -> Call
-        if not (isinstance(parent, cst.Call) and code(parent.func) == KEEP_VALUES_HELPER):
-            out.append(call)
-    return out
+def _is_range(ctx: FileContext, call: cst.Call) -> bool:
+    """``torch.arange(a[, b[, step]])`` with at most ``dtype=torch.long`` and ``device=`` keywords."""
+    bounds = [a for a in call.args if a.keyword is None]
+    if any(a.star for a in call.args) or not 1 <= len(bounds) <= 3 \
+            or any(a.keyword is not None for a in call.args[:len(bounds)]):
+        return False
+    for arg in call.args[len(bounds):]:
+        if arg.keyword.value not in _RANGE_KEYWORDS or (
+                arg.keyword.value == "dtype" and ctx.imports.qualify(arg.value) not in _INT_DTYPES):
+            return False
+    return True
 
 
-def _keep_call(call: cst.Call) -> cst.Call:
-    return make_call(KEEP_VALUES_HELPER, call, call.args[0].value.deep_clone())
+def _is_kept(ctx: FileContext, call: cst.Call) -> bool:
+    if code(call.func) == ARANGE_HELPER:
+        return True
+    parent = ctx.parent(ctx.parent(call))  # Arg -> Call
+    return isinstance(parent, cst.Call) and code(parent.func) == KEEP_VALUES_HELPER
 
 
-def _reached(ctx: FileContext) -> dict[cst.FunctionDef, set[str]]:
-    """For each function of the file, the names that may hold a tensor built from Python numbers: the
-    builders' names, and parameters they are passed to (by keyword to any function or method of the file
-    with that parameter; by position to a function of the file, or to a method through ``self.``/``cls.``)."""
-    functions = [n for n in walk(ctx.module) if isinstance(n, cst.FunctionDef)]
-    reached: dict[cst.FunctionDef, set[str]] = {}
-    for func, name, _ in ctx.memo("kept_values.builders", lambda: _builders(ctx)):
-        reached.setdefault(func, set()).add(name)
+def _keep_call(ctx: FileContext, call: cst.Call) -> cst.Call:
+    if ctx.imports.qualify(call.func) in _BUILDERS:
+        return make_call(KEEP_VALUES_HELPER, call, call.args[0].value.deep_clone())
+    return call.with_changes(func=cst.Name(ARANGE_HELPER))  # the same bounds and keywords
+
+
+def _reach(ctx: FileContext, seeds: dict[cst.FunctionDef, set[str]]) -> dict[cst.FunctionDef, set[str]]:
+    """``seeds`` (builders' names in their functions) and the parameters they are passed to: by keyword to
+    any function or method of the file with that parameter; by position to a function of the file, or to a
+    method through ``self.``/``cls.``."""
+    passes = ctx.memo("kept_values.passes", lambda: _passes(ctx))
+    reached = {func: set(names) for func, names in seeds.items()}
     work = list(reached)
     while work:
         func = work.pop()
-        for callee, param in _passed_to(ctx, functions, func, reached[func]):
-            if param not in reached.setdefault(callee, set()):
+        for name, callee, param in passes.get(func, ()):
+            if name in reached[func] and param not in reached.setdefault(callee, set()):
                 reached[callee].add(param)
                 work.append(callee)
     return reached
 
 
-def _passed_to(ctx: FileContext, functions: list[cst.FunctionDef], func: cst.FunctionDef,
-               names: set[str]) -> list[tuple[cst.FunctionDef, str]]:
-    out = []
-    for call in walk(func.body):
-        if not isinstance(call, cst.Call):
+def _functions(ctx: FileContext) -> list[cst.FunctionDef]:
+    return ctx.memo("kept_values.functions", lambda: [n for n in ctx.parents if isinstance(n, cst.FunctionDef)])
+
+
+def _passes(ctx: FileContext) -> dict[cst.FunctionDef, list[tuple[str, cst.FunctionDef, str]]]:
+    """For each function of the file, the names it passes on: (name, callee, the callee's parameter)."""
+    functions = _functions(ctx)
+    by_param: dict[str, list[cst.FunctionDef]] = {}
+    for f in functions:
+        for p in all_params(f.params):
+            by_param.setdefault(p.name.value, []).append(f)
+    out: dict[cst.FunctionDef, list[tuple[str, cst.FunctionDef, str]]] = {}
+    for call in ctx.parents:  # every node of the module (prepare_all)
+        if not isinstance(call, cst.Call) or not any(isinstance(a.value, cst.Name) for a in call.args):
             continue
+        func = ctx.enclosing_function(call)
         for i, arg in enumerate(call.args):
-            if not (isinstance(arg.value, cst.Name) and arg.value.value in names) or arg.star:
+            if func is None or not isinstance(arg.value, cst.Name) or arg.star:
                 continue
+            name = arg.value.value
             if arg.keyword is not None:
-                out += [(f, arg.keyword.value) for f in functions
-                        if arg.keyword.value in {p.name.value for p in all_params(f.params)}]
+                out.setdefault(func, []).extend((name, f, arg.keyword.value)
+                                                for f in by_param.get(arg.keyword.value, ()))
             elif all(a.keyword is None and not a.star for a in call.args[:i]):
-                out += [(f, p) for f, p in _positional(ctx, functions, call, i)]
+                out.setdefault(func, []).extend((name, f, p) for f, p in _positional(ctx, functions, call, i))
     return out
 
 
@@ -294,59 +408,112 @@ def _is_target(ctx: FileContext, name: cst.Name, target: cst.CSTNode) -> bool:
 
 # --- the uses of the numbers ---------------------------------------------------------------------------
 
-def _check_uses(ctx: FileContext, func: cst.FunctionDef, users: list[cst.BaseExpression]) -> None:
+def _check_uses(ctx: FileContext, func: cst.FunctionDef, users: list[cst.BaseExpression]) -> set[tuple]:
     """Raise :class:`_NoKeep` unless each expression holding a number is used where a Python int and a 0-d
-    int64 tensor act alike."""
-    seen: set[str] = set()
-    work = list(users)
+    int64 tensor act alike; followed through the names that hold the numbers, the parameters of the file's
+    functions they are passed to and the ``self.`` attributes they are stored to. Returns those holders:
+    (function, name) and (class, ``self.`` attribute)."""
+    seen: set[tuple] = set()
+    work = [(func, expr) for expr in users]
     while work:
-        expr = work.pop()
-        sink = _sink(ctx, ctx.facts(func), expr)
-        if isinstance(sink, str):  # a name that sums the numbers: its reads must be alike too
-            if sink not in seen:
-                seen.add(sink)
-                work += [n for n in walk(func.body) if isinstance(n, cst.Name) and n.value == sink
-                         and _is_load(ctx, n)]
+        where, expr = work.pop()
+        for holder in _sink(ctx, where, expr):
+            if holder not in seen:
+                seen.add(holder)
+                work += _reads_of(ctx, holder)
+    return seen
 
 
-def _sink(ctx: FileContext, facts: FunctionFacts, expr: cst.BaseExpression) -> str | None:
-    """Climb from ``expr`` (a number) to where its value ends; a name it is stored to, or None."""
+def _reads_of(ctx: FileContext, holder: tuple) -> list[tuple[cst.FunctionDef, cst.BaseExpression]]:
+    scope, name = holder
+    if isinstance(scope, cst.FunctionDef):
+        return [(scope, n) for n in walk(scope.body) if isinstance(n, cst.Name) and n.value == name
+                and _is_load(ctx, n)]
+    return [(method, n) for method in walk(scope.body) if isinstance(method, cst.FunctionDef)
+            for n in walk(method.body) if self_attr(n) == name and _is_load_attr(ctx, n)]
+
+
+def _sink(ctx: FileContext, func: cst.FunctionDef, expr: cst.BaseExpression) -> list[tuple]:
+    """Climb from ``expr`` (a number) to where its value ends; the holders it is stored to or passed to."""
+    facts = ctx.facts(func)
     cur = expr
     while True:
         parent = ctx.parent(cur)
         if isinstance(parent, cst.BinaryOperation):
             other = parent.right if parent.left is cur else parent.left
             if _is_tensor(facts, other):
-                return None  # a tensor op: an int and a 0-d int64 tensor promote alike
+                return []  # a tensor op: an int and a 0-d int64 tensor promote alike
             if not isinstance(parent.operator, _SAME_OPS):
                 raise _NoKeep(f"`{code(parent)}` divides or raises it to a power (float64 in Python, "
                               "float32 on the tensor)")
         elif isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Minus):
             pass
-        elif isinstance(parent, (cst.Index, cst.Slice)):
-            return None  # an index or a slice bound takes either alike
-        elif isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
-            _check_truth(ctx, parent if isinstance(parent, cst.Comparison) else ctx.parent(parent))
-            return None
         elif isinstance(parent, cst.Subscript) and parent.value is cur:
             pass  # ``shapes[i]`` further indexed: the outer subscript is the number
         elif isinstance(parent, (cst.Element, cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)):
             pass  # inside a list of sizes: its use decides
-        elif isinstance(parent, cst.Arg):
-            call = ctx.parent(parent)
-            if isinstance(call, cst.Call) and _sizes_call(ctx, call):
-                return None
-            raise _NoKeep(f"`{code(call)}` may treat it as a tensor")
-        elif isinstance(parent, (cst.AugAssign, cst.Assign)) and parent.value is cur:
-            targets = [parent.target] if isinstance(parent, cst.AugAssign) else [t.target for t in parent.targets]
-            if len(targets) == 1 and isinstance(targets[0], cst.Name):
-                return targets[0].value
-            raise _NoKeep(f"it is stored to `{code(targets[0])}`")
-        elif isinstance(parent, (cst.AssignTarget, cst.For, cst.CompFor)):
-            return None
+        elif isinstance(parent, cst.Arg) and _extreme(ctx.parent(parent)):
+            parent = ctx.parent(parent)  # ``max(n, m)`` of numbers: the larger number, either way
         else:
-            raise _NoKeep(f"`{code(parent)[:60]}` uses it as a tensor")
+            return _end(ctx, func, cur, parent)
         cur = parent
+
+
+def _end(ctx: FileContext, func: cst.FunctionDef, cur: cst.CSTNode, parent: cst.CSTNode | None) -> list[tuple]:
+    """Where the number ``cur`` ends in ``parent``: nothing more to check ([]), the holders whose reads are
+    checked next, or :class:`_NoKeep`."""
+    if isinstance(parent, (cst.Index, cst.Slice)):
+        return []  # an index or a slice bound takes either alike
+    if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
+        return _check_truth(ctx, func, parent if isinstance(parent, cst.Comparison) else ctx.parent(parent))
+    if isinstance(parent, cst.BooleanOperation) or (isinstance(parent, cst.UnaryOperation)
+                                                    and isinstance(parent.operator, cst.Not)):
+        return _check_truth(ctx, func, cur)  # its truth: alike for an int and a 0-d tensor
+    if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.Assert)) and parent.test is cur:
+        return []
+    if isinstance(parent, cst.Arg):
+        call = ctx.parent(parent)
+        return [] if _sizes_call(ctx, call) else _passed(ctx, call, parent)
+    if isinstance(parent, (cst.AugAssign, cst.Assign)) and parent.value is cur:
+        targets = [parent.target] if isinstance(parent, cst.AugAssign) else [t.target for t in parent.targets]
+        if len(targets) == 1 and isinstance(targets[0], cst.Name):
+            return [(func, targets[0].value)]
+        cls = ctx.enclosing_class(func)
+        if len(targets) == 1 and self_attr(targets[0]) is not None and cls is not None:
+            return [(cls, self_attr(targets[0]))]
+        raise _NoKeep(f"it is stored to `{code(targets[0])}`")
+    if isinstance(parent, (cst.AssignTarget, cst.For, cst.CompFor)):
+        return []
+    raise _NoKeep(f"`{code(parent)[:60]}` uses it as a tensor")
+
+
+def _extreme(call: cst.CSTNode | None) -> bool:
+    return isinstance(call, cst.Call) and code(call.func) in ("max", "min") and len(call.args) >= 2 \
+        and all(a.keyword is None and not a.star for a in call.args)
+
+
+def _passed(ctx: FileContext, call: cst.Call, arg: cst.Arg) -> list[tuple]:
+    """The parameters of the file's functions a number is passed to: by keyword from a call of a function
+    of the file or through ``self.`` (a method or a submodule: every function of the file with that
+    parameter); by position as the reached tensors are (:func:`_positional`)."""
+    functions = _functions(ctx)
+    i = next(k for k, a in enumerate(call.args) if a is arg)
+    if arg.star:
+        targets = []
+    elif arg.keyword is not None:
+        name = arg.keyword.value
+        if isinstance(call.func, cst.Name):
+            functions = [f for f in functions if f.name.value == call.func.value]
+        elif not (isinstance(call.func, cst.Attribute) and code(call.func).startswith(("self.", "cls."))):
+            functions = []
+        targets = [(f, name) for f in functions if name in {p.name.value for p in all_params(f.params)}]
+    elif all(a.keyword is None and not a.star for a in call.args[:i]):
+        targets = _positional(ctx, functions, call, i)
+    else:
+        targets = []
+    if not targets:
+        raise _NoKeep(f"`{code(call)[:60]}` may treat it as a tensor")
+    return targets
 
 
 def _is_tensor(facts: FunctionFacts, expr: cst.BaseExpression) -> bool:
@@ -360,13 +527,18 @@ def _is_tensor(facts: FunctionFacts, expr: cst.BaseExpression) -> bool:
     return facts.is_tensor(expr)
 
 
-def _check_truth(ctx: FileContext, test: cst.CSTNode) -> None:
-    """A comparison of the numbers is a Python bool where it was a bool tensor: alike only as a test."""
+def _check_truth(ctx: FileContext, func: cst.FunctionDef, test: cst.CSTNode) -> list[tuple]:
+    """A comparison of the numbers is a Python bool where it was a bool tensor: alike as a test, or stored
+    to a name whose reads are alike (``use_cached = a and n > 0``, then ``if use_cached:``); the name, then."""
     cur = test
     while isinstance(parent := ctx.parent(cur), (cst.BooleanOperation, cst.UnaryOperation)):
         cur = parent
-    if not (isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.Assert)) and parent.test is cur):
+    if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.Assert)) and parent.test is cur:
+        return []
+    stored = _stored_name(parent, cur)
+    if stored is None:
         raise _NoKeep(f"the comparison `{code(test)}` is used as a value, not a test")
+    return [(func, stored)]
 
 
 def _sizes_call(ctx: FileContext, call: cst.Call) -> bool:
@@ -378,6 +550,11 @@ def _sizes_call(ctx: FileContext, call: cst.Call) -> bool:
         ("math", "numpy", "builtins")) and code(call.func.value) not in ("self", "cls")
 
 
+def _is_load_attr(ctx: FileContext, attr: cst.Attribute) -> bool:
+    parent = ctx.parent(attr)
+    return not (isinstance(parent, cst.AssignTarget) or (isinstance(parent, cst.AugAssign) and parent.target is attr))
+
+
 def _is_load(ctx: FileContext, name: cst.Name) -> bool:
     parent = ctx.parent(name)
     if isinstance(parent, cst.AssignTarget) or (isinstance(parent, cst.AugAssign) and parent.target is name):
@@ -385,3 +562,11 @@ def _is_load(ctx: FileContext, name: cst.Name) -> bool:
     if isinstance(parent, cst.Attribute) and parent.attr is name:
         return False
     return not (isinstance(parent, cst.Arg) and parent.keyword is name)
+
+
+def _stored_name(stmt: cst.CSTNode | None, value: cst.CSTNode) -> str | None:
+    """The name ``value`` is assigned to (``name = value``), else None."""
+    if isinstance(stmt, cst.Assign) and stmt.value is value and len(stmt.targets) == 1 \
+            and isinstance(stmt.targets[0].target, cst.Name):
+        return stmt.targets[0].target.value
+    return None

@@ -1,4 +1,5 @@
-"""Mixture-of-experts routing loops with static shapes under compile (MND304 on the routing ``torch.where``).
+"""Mixture-of-experts routing with static shapes under compile (MND304 on the routing ``torch.where``, MND305
+on a routed store).
 
 The routing loop of transformers' sparse MoE blocks (Mixtral, Qwen2/3-MoE, OLMoE, PhiMoE, Jamba, DBRX...)::
 
@@ -36,9 +37,33 @@ indices, as the ``index_add_`` index or in an emptiness test (``if top_x.shape[0
 written through (``out[top_x] = ...``); read after the loop; no single ``index_add_(0, top_x, ...)``;
 ``break``/``return`` in the body; an iterable other than ``range(...)`` or the list of hit experts
 computed by ``.nonzero(...).tolist()`` right before the loop.
+
+The Switch form (Switch Transformers, GPTSAN) stores each expert's rows through a boolean mask::
+
+    for idx, expert in enumerate(self.experts.values()):
+        token_indices = router_mask[:, :, idx].bool()
+        next_states[token_indices] = expert(hidden_states[token_indices]).to(next_states.dtype)   # a break
+
+Eager keeps the statement; under compile the expert runs on every row and the rows the mask selects are
+stored (``_mend_routed_store(t, mask, rows)``: ``t.copy_(torch.where(mask, rows, t))``, the mask
+broadcast over the trailing dimensions; an index tensor instead of a mask stores ``rows[index]``)::
+
+        if not torch.compiler.is_compiling():
+            next_states[token_indices] = expert(hidden_states[token_indices]).to(next_states.dtype)
+        else:
+            _mend_routed_store(next_states, token_indices, expert(hidden_states).to(next_states.dtype))
+
+Each stored row is computed from the same input row with the same weights, and the rows not selected keep
+their values (``torch.where``: an infinite or NaN output on them cannot leak in). **Unsafe** for the same
+reasons as the loop above: within float tolerance (a matmul over more rows may round differently), the
+expert FLOPs grow to every row per expert, and the expert must treat rows independently. Declined when
+the callee is a function (``torch.*``, builtins) rather than a module, or the mask, input or stored tensor
+are not side-effect free.
 """
 
 from __future__ import annotations
+
+import builtins
 
 import libcst as cst
 
@@ -290,3 +315,58 @@ def _emptiness_test(ctx: FileContext, shape: cst.Attribute) -> bool:
             and test_if.orelse is None
             and all(isinstance(s, cst.Continue) for line in test_if.body.body
                     for s in getattr(line, "body", [line])))
+
+
+# --- the Switch form: ``out[mask] = expert(x[mask])`` ---------------------------------------------------
+
+_WHY_STORE = ("a routed store `t[mask] = f(x[mask])`: under compile `f` runs on every row and the rows the mask "
+              "selects are stored with `torch.where` (eager keeps the statement)")
+
+
+def routed_store_plan(ctx: FileContext, diag: Diagnostic, sub: cst.Subscript) -> Plan | Decline | None:
+    """The repair of ``T[M] = F(X[M])`` (``.to(...)`` after the call allowed) around the read ``sub`` (``X[M]``),
+    a decline when the store has that shape but ``F`` is not a module applied row by row, or None."""
+    stmt = ctx.statement_line(sub)
+    store = _routed_store(stmt, sub)
+    if store is None:
+        return None
+    target, value = store
+    callee = value.func
+    qual = ctx.imports.qualify(callee) or ""
+    if qual.startswith(("torch.", "builtins.", "math.", "numpy.")) or (
+            isinstance(callee, cst.Name) and callee.value in dir(builtins)):
+        return Decline(diag, f"`{code(callee)}` is a function, not a module applied row by row (an expert)")
+    mask = target.slice[0].slice.value
+    facts = ctx.facts(ctx.enclosing_function(stmt))
+    if not all(facts.is_pure(e) for e in (mask, sub.value, target.value)):
+        return Decline(diag, "the mask, the input or the stored tensor has calls mend cannot prove side-effect free")
+    torch, imports = ctx.torch_name()
+    rows = stmt.body[0].value.deep_replace(sub, sub.value)
+    compiled = parse_stmt(f"_mend_routed_store({code(target.value)}, {code(mask)}, {code(rows)})\n")
+    split = cst.If(
+        test=parse_expr(f"not {torch}.compiler.is_compiling()"),
+        body=cst.IndentedBlock(body=[stmt.with_changes(leading_lines=[])]),
+        orelse=cst.Else(body=cst.IndentedBlock(body=[compiled])),
+        leading_lines=stmt.leading_lines,
+    )
+    return Plan(diag, _WHY_STORE, "unsafe", [(stmt, split)], imports=imports, helpers=["_mend_routed_store"])
+
+
+def _routed_store(stmt: cst.SimpleStatementLine | None, sub: cst.Subscript) -> tuple[cst.Subscript, cst.Call] | None:
+    """(``T[M]``, ``F(X[M])``) when ``stmt`` is ``T[M] = F(X[M])`` or ``T[M] = F(X[M]).to(...)...`` and ``sub`` is
+    the ``X[M]``; else None."""
+    if stmt is None or len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Assign):
+        return None
+    assign = stmt.body[0]
+    target = assign.targets[0].target if len(assign.targets) == 1 else None
+    if not (isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index)
+            and len(sub.slice) == 1 and isinstance(sub.slice[0].slice, cst.Index)
+            and code(target.slice[0].slice.value) == code(sub.slice[0].slice.value)):
+        return None
+    value = assign.value
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "to":
+        value = value.func.value
+    if not (isinstance(value, cst.Call) and len(value.args) == 1 and value.args[0].value is sub
+            and value.args[0].keyword is None and not value.args[0].star):
+        return None
+    return target, value

@@ -36,7 +36,7 @@ from mend.rewriter.fixes.base import fixer
 from mend.rewriter.fixes.capture import capture_plan
 from mend.rewriter.fixes.control_flow import fix_branch, validation_plan
 from mend.rewriter.fixes.expert_split import expert_split_plan
-from mend.rewriter.fixes.moe import expert_loop_plan
+from mend.rewriter.fixes.moe import expert_loop_plan, routed_store_plan
 
 
 def _is_method(node: cst.CSTNode, name: str) -> bool:
@@ -316,6 +316,9 @@ def fix_mask(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
             break
         chain.append(meth)
         cur = call
+    routed = routed_store_plan(ctx, diag, sub)
+    if routed is not None:
+        return routed
     return capture_plan(ctx, diag, sub, "capture_dynamic_output_shape_ops",
                               "the masked tensor's data-dependent shape is used")
 

@@ -502,6 +502,59 @@ def kept_values(draw, env: _Env) -> tuple[str, list[str]]:
     return "kept-values", lines + [f"{t} = {t} + {k}"]
 
 
+_STEPS = """
+def _steps{i}(self, t, positions, cache=None):
+    n = t.shape[-1]
+    if cache is not None:
+        n += positions[0]
+    use_cache = cache is not None and positions[-1] > {limit}
+    if use_cache:
+        t = t * 2
+    return t.reshape(-1)[: n].sum() + positions[-1] * 2
+"""
+
+
+@st.composite
+def kept_range(draw, env: _Env) -> tuple[str, list[str]]:
+    """Positions built by ``torch.arange`` whose numbers are read back as bounds and tests (the cache
+    positions of decoders): in a method they are passed to (module programs) or where they are built."""
+    a = draw(st.sampled_from(env.names))
+    t = draw(st.sampled_from(env.names))
+    positions, k = env.fresh("positions"), env.fresh("k")
+    start = draw(st.sampled_from(["0", "1", f"{a}.dim()"]))
+    lines = [f"{positions} = torch.arange({start}, {start} + {a}.shape[-1], device={a}.device)"]
+    if env.kind == "module":
+        i = env.fresh("")
+        env.methods += _STEPS.format(i=i, limit=draw(st.sampled_from(["0", "2"]))).strip().splitlines() + [""]
+        cache = draw(st.sampled_from(["None", a]))
+        lines.append(f"{k} = self._steps{i}({a}, {positions}, cache={cache})")
+    else:
+        lines.append(f"{k} = {a}.reshape(-1)[: {positions}[-1] - {start} + 1].sum()")
+    return "kept-range", lines + [f"{t} = {t} + {k}"]
+
+
+@st.composite
+def routed_store(draw, env: _Env) -> tuple[str, list[str]]:
+    """Switch-style expert routing: each row is stored from the expert its router picks (``out[mask] =
+    expert(x[mask])``); module programs (function programs add a row-wise maximum instead)."""
+    a = draw(st.sampled_from(env.names))
+    t = draw(st.sampled_from(env.names))
+    if env.kind != "module":
+        return "routed-store", [f"{t} = {t} + {a}.amax(-1, keepdim=True)"]
+    i = env.fresh("")
+    env.init += [f"self.experts{i} = nn.ModuleList(nn.Linear({WIDTH}, {WIDTH}) for _ in range(3))",
+                 f"self.router{i} = nn.Linear({WIDTH}, 3)"]
+    choice, out, mask = env.fresh("choice"), env.fresh("routed"), env.fresh("mask")
+    init = draw(st.sampled_from([f"{a}.clone()", f"torch.zeros_like({a})"]))
+    cast = draw(st.sampled_from(["", f".to({out}.dtype)"]))
+    return "routed-store", [f"{choice} = self.router{i}({a}).argmax(-1)",
+                            f"{out} = {init}",
+                            f"for idx, expert in enumerate(self.experts{i}):",
+                            f"    {mask} = {choice} == idx",
+                            f"    {out}[{mask}] = expert({a}[{mask}]){cast}",
+                            f"{t} = {t} + {out}"]
+
+
 _POSITIONS = """
 def _positions{i}(self, n: int, dtype: torch.dtype):
     pos = torch.arange(0, n, dtype=torch.int64).to(dtype)
@@ -548,6 +601,8 @@ BLOCKS = {
     "int-buffers": int_buffers,
     "numpy-numbers": numpy_numbers,
     "kept-values": kept_values,
+    "kept-range": kept_range,
+    "routed-store": routed_store,
     "constant-method": constant_method,
 }
 

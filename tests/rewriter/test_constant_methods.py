@@ -21,7 +21,7 @@ class Positions(nn.Module):
         self.proj = nn.Linear(4, 4)
 
     def embeds(self, n: int, device: torch.device):
-        pos = torch.arange(0, n, device=device){more}
+        pos = torch.arange(0, n, dtype=torch.int32, device=device){more}
         return self.relative(pos, self.config["stride"])
 
     def relative(self, pos: torch.Tensor, stride: int):

@@ -130,3 +130,91 @@ def test_repaired_fixture_checks_clean_and_the_builder_stays_a_tensor() -> None:
     still = fixed.replace("        return levels.sum() + points.sum()",
                           "        levels = levels[:, : spatial_shapes[0, 0]]\n        return levels.sum() + points.sum()")
     assert "MND311" in [d.code for d in static.check_source(still, "kept_values.py", config)]
+
+
+# --- ranges: ``cache_position = torch.arange(a, b)`` -----------------------------------------------------
+
+def test_a_range_keeps_its_numbers_only_for_int_bounds_and_an_int64_result() -> None:
+    ns: dict = {"torch": torch}
+    for name in ("_mend_arange", "_mend_kept"):
+        exec(HELPER_SOURCES[name], ns)
+    arange, kept = ns["_mend_arange"], ns["_mend_kept"]
+    t = arange(2, 9, 3)
+    assert torch.equal(t, torch.arange(2, 9, 3)) and kept(t, 1) == range(2, 9, 3)
+    assert list(kept(t, 1)) == t.tolist()
+    for bounds, kwargs in [((0, 4.0), {}), ((4,), {"dtype": torch.int32}), ((4,), {"dtype": torch.float32}),
+                           ((torch.tensor(4),), {})]:
+        other = arange(*bounds, **kwargs)
+        assert torch.equal(other, torch.arange(*bounds, **kwargs)) and kept(other, 1) is other, bounds
+    t[0] = 7  # written in place: the tensor's own numbers from then on
+    assert kept(t, 1) is t
+
+
+def _range_fixture(kind: str):
+    src = (FIXTURES / f"kept_range.{kind}.py").read_text().replace("@torch.compile\n", "")
+    ns: dict = {"__name__": f"kept_range_{kind}"}
+    exec(compile(src, f"kept_range.{kind}.py", "exec"), ns)
+    return ns["model"]
+
+
+def test_range_fixture_eager_results_are_bitwise_equal_in_prefill_and_decoding() -> None:
+    before, after = _range_fixture("in"), _range_fixture("out")
+    torch.manual_seed(3)
+    for h, cache, positions in [
+        (torch.randn(2, 5, 8), torch.randn(2, 5, 8), None),  # prefill: the positions built with a copy
+        (torch.randn(2, 3, 8), None, None),
+        (torch.randn(1, 1, 8), torch.randn(1, 4, 8), torch.tensor([4])),  # decoding: positions handed in
+        (torch.randn(1, 2, 8), torch.randn(1, 4, 8), torch.tensor([1, 2])),
+    ]:
+        a = before(h, cache=cache, cache_position=positions)
+        b = after(h, cache=cache, cache_position=positions)
+        assert a.dtype == b.dtype and torch.equal(a, b)
+        assert before.layers[0].rotary.max_seq_len_cached == after.layers[0].rotary.max_seq_len_cached
+
+
+_RANGE_SRC = '''
+import torch
+
+
+def step(h, positions):
+    n = positions[-1] + 1
+    {use}
+    return h
+
+
+def run(h):
+    positions = torch.arange(0, h.shape[1], device=h.device)
+    return step(h, positions)
+'''
+
+
+@pytest.mark.parametrize(("use", "reason"), [
+    ("flag = n > 1\n    h = h * flag.float()", "uses it as a tensor"),
+    ("h = torch.nn.functional.pad(h, [0, 1]) if external(n) else h", "may treat it as a tensor"),
+    ("h.meta.length = n", "is stored to `h.meta.length`"),
+    ("h = h / n", "divides or raises it to a power"),
+    ("positions.add_(1)\n    h = h[:, :n]", "`positions` is written in place in step()"),
+])
+def test_a_range_read_is_declined_where_an_int_and_a_tensor_act_differently(use: str, reason: str) -> None:
+    src = _RANGE_SRC.format(use=use)
+    res = fix_source(src, "t.py", [diag("MND310", 6, 9)], FixOptions(unsafe=True))
+    assert "_mend_kept" not in res.fixed and "_mend_arange" not in res.fixed
+    assert any(reason in r.reason for r in res.remaining), [r.reason for r in res.remaining]
+
+
+def test_a_range_read_as_a_size_is_repaired_with_the_builder() -> None:
+    src = _RANGE_SRC.format(use="h = h[:, :n] * 2")
+    res = fix_source(src, "t.py", [diag("MND311", 7, 16)], FixOptions(unsafe=True))
+    assert "n = _mend_kept(positions, 1)[-1] + 1" in res.fixed
+    assert "positions = _mend_arange(0, h.shape[1], device=h.device)" in res.fixed
+    assert fix_source(res.fixed, "t.py", [], FixOptions(unsafe=True)).fixed == res.fixed
+
+
+def test_without_unsafe_fixes_a_safe_branch_repair_is_not_displaced_by_the_kept_copy() -> None:
+    src = _RANGE_SRC.format(use="if positions[0] > 0:\n        h = h * 2").replace(
+        "def step(h, positions):", "def step(h: torch.Tensor, positions: torch.Tensor):")
+    line = src.splitlines().index("    if positions[0] > 0:") + 1
+    safe = fix_source(src, "t.py", [diag("MND201", line, 5)], FixOptions())
+    assert "_mend_where(" in safe.fixed and "_mend_kept" not in safe.fixed
+    unsafe = fix_source(src, "t.py", [diag("MND201", line, 5)], FixOptions(unsafe=True))
+    assert "if _mend_kept(positions, 1)[0] > 0:" in unsafe.fixed and "_mend_where(" not in unsafe.fixed

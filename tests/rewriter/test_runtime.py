@@ -114,6 +114,8 @@ INPUTS = {
     "mask_store_param": lambda: [(torch.randn(2, 3, 2), torch.tensor([[[1, 1], [0, 1], [1, 1]]] * 2, dtype=torch.bool)),
                                  (torch.randn(1, 3, 2), torch.zeros(1, 3, 2, dtype=torch.bool))],
     "constant_method": lambda: [(torch.randn(2, 8, 8),), (torch.randn(1, 5, 8),)],
+    "routed_store": lambda: [(torch.randn(2, 6, 8),), (torch.randn(1, 3, 8),), (_inf((2, 5, 8)),)],
+    "kept_range": lambda: [(torch.randn(2, 5, 8), torch.randn(2, 5, 8)), (torch.randn(1, 7, 8), None)],
     "kept_values": lambda: [(torch.randn(2, 4, 4, 4), torch.randn(2, 4, 2, 2)),
                             (torch.randn(1, 4, 6, 2), torch.randn(1, 4, 3, 1))],
     "numpy_numbers": lambda: [(torch.randn(2, 8, 4),), (torch.randn(3, 30, 4),)],

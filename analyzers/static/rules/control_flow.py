@@ -100,7 +100,11 @@ register(
             "calls other than torch/F./tensor methods/submodules, nested statements (the inner `if` is "
             "repaired first), tuple or attribute targets, `x += ...`, `global` names, a name first defined in "
             "only some branches, a branch that reads a name before assigning it, non-tensor values, `elif` "
-            "chains or `return` with submodule calls, `torch.equal` conditions.",
+            "chains or `return` with submodule calls, `torch.equal` conditions. A condition that reads numbers "
+            "from a tensor the file builds from Python numbers (`cache_position = torch.arange(past, past + n)` "
+            "then `if cache_position[0] > 0:`, directly or through a name, a parameter or a `self.` attribute "
+            "the number is passed to) is repaired first by keeping a Python copy beside the tensor and reading "
+            "it (MND310's repair; **unsafe**).",
         ),
     ),
     Rule(

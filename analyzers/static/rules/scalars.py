@@ -208,8 +208,12 @@ register(
             "mask)`/`_mend_masked_mean(t, mask)`, helpers added to the file (**safe**): eager runs the "
             "original expression (same bits, same exceptions); under compile a static-shape `torch.where` "
             "sum, equal up to floating-point reduction order (a float16 mean rounds its sum before dividing), "
-            "and a dtype `mean()` rejects (integers, bool) runs the original, which raises as in eager. Other "
-            "mask uses: dynamic-output capture for the site. " + SCOPED_CAPTURE,
+            "and a dtype `mean()` rejects (integers, bool) runs the original, which raises as in eager. A routed "
+            "store `t[mask] = expert(x[mask])` (Switch-style MoE; `.to(...)` after the call allowed): eager "
+            "keeps it; under compile `_mend_routed_store(t, mask, expert(x))` runs the module on every row and "
+            "stores the selected rows with `torch.where` (**unsafe**: within float tolerance, expert FLOPs on "
+            "every row, assumes the module treats rows independently; declined for a `torch`/builtin function). "
+            "Other mask uses: dynamic-output capture for the site. " + SCOPED_CAPTURE,
         ),
     ),
 )
