@@ -142,24 +142,34 @@ KINDS = {"gpt2": "decoder", "llama": "decoder", "mistral": "decoder", "qwen2": "
 INFERENCE = ("gpt2", "llama", "mistral", "bert", "t5", "vit", "bart", "whisper", "qwen2", "gemma", "phi",
              "roberta", "deberta-v2", "swin", "convnext")
 TRAINING = ("gpt2:train", "bert:train", "vit:train")
-MODELS = INFERENCE + TRAINING
+# rows ending in ``:lm``: the model with its language-model head at its real vocabulary, whose rows are not
+# 16-byte aligned (the other rows use an aligned 32000)
+LM_VOCAB = {"gpt2": 50257, "bert": 30522}
+LM = tuple(f"{m}:lm" for m in LM_VOCAB)
+MODELS = INFERENCE + TRAINING + LM
 ATTENTION = ("sdpa", None)  # the attention implementations asked for, in order (None: the model's default)
 
 
 # --------------------------------------------------------------------------------------- building
 
 
-def build(name: str, size: Size, device: str, dtype):
-    """(model, inputs dict) for ``name`` (a key of :data:`CONFIGS`), random weights (seed 0)."""
-    import torch
-    from transformers import AutoConfig, AutoModel
+def build(name: str, size: Size, device: str, dtype, lm: bool = False):
+    """(model, inputs dict) for ``name`` (a key of :data:`CONFIGS`), random weights (seed 0); ``lm``: with
+    its language-model head, at the vocabulary of :data:`LM_VOCAB`."""
+    import dataclasses
 
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
+
+    if lm:
+        size = dataclasses.replace(size, vocab=LM_VOCAB[name])
+    auto = (AutoModelForCausalLM if KINDS[name] == "decoder" else AutoModelForMaskedLM) if lm else AutoModel
     for attention in ATTENTION:  # sdpa where the model has it, else its default (the row records which)
         torch.manual_seed(0)
         # a fresh config each time: transformers 5 leaves a refused implementation set on the config it got
         config = AutoConfig.for_model(name, **CONFIGS[name](size))
         try:
-            model = AutoModel.from_config(config, **({"attn_implementation": attention} if attention else {}))
+            model = auto.from_config(config, **({"attn_implementation": attention} if attention else {}))
             break
         except (ValueError, ImportError):
             if attention is None:
@@ -383,11 +393,11 @@ def measure(row: str, device: str, dtype_name: str, size_name: str, compilers: t
     dtype = getattr(torch, DTYPES[dtype_name])
     size = SIZES[size_name]
     _set_cache_limits()
-    model, inp = build(name, size, device, dtype)
+    model, inp = build(name, size, device, dtype, lm=row.endswith(":lm"))
     if train:
         model.train()
     gpu = GpuLock(lock)
-    res: dict = {"model": name, "kind": KINDS[name], "train": train, "dtype": dtype_name,
+    res: dict = {"model": row if row.endswith(":lm") else name, "kind": KINDS[name], "train": train, "dtype": dtype_name,
                  "attention": getattr(model.config, "_attn_implementation", "?")}
     stats0 = dict(mend_backend.STATS)
     rf0 = guard.STATS["runtime_fallbacks"]
@@ -546,7 +556,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
     ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
     ap.add_argument("--size", default=None, choices=sorted(SIZES), help="default: real on cuda, tiny on cpu")
-    ap.add_argument("--models", default=None, help=f"comma-separated rows, or 'inference' or 'training' "
+    ap.add_argument("--models", default=None, help=f"comma-separated rows, or 'inference', 'training' or 'lm' "
                                                    f"(default: all, {','.join(MODELS)})")
     ap.add_argument("--compilers", default="inductor,mend")
     ap.add_argument("--jobs", type=int, default=2, help="model processes at once (timed regions never overlap)")
@@ -559,8 +569,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="folder for zoo_<dtype>.json and zoo_<dtype>.txt")
     a = ap.parse_args(argv)
     a.size = a.size or ("real" if a.device == "cuda" else "tiny")
-    groups = {"inference": list(INFERENCE), "training": list(TRAINING)}
-    rows = [r for m in (a.models or "inference,training").split(",") for r in groups.get(m, [m])]
+    groups = {"inference": list(INFERENCE), "training": list(TRAINING), "lm": list(LM)}
+    rows = [r for m in (a.models or "inference,training,lm").split(",") for r in groups.get(m, [m])]
     unknown = [r for r in rows if r.split(":")[0] not in CONFIGS]
     if unknown:
         ap.error(f"unknown models {unknown}; choose from {', '.join(CONFIGS)}")

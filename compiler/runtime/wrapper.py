@@ -3,6 +3,8 @@ outputs. Generated as Python source (printable, dumped for debugging) and ``exec
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from .. import ir
@@ -16,6 +18,59 @@ def _restride(t, size, stride):
     out = torch.empty_strided(size, stride, dtype=t.dtype, device=t.device)
     out.copy_(t)
     return out
+
+
+_aten = torch.ops.aten
+# ATen products whose result has rows that do not start 16-byte aligned (a vocabulary of 50257 or 30522
+# columns): cuBLAS falls back to slow kernels for them (an sm75 CUTLASS kernel on an H200, 7x the time of
+# the aligned one, whether or not the output's rows are padded). The wrapper pads the second operand's
+# columns (and the bias's) with zeros instead, as Inductor's pad_mm does: op -> position of that operand.
+_PADDED = {_aten.mm.default: 1, _aten.addmm.default: 2, _aten.bmm.default: 1}
+_PAD_BYTES = 16
+_PAD_MIN_ROWS = 1024  # fewer rows: the product reads its operand about once, and padding it costs as much
+
+
+def _pads(device) -> bool:
+    """On a GPU (cuBLAS's alignment rule), unless ``MEND_PAD_MM=0``."""
+    return torch.device(device).type == "cuda" and os.environ.get("MEND_PAD_MM", "1") != "0"
+
+
+def _padded(op, at, n, pad, *args, **kwargs):
+    """``op(*args, **kwargs)`` with the ``n`` columns of its operand ``args[at]`` (and of addmm's bias)
+    padded with ``pad`` zero columns: the first ``n`` columns of the result, a view the caller copies to the
+    declared layout. Each of them is the same dot product as the original's."""
+
+    def widen(t):  # in the operand's own order (a transposed weight stays transposed: a coalesced copy)
+        if t.dim() >= 2 and t.stride(-1) != 1 and t.stride(-2) == 1:
+            out = t.new_zeros((*t.shape[:-2], n + pad, t.shape[-2])).transpose(-1, -2)
+        else:
+            out = t.new_zeros((*t.shape[:-1], n + pad))
+        out[..., :n] = t
+        return out
+
+    args = list(args)
+    args[at] = widen(args[at])
+    if at == 2 and args[0].dim() > 0 and args[0].shape[-1] == n:
+        args[0] = widen(args[0])
+    return op(*args, **kwargs)[..., :n]
+
+
+def _padded_columns(step: ir.ExternKernel, device) -> tuple[int, int] | None:
+    """(columns, padding) of a half-precision (or TF32) product ``step`` whose result rows are not 16-byte
+    aligned on a GPU, with rows enough for the slow kernel to cost more than the padding; else None.
+    Measured on an H200 (``benchmarks/results/h200-2026-11-27``): GPT-2's head in bfloat16 5.24 -> 3.39 ms a
+    call; in plain float32 padding only adds its copies (13.9 -> 14.3 ms), so it is not done there."""
+    if step.op not in _PADDED or not _pads(device) or len(step.out_layouts) != 1:
+        return None
+    lay = step.out_layouts[0]
+    if not (lay.dtype in (torch.float16, torch.bfloat16)
+            or (lay.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32)):
+        return None  # plain float32 products do not use the tensor-core kernels that need the alignment
+    item = torch.empty((), dtype=lay.dtype).element_size()
+    n = lay.size[-1] if len(lay.size) >= 2 else 0
+    if not isinstance(n, int) or n == 0 or n * item % _PAD_BYTES == 0 or lay.size[-2] < _PAD_MIN_ROWS:
+        return None
+    return n, -(-n * item // _PAD_BYTES) * _PAD_BYTES // item - n
 
 
 def _key(lay: ir.Layout) -> tuple:
@@ -37,7 +92,8 @@ def _reusable(sg: ir.ScheduledGraph) -> set[str]:
 
 def build(sg: ir.ScheduledGraph, kernels: dict, constants: dict, device) -> tuple:
     """Returns (call, source). ``kernels``: name -> (fn, style) from a generator or the interpreter."""
-    g: dict = {"_as": _as, "_restride": _restride, "_empty": torch.empty_strided, "_device": device}
+    g: dict = {"_as": _as, "_restride": _restride, "_empty": torch.empty_strided, "_device": device,
+               "_padded": _padded}
     layouts: dict[str, ir.Layout] = {}
     lines = ["def call(args):"]
     n_in = len(sg.inputs)
@@ -117,7 +173,11 @@ def build(sg: ir.ScheduledGraph, kernels: dict, constants: dict, device) -> tupl
             if not args:
                 kw = kw[2:]
             res = f"_r{si}"
-            lines.append(f"    {res} = {opn}({args}{kw})")
+            padded = _padded_columns(step, device)
+            if padded is None:
+                lines.append(f"    {res} = {opn}({args}{kw})")
+            else:  # aligned columns; copied back to the declared layout below
+                lines.append(f"    {res} = _padded({opn}, {_PADDED[step.op]}, {padded[0]}, {padded[1]}, {args}{kw})")
             flat_layouts = iter(step.out_layouts)
 
             def bind(o, expr, flat_layouts=flat_layouts):

@@ -918,3 +918,38 @@ def test_a_float32_addmm_read_through_a_transpose_or_a_reshape_adds_its_bias_in_
     # a product that is an output keeps its addmm (its buffer holds the bias); the other one folds
     sg = scheduled(lambda x, w, b: (F.linear(x, w, b), F.linear(x, w, b).transpose(0, 1) * 2), x[0], w, b)[1]
     assert [str(s.op) for s in sg.steps if isinstance(s, ir.ExternKernel)] == ["aten.addmm.default", "aten.mm.default"]
+
+
+@pytest.mark.parametrize("form", ["mm", "bmm", "addmm"])
+def test_a_product_with_unaligned_rows_runs_into_padded_rows_and_returns_eager_strides(monkeypatch, form):
+    """cuBLAS needs rows that start 16-byte aligned for its fast kernels: a language-model head of 50257
+    columns (GPT-2) ran an sm75 CUTLASS kernel on an H200, 3.4 ms against 0.45 ms aligned. The wrapper pads
+    the second operand's columns (and a bias's) with zeros, keeps the first columns of the product and copies
+    them to eager's layout."""
+    monkeypatch.setattr(wrapper, "_pads", lambda device: True)  # the GPU's rule, checked on the CPU
+    monkeypatch.setattr(wrapper, "_PAD_MIN_ROWS", 0)
+    x, w, b = (t.to(torch.bfloat16) for t in (torch.randn(2, 6, 16), torch.randn(13, 16).t(), torch.randn(13)))
+
+    def fn(x, w, b):
+        first = {"mm": lambda: x @ w, "bmm": lambda: torch.bmm(x, w.expand(2, 16, 13)),
+                 "addmm": lambda: torch.addmm(b, x.view(12, 16), w)}[form]()
+        return first, x.view(12, 16) @ w  # no pointwise reader: the products stay ATen calls
+
+    gm, sg = scheduled(fn, x, w, b)
+    products = [s for s in sg.steps if isinstance(s, ir.ExternKernel) and s.op in wrapper._PADDED]
+    assert str(products[0].op) == f"aten.{form}.default"
+    assert products and all(wrapper._padded_columns(s, "cuda") == (13, 3) for s in products)  # 13 -> 16
+    fns = TritonGenerator().compile(sg.kernels, Dump("t"))
+    call, src = wrapper.build(sg, fns, {c.name: getattr(gm, c.attr) for c in sg.constants}, torch.device("cpu"))
+    assert src.count("_padded(") == len(products)
+    for got, want in zip(call([x, w, b]), fn(x, w, b)):
+        assert got.stride() == want.stride()
+        torch.testing.assert_close(got, want)
+    products32 = [s for s in scheduled(fn, x.float(), w.float(), b.float())[1].steps
+                  if isinstance(s, ir.ExternKernel) and s.op in wrapper._PADDED]
+    assert products32 and all(wrapper._padded_columns(s, "cuda") is None for s in products32)  # no TF32
+    monkeypatch.setattr(wrapper, "_pads", lambda device: False)
+    assert all(wrapper._padded_columns(s, "cpu") is None for s in products)
+    aligned = scheduled(lambda x, w: x @ w, x, torch.randn(16, 16, dtype=torch.bfloat16))[1]
+    monkeypatch.setattr(wrapper, "_pads", lambda device: True)
+    assert all(wrapper._padded_columns(s, "cuda") is None for s in aligned.steps if isinstance(s, ir.ExternKernel))
