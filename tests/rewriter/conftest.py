@@ -28,3 +28,12 @@ def header_options(source: str) -> FixOptions:
 
 def diag(code: str, line: int, col: int, path: str = "t.py") -> Diagnostic:
     return Diagnostic(code=code, message="test", path=path, line=line, col=col)
+
+
+def load_fixture(name: str, kind: str) -> dict:
+    """The namespace of fixture ``name`` (``kind``: ``in`` or ``out``) executed with its ``@torch.compile``
+    removed: eager code, for bitwise comparisons of the original and the repaired file."""
+    src = (FIXTURES / f"{name}.{kind}.py").read_text().replace("@torch.compile\n", "")
+    ns: dict = {"__name__": f"{name}_{kind}"}
+    exec(compile(src, f"{name}.{kind}.py", "exec"), ns)  # noqa: S102 - the repository's own fixture
+    return ns

@@ -550,11 +550,13 @@ def _capture_failed_on_empty(d: Difference) -> bool:
 
 
 def _cond_rejects_sides(d: Difference) -> bool:
-    """torch.cond refuses, while tracing, sides of different dtypes (or an output aliasing an input)."""
+    """torch.cond refuses, while tracing, sides of different dtypes or shapes (or an output aliasing an
+    input)."""
     if d.rewritten is None:
         return False
     text = d.rewritten[1]
-    return "torch.cond" in text and ("expected same dtype" in text or "alias" in text)
+    return "torch.cond" in text and any(m in text for m in ("expected same dtype", "expected same dim",
+                                                             "expected same shape", "alias"))
 
 
 def _output_dropped(d: Difference) -> bool:
@@ -606,8 +608,8 @@ ALLOWANCES: list[Allowance] = [
                 "docs/rules/MND302.md: a 0-d tensor promotes differently from a Python float when an integer "
                 "tensor meets a float") for kind in ("dtype", "value", "exception", "output", "mutation")],
     Allowance("cond", "unsafe", "compiled", "exception", _cond_rejects_sides,
-              "docs/fix.md, torch.cond: the two sides must have the same dtypes (a mismatch is an error at "
-              "compile time); an output that is a view of an input fails to trace"),
+              "docs/fix.md, torch.cond: the two sides must have the same dtypes and shapes (a mismatch is an "
+              "error at compile time); an output that is a view of an input fails to trace"),
     Allowance("item-assert", "unsafe", "compiled", "exception", _assert_became_runtime_error,
               "docs/rules/MND301.md: a failing check under compile raises RuntimeError"),
     Allowance("validation", "unsafe", "compiled", "exception", _mend_marked_runtime_error,

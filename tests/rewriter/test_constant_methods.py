@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mend.rewriter.engine import FixOptions, fix_source
-from tests.rewriter.conftest import FIXTURES, diag
+from tests.rewriter.conftest import diag, load_fixture
 
 torch = pytest.importorskip("torch")
 
@@ -54,10 +54,7 @@ def test_folds_the_method_of_python_values_that_reaches_the_site() -> None:
 
 
 def _fixture(kind: str):
-    src = (FIXTURES / f"constant_method.{kind}.py").read_text().replace("@torch.compile\n", "")
-    ns: dict = {"__name__": f"constant_method_{kind}"}
-    exec(compile(src, f"constant_method.{kind}.py", "exec"), ns)
-    return ns
+    return load_fixture("constant_method", kind)
 
 
 def _graphs(fn, x) -> tuple[int, torch.Tensor]:

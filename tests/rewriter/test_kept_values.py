@@ -8,7 +8,7 @@ import pytest
 
 from mend.rewriter.engine import FixOptions, fix_source
 from mend.rewriter.helpers import HELPER_SOURCES
-from tests.rewriter.conftest import FIXTURES, diag
+from tests.rewriter.conftest import FIXTURES, diag, load_fixture
 
 torch = pytest.importorskip("torch")
 
@@ -44,13 +44,7 @@ def test_a_tensor_written_in_place_reads_its_new_values() -> None:
 
 
 def test_fixture_eager_results_are_bitwise_equal() -> None:
-    def load(kind: str):
-        src = (FIXTURES / f"kept_values.{kind}.py").read_text().replace("@torch.compile\n", "")
-        ns: dict = {"__name__": f"kept_values_{kind}"}
-        exec(compile(src, f"kept_values.{kind}.py", "exec"), ns)
-        return ns["f"]
-
-    before, after = load("in"), load("out")
+    before, after = load_fixture("kept_values", "in")["f"], load_fixture("kept_values", "out")["f"]
     for shapes in [((2, 4, 4, 4), (2, 4, 2, 2)), ((1, 4, 6, 2), (1, 4, 3, 1)), ((3, 4, 1, 5), (3, 4, 7, 1))]:
         args = [torch.randn(*s) for s in shapes]
         a, b = before(*args), after(*args)
@@ -150,15 +144,8 @@ def test_a_range_keeps_its_numbers_only_for_int_bounds_and_an_int64_result() -> 
     assert kept(t, 1) is t
 
 
-def _range_fixture(kind: str):
-    src = (FIXTURES / f"kept_range.{kind}.py").read_text().replace("@torch.compile\n", "")
-    ns: dict = {"__name__": f"kept_range_{kind}"}
-    exec(compile(src, f"kept_range.{kind}.py", "exec"), ns)
-    return ns["model"]
-
-
 def test_range_fixture_eager_results_are_bitwise_equal_in_prefill_and_decoding() -> None:
-    before, after = _range_fixture("in"), _range_fixture("out")
+    before, after = load_fixture("kept_range", "in")["model"], load_fixture("kept_range", "out")["model"]
     torch.manual_seed(3)
     for h, cache, positions in [
         (torch.randn(2, 5, 8), torch.randn(2, 5, 8), None),  # prefill: the positions built with a copy

@@ -6,7 +6,7 @@ import pytest
 
 from mend.rewriter.engine import FixOptions, fix_source
 from mend.rewriter.helpers import HELPER_SOURCES
-from tests.rewriter.conftest import FIXTURES, diag
+from tests.rewriter.conftest import diag, load_fixture
 
 torch = pytest.importorskip("torch")
 
@@ -73,15 +73,8 @@ def test_the_helper_stores_the_masked_rows_and_keeps_the_others() -> None:
     assert torch.equal(t2, expected2)
 
 
-def _fixture(kind: str):
-    src = (FIXTURES / f"routed_store.{kind}.py").read_text().replace("@torch.compile\n", "")
-    ns: dict = {"__name__": f"routed_store_{kind}"}
-    exec(compile(src, f"routed_store.{kind}.py", "exec"), ns)
-    return ns["f"]
-
-
 def test_fixture_eager_results_are_bitwise_equal() -> None:
-    before, after = _fixture("in"), _fixture("out")
+    before, after = load_fixture("routed_store", "in")["f"], load_fixture("routed_store", "out")["f"]
     torch.manual_seed(5)
     for shape in [(2, 6, 8), (1, 1, 8), (3, 9, 8)]:
         x = torch.randn(*shape)

@@ -94,7 +94,7 @@ register(
             "`if`/`else` whose assignments call submodules (`self.m(...)`) becomes `torch.cond` under compile: "
             "each branch is a local function closing over its inputs and returning the names read after the "
             "`if`; eager keeps the original `if` behind `torch.compiler.is_compiling()`. **Unsafe**: both "
-            "branches must give the same dtypes (a mismatch fails at compile time), outputs that alias an "
+            "branches must give the same dtypes and shapes (a mismatch fails at compile time), outputs that alias an "
             "input fail to trace (bare names are cloned), and parameters of the branch not taken get zero "
             "gradients instead of None (optimizers with momentum or weight decay then update them). Declines: "
             "calls other than torch/F./tensor methods/submodules, nested statements (the inner `if` is "
