@@ -195,15 +195,37 @@ def _mend_keep_values(t, values):
 ''',
     "_mend_arange": '''
 def _mend_arange(*bounds, **kwargs):
-    """``torch.arange(*bounds, **kwargs)`` with a copy of its numbers (a ``range``) for ``_mend_kept``
-    (added by mend fix). Kept only where every bound is a Python int, the result is int64 and as long as
-    the range, so the copy holds exactly the tensor's values."""
+    """``torch.arange(*bounds, **kwargs)`` with a copy of its numbers (a ``_MendSpan``) for ``_mend_kept``
+    (added by mend fix). Kept only for ``arange(n)``/``arange(a, b)`` of Python ints with an int64 result,
+    so the copy holds exactly the tensor's values."""
     t = torch.arange(*bounds, **kwargs)
-    if t.dtype == torch.int64 and all(type(b) is int or isinstance(b, torch.SymInt) for b in bounds):
-        kept = range(*bounds)
-        if len(kept) == t.shape[0]:
-            t._mend_values = (None if torch.compiler.is_compiling() else t._version, kept)
+    if t.dtype == torch.int64 and len(bounds) <= 2 and all(type(b) is int for b in bounds):
+        t._mend_values = (None if torch.compiler.is_compiling() else t._version,
+                          _MendSpan(t, bounds[0] if len(bounds) == 2 else 0, t.shape[0]))
     return t
+
+
+class _MendSpan:
+    """The numbers of ``torch.arange(start, start + n)`` as Python numbers (added by mend fix): an index
+    gives ``start + i``, a negative one counts from the end, one out of range raises ``IndexError``, any
+    other index reads the tensor. Sizes may be symbolic under torch.compile: nothing here specializes them
+    (a ``range`` would, one compile per length)."""
+
+    def __init__(self, t, start, n):
+        self.t, self.start, self.n = t, start, n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if type(i) is not int:
+            return self.t[i]
+        if not -self.n <= i < self.n:
+            raise IndexError(f"index {i} is out of bounds for dimension 0 with size {self.n}")
+        return self.start + (i if i >= 0 else self.n + i)
+
+    def __iter__(self):
+        return iter([self.start + i for i in range(self.n)])
 ''',
     "_mend_kept": '''
 def _mend_kept(t, dims):

@@ -208,7 +208,7 @@ CAPTURE_INDEX_HELPER = "_mend_index"
 # ... and a shape tensor built from Python numbers with a copy of them kept beside it:
 # `_mend_keep_values(torch.as_tensor(shapes, ...), shapes)` is that tensor; `_mend_kept(shapes, 2)` hands on
 # the copy, Python numbers (rewriter/fixes/kept_values.py); `_mend_arange(a, b, ...)` is `torch.arange(a, b, ...)`
-# with a `range(a, b)` kept the same way.
+# with its numbers kept the same way (a span: `a + i` for an index `i`).
 # ... and the helpers that run a method while Dynamo traces (`_mend_fold`, `_mend_constant`): their `.active`
 # flag is set only during that eager run, which Dynamo does not trace, so it is False under compile.
 FOLD_HELPERS = frozenset({"_mend_fold", "_mend_constant"})

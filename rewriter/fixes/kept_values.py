@@ -231,9 +231,9 @@ def _is_builder(ctx: FileContext, call: cst.BaseExpression) -> bool:
 
 
 def _is_range(ctx: FileContext, call: cst.Call) -> bool:
-    """``torch.arange(a[, b[, step]])`` with at most ``dtype=torch.long`` and ``device=`` keywords."""
+    """``torch.arange(n)`` or ``torch.arange(a, b)`` with at most ``dtype=torch.long`` and ``device=`` keywords."""
     bounds = [a for a in call.args if a.keyword is None]
-    if any(a.star for a in call.args) or not 1 <= len(bounds) <= 3 \
+    if any(a.star for a in call.args) or not 1 <= len(bounds) <= 2 \
             or any(a.keyword is not None for a in call.args[:len(bounds)]):
         return False
     for arg in call.args[len(bounds):]:

@@ -128,20 +128,56 @@ def test_repaired_fixture_checks_clean_and_the_builder_stays_a_tensor() -> None:
 
 # --- ranges: ``cache_position = torch.arange(a, b)`` -----------------------------------------------------
 
-def test_a_range_keeps_its_numbers_only_for_int_bounds_and_an_int64_result() -> None:
+def _range_helpers() -> dict:
     ns: dict = {"torch": torch}
     for name in ("_mend_arange", "_mend_kept"):
         exec(HELPER_SOURCES[name], ns)
+    return ns
+
+
+def test_a_range_keeps_its_numbers_only_for_int_bounds_and_an_int64_result() -> None:
+    ns = _range_helpers()
     arange, kept = ns["_mend_arange"], ns["_mend_kept"]
-    t = arange(2, 9, 3)
-    assert torch.equal(t, torch.arange(2, 9, 3)) and kept(t, 1) == range(2, 9, 3)
-    assert list(kept(t, 1)) == t.tolist()
+    t = arange(2, 9)
+    numbers = kept(t, 1)
+    assert torch.equal(t, torch.arange(2, 9)) and list(numbers) == t.tolist() == list(range(2, 9))
+    assert (numbers[0], numbers[-1], numbers[3], len(numbers)) == (2, 8, 5, 7)
+    assert all(type(numbers[i]) is int for i in (0, -1))
+    for i in (7, -8):  # out of range: IndexError, as the tensor raises
+        with pytest.raises(IndexError):
+            numbers[i]
+    assert torch.equal(numbers[torch.tensor(1)], t[torch.tensor(1)])  # another index reads the tensor
+    assert list(kept(arange(5), 1)) == [0, 1, 2, 3, 4]
     for bounds, kwargs in [((0, 4.0), {}), ((4,), {"dtype": torch.int32}), ((4,), {"dtype": torch.float32}),
-                           ((torch.tensor(4),), {})]:
+                           ((torch.tensor(4),), {}), ((2, 9, 3), {}), ((True,), {})]:
         other = arange(*bounds, **kwargs)
         assert torch.equal(other, torch.arange(*bounds, **kwargs)) and kept(other, 1) is other, bounds
     t[0] = 7  # written in place: the tensor's own numbers from then on
     assert kept(t, 1) is t
+
+
+def test_a_range_of_a_symbolic_size_compiles_once_for_every_length() -> None:
+    """The copy of ``arange(0, x.shape[1])`` under dynamic shapes: a Python ``range`` of the symbolic size
+    would specialize it (one compile per length); the kept span does not."""
+    ns = _range_helpers()
+
+    def f(x):
+        positions = ns["_mend_arange"](0, x.shape[1])
+        numbers = ns["_mend_kept"](positions, 1)
+        return x[:, : numbers[-1] + 1] * 2 + (1 if numbers[0] > 0 else 0)
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    g = torch.compile(f, backend=backend, dynamic=True, fullgraph=True)
+    for n in (5, 7, 9, 11):
+        x = torch.randn(2, n)
+        assert torch.equal(g(x), f(x))
+    assert len(graphs) == 1
 
 
 def test_range_fixture_eager_results_are_bitwise_equal_in_prefill_and_decoding() -> None:
