@@ -82,6 +82,18 @@ def parse_stmt(text: str) -> cst.BaseStatement:
     return cst.parse_statement(text)
 
 
+def eager_else(torch: str, eager: Sequence[cst.BaseStatement],
+               compiled: Sequence[cst.BaseStatement] | None = None) -> cst.If:
+    """``if not torch.compiler.is_compiling(): <eager> [else: <compiled>]``, to stand where ``eager`` stood:
+    the shape of every repair that keeps the original code for eager. The first statement's leading lines
+    (its comments) move to the ``if``."""
+    first, *rest = eager
+    return cst.If(test=parse_expr(f"not {torch}.compiler.is_compiling()"),
+                  body=cst.IndentedBlock(body=[first.with_changes(leading_lines=[]), *rest]),
+                  orelse=None if compiled is None else cst.Else(body=cst.IndentedBlock(body=list(compiled))),
+                  leading_lines=first.leading_lines)
+
+
 def _import_nodes(body: Sequence[cst.CSTNode]) -> Iterator[cst.CSTNode]:
     """Import statements at module level, also inside top-level if/try blocks (TYPE_CHECKING, fallbacks)."""
     for stmt in body:

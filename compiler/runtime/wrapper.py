@@ -66,7 +66,7 @@ def _padded_columns(step: ir.ExternKernel, device) -> tuple[int, int] | None:
     if not (lay.dtype in (torch.float16, torch.bfloat16)
             or (lay.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32)):
         return None  # plain float32 products do not use the tensor-core kernels that need the alignment
-    item = torch.empty((), dtype=lay.dtype).element_size()
+    item = lay.dtype.itemsize
     n = lay.size[-1] if len(lay.size) >= 2 else 0
     if not isinstance(n, int) or n == 0 or n * item % _PAD_BYTES == 0 or lay.size[-2] < _PAD_MIN_ROWS:
         return None

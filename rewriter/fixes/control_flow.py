@@ -69,6 +69,7 @@ from mend.rewriter.analysis import (
     body_statements,
     code,
     dotted,
+    eager_else,
     is_container_or_none,
     is_literal,
     names_in,
@@ -358,9 +359,7 @@ def _fix_buffer_selection(ctx: FileContext, diag: Diagnostic, node: cst.If,
         compiled = buffer_select.compiled_statements(selection, facts, lower(node.test))
     except ValueError as exc:
         raise _Declined(str(exc)) from None
-    split = cst.If(test=parse_expr(f"not {torch}.compiler.is_compiling()"),
-                   body=cst.IndentedBlock(body=[node.with_changes(leading_lines=[])]),
-                   orelse=cst.Else(body=cst.IndentedBlock(body=compiled)), leading_lines=node.leading_lines)
+    split = eager_else(torch, [node], compiled)
     return Plan(diag, "data-dependent branch (buffer) -> one register_buffer of the torch.where-selected value "
                       "under compile (eager keeps the branch)", "unsafe", [(node, split)], imports=imports,
                 helpers=["_mend_where"])
@@ -971,12 +970,7 @@ def _fix_cond(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionF
         f"{targets} = {torch}.cond({cond}, {true_fn}, {false_fn}, ())\n",
     ]
     compiled = [parse_stmt(t) for t in texts]
-    split = cst.If(
-        test=parse_expr(f"not {torch}.compiler.is_compiling()"),
-        body=cst.IndentedBlock(body=[node.with_changes(leading_lines=[])]),
-        orelse=cst.Else(body=cst.IndentedBlock(body=compiled)),
-        leading_lines=node.leading_lines,
-    )
+    split = eager_else(torch, [node], compiled)
     return Plan(diag, "data-dependent branch with submodule calls -> torch.cond under compile "
                       "(eager keeps the if)", "unsafe", [(node, split)], imports=imports)
 
@@ -1103,12 +1097,7 @@ def validation_plan(ctx: FileContext, diag: Diagnostic, node: cst.If,
         return Decline(diag, str(exc_))
     marker = f"[mend:{exc_name}] {message}"
     assert_text = f"{torch}._assert_async({torch}.logical_not({cond}), {marker!r})"
-    split = cst.If(
-        test=parse_expr(f"not {torch}.compiler.is_compiling()"),
-        body=cst.IndentedBlock(body=[node.with_changes(leading_lines=[])]),
-        orelse=cst.Else(body=cst.IndentedBlock(body=[parse_stmt(assert_text + "\n")])),
-        leading_lines=node.leading_lines,
-    )
+    split = eager_else(torch, [node], [parse_stmt(assert_text + "\n")])
     edits: list = [(node, split)]
     boundaries = _compile_boundaries(ctx)
     for target, repl in boundaries:

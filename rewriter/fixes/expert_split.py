@@ -57,7 +57,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.rewriter.analysis import code, parse_expr, parse_stmt, self_attr, walk
+from mend.rewriter.analysis import code, eager_else, parse_stmt, self_attr, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
 
 _WHY = ("grouped MoE experts: the router keeps its per-expert counts as a tensor under compile and the "
@@ -96,10 +96,7 @@ def expert_split_plan(ctx: FileContext, diag: Diagnostic, call: cst.Call) -> Pla
     if problem is not None:
         return Decline(diag, f"grouped MoE experts not rewritten: {problem}")
     torch, imports = ctx.torch_name()
-    guard = cst.If(test=parse_expr(f"not {torch}.compiler.is_compiling()"),
-                   body=cst.IndentedBlock(body=[stmt.with_changes(leading_lines=[])]),
-                   leading_lines=stmt.leading_lines)
-    edits: list = [(stmt, guard)]
+    edits: list = [(stmt, eager_else(torch, [stmt]))]
     for site in sites:
         edits.extend(_site_edits(ctx, site, torch))
     return Plan(diag, _WHY + " (unsafe: within float tolerance; expert FLOPs x number of experts)", "unsafe",
@@ -269,13 +266,7 @@ def _site_edits(ctx: FileContext, site: _SplitSite, torch: str) -> list:
         parse_stmt(f"{group} = ({rows}[:, None] >= {ends}[None, :]).sum(1)\n"),
         parse_stmt(f"{result} = {torch}.stack({out}, 0)[{group}, {rows}]\n"),
     ]
-    eager = [s.with_changes(leading_lines=[]) if i == 0 else s for i, s in enumerate(site.stmts)]
-    split_if = cst.If(
-        test=parse_expr(f"not {torch}.compiler.is_compiling()"),
-        body=cst.IndentedBlock(body=eager),
-        orelse=cst.Else(body=cst.IndentedBlock(body=compiled)),
-        leading_lines=split.leading_lines,
-    )
+    split_if = eager_else(torch, site.stmts, compiled)
     return [(split, split_if), (init, cst.RemoveFromParent()), (loop, cst.RemoveFromParent()),
             (cat, cst.RemoveFromParent())]
 

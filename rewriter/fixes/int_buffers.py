@@ -32,7 +32,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.rewriter.analysis import code, is_docstring, parse_expr, parse_stmt, self_attr, walk
+from mend.rewriter.analysis import code, eager_else, is_docstring, parse_expr, parse_stmt, self_attr, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
 
 _WHY = ("fold the module's integer buffers to Python numbers under compile (unsafe: they are read while "
@@ -270,11 +270,7 @@ def _fold_statements(torch: str, method: cst.FunctionDef, buffers: set[str]) -> 
     edits = []
     for stmt in statements:
         compiled = stmt.visit(_ReadAsNumber(buffers))
-        edits.append((stmt, cst.If(
-            test=parse_expr(f"not {torch}.compiler.is_compiling()"),
-            body=cst.IndentedBlock(body=[stmt.with_changes(leading_lines=[])]),
-            orelse=cst.Else(body=cst.IndentedBlock(body=[compiled.with_changes(leading_lines=[])])),
-            leading_lines=stmt.leading_lines)))
+        edits.append((stmt, eager_else(torch, [stmt], [compiled.with_changes(leading_lines=[])])))
     return edits
 
 

@@ -75,9 +75,9 @@ def kept_values_plan(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode) -> P
     builders = ctx.memo("kept_values.builders", lambda: _builders(ctx))
     reached = _merged(b.reach for b in builders if b.written is None)
     site = ctx.statement_line(node) or node
-    own = [s for s in _read_sites(ctx, site) if s[0].value in reached.get(func, ())]
-    written = [b.written for b in builders if b.written and any(
-        s[0].value in b.reach.get(func, ()) for s in _read_sites(ctx, site))]
+    reads = _read_sites(ctx, site)
+    own = [s for s in reads if s[0].value in reached.get(func, ())]
+    written = [b.written for b in builders if b.written and any(s[0].value in b.reach.get(func, ()) for s in reads)]
     if not own and written:
         return Decline(diag, f"the numbers come from a tensor built from Python numbers, but {written[0]} (the "
                              "kept copy would not see it under compile)")

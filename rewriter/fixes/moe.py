@@ -68,7 +68,7 @@ import builtins
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.rewriter.analysis import code, parse_expr, parse_stmt, walk
+from mend.rewriter.analysis import code, eager_else, parse_expr, parse_stmt, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
 
 _WHY = ("a MoE routing loop: under compile every expert runs on every (slot, token) pair and the pairs not "
@@ -219,15 +219,8 @@ def _plan(ctx: FileContext, diag: Diagnostic, loop: cst.For) -> Plan:
         else:
             body.append(stmt)
     compiled = loop.with_changes(iter=iterable, body=loop.body.with_changes(body=body), leading_lines=[])
-    eager = [hit_stmt.with_changes(leading_lines=[]), loop.with_changes(leading_lines=[])] if hit_stmt else \
-        [loop.with_changes(leading_lines=[])]
-    first = hit_stmt or loop
-    split = cst.If(
-        test=parse_expr(f"not {torch}.compiler.is_compiling()"),
-        body=cst.IndentedBlock(body=eager),
-        orelse=cst.Else(body=cst.IndentedBlock(body=[compiled])),
-        leading_lines=first.leading_lines,
-    )
+    eager = [hit_stmt, loop.with_changes(leading_lines=[])] if hit_stmt else [loop]
+    split = eager_else(torch, eager, [compiled])
     edits: list = [(loop, split)]
     if hit_stmt is not None:
         edits.append((hit_stmt, cst.RemoveFromParent()))
@@ -343,12 +336,7 @@ def routed_store_plan(ctx: FileContext, diag: Diagnostic, sub: cst.Subscript) ->
     torch, imports = ctx.torch_name()
     rows = stmt.body[0].value.deep_replace(sub, sub.value)
     compiled = parse_stmt(f"_mend_routed_store({code(target.value)}, {code(mask)}, {code(rows)})\n")
-    split = cst.If(
-        test=parse_expr(f"not {torch}.compiler.is_compiling()"),
-        body=cst.IndentedBlock(body=[stmt.with_changes(leading_lines=[])]),
-        orelse=cst.Else(body=cst.IndentedBlock(body=[compiled])),
-        leading_lines=stmt.leading_lines,
-    )
+    split = eager_else(torch, [stmt], [compiled])
     return Plan(diag, _WHY_STORE, "unsafe", [(stmt, split)], imports=imports, helpers=["_mend_routed_store"])
 
 

@@ -34,7 +34,7 @@ import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.static.torch_facts import LOGGER_METHODS
-from mend.rewriter.analysis import code, dotted, parse_expr, parse_stmt, walk
+from mend.rewriter.analysis import code, dotted, eager_else, parse_expr, parse_stmt, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
 from mend.rewriter.fixes.control_flow import _compile_boundaries, reporting_if_for
@@ -134,12 +134,7 @@ def _fix_statement(ctx: FileContext, diag: Diagnostic, stmt: cst.SimpleStatement
 def _keep_plan(ctx: FileContext, diag: Diagnostic, stmt: cst.SimpleStatementLine, emit: list[str]) -> Plan:
     """Eager keeps the call; compiled code calls ``_mend_emit(spec, *args)``, which Dynamo reorders."""
     torch, imports = ctx.torch_name()
-    split = cst.If(
-        test=parse_expr(f"not {torch}.compiler.is_compiling()"),
-        body=cst.IndentedBlock(body=[stmt.with_changes(leading_lines=[])]),
-        orelse=cst.Else(body=cst.IndentedBlock(body=[parse_stmt(f"_mend_emit({', '.join(emit)})\n")])),
-        leading_lines=stmt.leading_lines,
-    )
+    split = eager_else(torch, [stmt], [parse_stmt(f"_mend_emit({', '.join(emit)})\n")])
     return Plan(diag, "keep the message: eager unchanged, under compile Dynamo emits it right after the graph "
                       "(`_mend_emit`)", "safe", [(stmt, split)], imports=imports, helpers=["_mend_emit"])
 
