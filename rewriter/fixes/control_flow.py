@@ -79,7 +79,7 @@ from mend.rewriter.analysis import (
     walk,
 )
 from mend.rewriter.engine import Decline, FileContext, Plan
-from mend.rewriter.fixes import buffer_select
+from mend.rewriter.fixes import buffer_select, mask_drop
 from mend.rewriter.fixes.base import fixer
 from mend.rewriter.fixes.kept_values import kept_values_plan
 
@@ -331,6 +331,9 @@ def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFac
     selection = buffer_select.match(node)
     if selection is not None:
         return _fix_buffer_selection(ctx, diag, node, selection, facts, lower, torch, imports)
+    dropped = _fix_mask_drop(ctx, diag, node, torch, imports)
+    if dropped is not None:
+        return dropped
     chain = _read_chain(ctx, node, facts)
     if chain.needs_cond:
         if chain.returns:
@@ -363,6 +366,25 @@ def _fix_buffer_selection(ctx: FileContext, diag: Diagnostic, node: cst.If,
     return Plan(diag, "data-dependent branch (buffer) -> one register_buffer of the torch.where-selected value "
                       "under compile (eager keeps the branch)", "unsafe", [(node, split)], imports=imports,
                 helpers=["_mend_where"])
+
+
+def _fix_mask_drop(ctx: FileContext, diag: Diagnostic, node: cst.If, torch: str, imports: list) -> Plan | None:
+    """A branch of the chain sets a mask of all ones to None: under compile its test is false and the
+    mask is kept (eager keeps the test). See :mod:`mend.rewriter.fixes.mask_drop`."""
+    parent = ctx.parent(node)
+    block = list(getattr(parent, "body", ()))
+    branch: cst.If | None = node
+    while isinstance(branch, cst.If):
+        drop = mask_drop.match(branch, block, node, torch)
+        if isinstance(drop, str):
+            raise _Declined(drop)
+        if drop is not None:
+            new = mask_drop.guarded(drop, torch, whole=drop.test is branch.test)
+            return Plan(diag, f"a mask of all ones set to None: under compile `{drop.target}` keeps the mask "
+                              "(its all-ones test is false there; eager keeps the test)", "unsafe",
+                        [(drop.test, new)], imports=imports)
+        branch = branch.orelse if isinstance(branch.orelse, cst.If) else None
+    return None
 
 
 # --- may this chain be rewritten? ---------------------------------------------------------------

@@ -492,6 +492,9 @@ def _extreme(call: cst.CSTNode | None) -> bool:
         and all(a.keyword is None and not a.star for a in call.args)
 
 
+_PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod"})
+
+
 def _passed(ctx: FileContext, call: cst.Call, arg: cst.Arg) -> list[tuple]:
     """The parameters of the file's functions a number is passed to: by keyword from a call of a function
     of the file or through ``self.`` (a method or a submodule: every function of the file with that
@@ -513,6 +516,10 @@ def _passed(ctx: FileContext, call: cst.Call, arg: cst.Arg) -> list[tuple]:
         targets = []
     if not targets:
         raise _NoKeep(f"`{code(call)[:60]}` may treat it as a tensor")
+    for f, _ in targets:
+        wrapped = [code(d.decorator) for d in f.decorators if code(d.decorator) not in _PLAIN_DECORATORS]
+        if wrapped:  # ``@torch.jit.script`` takes a tensor where its parameter has no annotation
+            raise _NoKeep(f"`{f.name.value}` is wrapped by `@{wrapped[0]}`, which may not take a Python number")
     return targets
 
 

@@ -180,6 +180,7 @@ FIX_KINDS: list[tuple[str, str]] = [
     (r"^masked reduction", "masked"),
     (r"^`t\[torch\.where\(m\)\] = v`", "mask-store"),
     (r"^a routed store", "routed-store"),
+    (r"^a mask of all ones set to None", "mask-drop"),
     (r"`copy\.deepcopy\(t\)`", "deepcopy"),
     (r"^fold the module's integer buffers", "int-fold"),
     (r"^numpy on Python numbers -> math", "numpy-numbers"),

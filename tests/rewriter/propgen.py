@@ -555,6 +555,29 @@ def routed_store(draw, env: _Env) -> tuple[str, list[str]]:
                             f"{t} = {t} + {out}"]
 
 
+@st.composite
+def mask_drop(draw, env: _Env) -> tuple[str, list[str]]:
+    """A mask of all ones set to None as a fast path (idefics' patch mask, Mamba's state mask), read by
+    code that treats a mask of ones as no mask; the mask derived from a tensor, so it is all ones for
+    some inputs and not for others."""
+    t = draw(st.sampled_from(env.names))
+    m = env.fresh("mask")  # of the tensor it is applied to (a reader that broadcasts to it is not a mask's)
+    made = draw(st.sampled_from([f"{t} >= 0", f"{t} == {t}", f"{t} > -1e9", f"torch.ones_like({t}, dtype=torch.bool)"]))
+    test = draw(st.sampled_from([f"not torch.any(~{m})", f"torch.all({m})", f"{m}.all()", f"torch.all({m} == 1)",
+                                 f"not ({m} == 0).any()"]))
+    if draw(st.booleans()):
+        test = f"{t}.dim() > 3 or ({m} is not None and {test})"
+    target = m
+    lines = [f"{m} = {made}"]
+    if draw(st.booleans()):
+        target = env.fresh("state_mask")
+        lines.append(f"{target} = {m}")
+    lines += [f"if {test}:", f"    {target} = None"]
+    use = draw(st.sampled_from(["{t} * {m}", "{t}.masked_fill(~{m}, 0)", "torch.where({m}, {t}, {t} - {t})"]))
+    reader = use.format(t=t, m=target)
+    return "mask-drop", lines + [f"{t} = {t} if {target} is None else {reader}"]
+
+
 _POSITIONS = """
 def _positions{i}(self, n: int, dtype: torch.dtype):
     pos = torch.arange(0, n, dtype=torch.int64).to(dtype)
@@ -603,6 +626,7 @@ BLOCKS = {
     "kept-values": kept_values,
     "kept-range": kept_range,
     "routed-store": routed_store,
+    "mask-drop": mask_drop,
     "constant-method": constant_method,
 }
 

@@ -225,6 +225,18 @@ def test_a_range_read_is_declined_where_an_int_and_a_tensor_act_differently(use:
     assert any(reason in r.reason for r in res.remaining), [r.reason for r in res.remaining]
 
 
+@pytest.mark.parametrize(("decorator", "kept"), [("@torch.jit.script\n", False), ("", True)])
+def test_a_number_is_not_passed_to_a_wrapped_function(decorator: str, kept: bool) -> None:
+    """``@torch.jit.script`` takes a tensor where its parameter has no annotation: a Python int there is a
+    TypeError in eager (VITS' ``fused_add_tanh_sigmoid_multiply``)."""
+    src = _RANGE_SRC.format(use="h = gate(h, n)") + f"\n\n{decorator}def gate(h, k):\n    return h[:, :k]\n"
+    res = fix_source(src, "t.py", [diag("MND310", 6, 9)], FixOptions(unsafe=True))
+    assert ("_mend_kept" in res.fixed) is kept, res.fixed
+    if not kept:
+        assert any("is wrapped by `@torch.jit.script`" in r.reason for r in res.remaining), \
+            [r.reason for r in res.remaining]
+
+
 def test_a_range_read_as_a_size_is_repaired_with_the_builder() -> None:
     src = _RANGE_SRC.format(use="h = h[:, :n] * 2")
     res = fix_source(src, "t.py", [diag("MND311", 7, 16)], FixOptions(unsafe=True))

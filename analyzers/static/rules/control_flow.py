@@ -104,7 +104,16 @@ register(
             "from a tensor the file builds from Python numbers (`cache_position = torch.arange(past, past + n)` "
             "then `if cache_position[0] > 0:`, directly or through a name, a parameter or a `self.` attribute "
             "the number is passed to) is repaired first by keeping a Python copy beside the tensor and reading "
-            "it (MND310's repair; **unsafe**).",
+            "it (MND310's repair; **unsafe**). A branch whose only statement sets a mask to None when the "
+            "mask is all ones (`if not torch.any(~patch_mask): patch_mask = None`, Mamba's `mamba_mask = "
+            "attention_mask; if ... or torch.all(attention_mask == 1): mamba_mask = None`), a fast path for a "
+            "mask that masks nothing, keeps the mask under compile: its all-ones test becomes `not "
+            "torch.compiler.is_compiling() and <test>` (eager evaluates the original test, the other operands "
+            "still decide under compile). **Unsafe**: under compile a mask of ones is applied (an attention "
+            "bias of zeros, a product with ones) where eager skips it, and a kernel chosen for a masked call "
+            "can round differently; it relies on the meaning the code's own test gives the mask. Matched only "
+            "where the tested name says it is a mask, the test is not under `not`, and the name set to None "
+            "is the mask or a copy made just before the `if`.",
         ),
     ),
     Rule(
