@@ -136,10 +136,9 @@ def _copied_just_before(block: list[cst.BaseStatement], node: cst.If, target: st
     """The last statement before ``node`` that writes ``target`` or ``mask`` is ``target = mask``."""
     before = block[:block.index(node)] if node in block else []
     for stmt in reversed(before):
-        body = body_statements(cst.IndentedBlock(body=[stmt])) if isinstance(stmt, cst.SimpleStatementLine) else None
-        if body is None:
+        if not isinstance(stmt, cst.SimpleStatementLine):
             return False  # a compound statement may write either name
-        for s in reversed(body):
+        for s in reversed(stmt.body):
             if isinstance(s, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
                 targets = [t.target for t in s.targets] if isinstance(s, cst.Assign) else [s.target]
                 written = {code(t) for t in targets}

@@ -46,6 +46,14 @@ def test_a_copy_made_just_before_is_dropped_too() -> None:
     assert "if not torch.compiler.is_compiling() and torch.all(attention_mask == 1):" in res.fixed
 
 
+def test_a_copy_of_an_older_mask_is_not_taken_for_the_tested_one() -> None:
+    src = _SRC.format(test="torch.all(attention_mask == 1)", target="mamba_mask").replace(
+        "    mamba_mask = attention_mask\n", "    mamba_mask = attention_mask\n    attention_mask = attention_mask[:, 1:]\n")
+    res = fix_source(src, "t.py", [diag("MND201", 8, 5)], FixOptions(unsafe=True))
+    assert res.fixed == src
+    assert "is not `attention_mask` nor a copy" in res.remaining[0].reason, res.remaining[0].reason
+
+
 def test_without_unsafe_fixes_nothing_changes() -> None:
     src, res = _fix("torch.all(attention_mask == 1)", unsafe=False)
     assert res.fixed == src and res.remaining[0].unsafe_available
