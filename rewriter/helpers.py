@@ -40,6 +40,16 @@ def _mend_routed_store(t, mask, rows):
     mask = mask.reshape(mask.shape + (1,) * (t.dim() - mask.dim()))
     t.copy_(torch.where(mask, rows, t))
 ''',
+    "_mend_grouped_rows": '''
+def _mend_grouped_rows(ids, modules, x):
+    """Each row of ``x`` through the module its id picks from ``modules``, with static shapes (added by mend
+    fix): every module runs on every row, each row takes its own id's output. No rows: no runs to
+    concatenate, an error as in the original."""
+    if x.shape[0] == 0:
+        torch.cat([], 0)
+    outs = torch.stack([m(x) for m in modules], 0)
+    return outs[ids.long(), torch.arange(x.shape[0], device=x.device)]
+''',
     "_mend_tolist_len": '''
 def _mend_tolist_len(t):
     """``len(t.tolist())`` without the list: ``t.shape[0]`` (added by mend fix). The list of a 0-d

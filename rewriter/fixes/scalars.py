@@ -36,6 +36,7 @@ from mend.rewriter.fixes.base import fixer
 from mend.rewriter.fixes.capture import capture_plan
 from mend.rewriter.fixes.control_flow import fix_branch, validation_plan
 from mend.rewriter.fixes.expert_split import expert_split_plan
+from mend.rewriter.fixes.grouped_rows import grouped_rows_plan
 from mend.rewriter.fixes.moe import expert_loop_plan, routed_store_plan
 
 
@@ -328,9 +329,10 @@ def fix_dynamic_op(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     call = ctx.find(cst.Call, diag)
     if call is None:
         return Decline(diag, "could not find the call at this position")
-    routing = expert_loop_plan(ctx, diag, call)
-    if routing is not None:
-        return routing
+    for specific in (expert_loop_plan, grouped_rows_plan):
+        routing = specific(ctx, diag, call)
+        if routing is not None:
+            return routing
     store = _mask_store_plan(ctx, diag, call)
     if store is not None:
         return store

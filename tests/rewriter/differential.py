@@ -181,6 +181,7 @@ FIX_KINDS: list[tuple[str, str]] = [
     (r"^`t\[torch\.where\(m\)\] = v`", "mask-store"),
     (r"^a routed store", "routed-store"),
     (r"^a mask of all ones set to None", "mask-drop"),
+    (r"^rows routed by runs of equal ids", "grouped-rows"),
     (r"`copy\.deepcopy\(t\)`", "deepcopy"),
     (r"^fold the module's integer buffers", "int-fold"),
     (r"^numpy on Python numbers -> math", "numpy-numbers"),
@@ -592,6 +593,9 @@ ALLOWANCES: list[Allowance] = [
               "docs/rules/MND305.md: under compile, equal up to floating-point reduction order"),
     Allowance("routed-store", "unsafe", "compiled", "value", _reduction_order,
               "docs/rules/MND305.md: under compile the expert runs on every row, a matmul over more rows may "
+              "round differently (within float tolerance)"),
+    Allowance("grouped-rows", "unsafe", "compiled", "value", _reduction_order,
+              "docs/rules/MND304.md: under compile every module runs on every row, a matmul over more rows may "
               "round differently (within float tolerance)"),
     *[Allowance("item-tensor", "unsafe", "both", kind, _promoted,
                 "docs/rules/MND301.md: the 0-d tensor keeps its dtype: arithmetic on it rounds in that dtype "

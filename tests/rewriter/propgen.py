@@ -556,6 +556,30 @@ def routed_store(draw, env: _Env) -> tuple[str, list[str]]:
 
 
 @st.composite
+def grouped_rows(draw, env: _Env) -> tuple[str, list[str]]:
+    """X-MOD-style routing: runs of equal ids (``torch.unique_consecutive``) split the rows, each run goes
+    through the module its id names; module programs (function programs add a row-wise minimum instead)."""
+    t = draw(st.sampled_from(env.names))
+    if env.kind != "module":
+        return "grouped-rows", [f"{t} = {t} + x.amin(-1, keepdim=True)"]
+    i = env.fresh("")
+    env.init += [f"self.adapters{i} = nn.ModuleDict({{k: nn.Linear({WIDTH}, {WIDTH}) for k in ('en', 'de', 'fr')}})"]
+    ids, counts, chunks, outs, out = (env.fresh(s) for s in ("ids", "counts", "chunks", "outs", "routed"))
+    j, k, chunk, name = (env.fresh(s) for s in ("j", "k", "chunk", "name"))
+    made = draw(st.sampled_from(["(x[:, 0] > 0).long()", "(x[:, 0] > 0).long() + (x[:, -1] > 0).long()",
+                                 "torch.zeros(x.shape[0], dtype=torch.long)"]))
+    return "grouped-rows", [f"{ids} = {made}",
+                            f"{ids}, {counts} = torch.unique_consecutive({ids}, return_counts=True)",
+                            f"{chunks} = torch.split(x, {counts}.tolist(), 0)",
+                            f"{outs} = []",
+                            f"for {j}, ({k}, {chunk}) in enumerate(zip({ids}, {chunks})):",
+                            f"    {name} = list(self.adapters{i}.keys())[int({k}.item())]",
+                            f"    {outs}.append(self.adapters{i}[{name}]({chunk}))",
+                            f"{out} = torch.cat({outs}, 0)",
+                            f"{t} = {t} + {out}"]
+
+
+@st.composite
 def mask_drop(draw, env: _Env) -> tuple[str, list[str]]:
     """A mask of all ones set to None as a fast path (idefics' patch mask, Mamba's state mask), read by
     code that treats a mask of ones as no mask; the mask derived from a tensor, so it is all ones for
@@ -627,6 +651,7 @@ BLOCKS = {
     "kept-range": kept_range,
     "routed-store": routed_store,
     "mask-drop": mask_drop,
+    "grouped-rows": grouped_rows,
     "constant-method": constant_method,
 }
 

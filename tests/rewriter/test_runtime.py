@@ -118,6 +118,8 @@ INPUTS = {
     "mask_drop": lambda: [(torch.randn(2, 5, 8), torch.ones(2, 5, dtype=torch.bool)),
                           (torch.randn(2, 5, 8), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)),
                           (torch.randn(1, 3, 8), torch.ones(1, 3, dtype=torch.bool))],
+    "grouped_rows": lambda: [(torch.randn(5, 3, 8), torch.tensor([0, 0, 2, 1, 1])), (torch.randn(1, 4, 8), torch.tensor([1])),
+                             (torch.randn(3, 2, 8), torch.tensor([2, 2, 0]))],
     "kept_range": lambda: [(torch.randn(2, 5, 8), torch.randn(2, 5, 8)), (torch.randn(1, 7, 8), None)],
     "kept_values": lambda: [(torch.randn(2, 4, 4, 4), torch.randn(2, 4, 2, 2)),
                             (torch.randn(1, 4, 6, 2), torch.randn(1, 4, 3, 1))],

@@ -175,7 +175,14 @@ register(
             "tolerance, not bitwise: more rows per matmul, `-0.0` can become `+0.0`; expert FLOPs grow by the "
             "number of experts; assumes experts treat rows independently). Declined when the indices are "
             "written through, read after the loop or used other than as read indices, the `index_add_` index "
-            "or an emptiness test. Other sites: dynamic-output capture for the site. " + SCOPED_CAPTURE,
+            "or an emptiness test. Rows routed by runs of equal ids (X-MOD's adapters: `ids, counts = "
+            "torch.unique_consecutive(ids, return_counts=True)`, `torch.split(h, counts.tolist(), 0)`, a loop "
+            "applying `self.d[list(self.d.keys())[int(id.item())]]` to each chunk, `torch.cat` of the outputs) "
+            "keep the routing in eager; under compile the ids stay one per row and every module of the dict "
+            "runs on every row, each row taking its own id's output (`_mend_grouped_rows`; **unsafe**: within "
+            "float tolerance, module FLOPs x number of modules, modules must treat rows independently; "
+            "declined where the runs, counts, chunks or outputs are read elsewhere). Other sites: "
+            "dynamic-output capture for the site. " + SCOPED_CAPTURE,
         ),
     ),
     Rule(
