@@ -16,9 +16,10 @@ from mend.zoo.specs import ModelSpec, family
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-# where a model type has no base model (MODEL_MAPPING), the task heads tried in this order, then any other
+# where a model type has no base model (MODEL_MAPPING), the task heads tried in this order, then any other; a
+# head the installed transformers lacks is skipped (VISION_2_SEQ became MULTIMODAL_LM in transformers 5)
 HEAD_ORDER = (
-    "CAUSAL_LM", "IMAGE_TEXT_TO_TEXT", "VISION_2_SEQ", "SEQ_TO_SEQ_CAUSAL_LM", "SPEECH_SEQ_2_SEQ",
+    "CAUSAL_LM", "IMAGE_TEXT_TO_TEXT", "VISION_2_SEQ", "MULTIMODAL_LM", "SEQ_TO_SEQ_CAUSAL_LM", "SPEECH_SEQ_2_SEQ",
     "TEXT_TO_WAVEFORM", "TEXT_TO_SPECTROGRAM", "DEPTH_ESTIMATION", "SEMANTIC_SEGMENTATION",
     "UNIVERSAL_SEGMENTATION", "KEYPOINT_DETECTION", "BACKBONE", "IMAGE", "OBJECT_DETECTION", "MASK_GENERATION",
     "PRETRAINING", "MASKED_LM",
@@ -35,7 +36,7 @@ def model_class_name(model_type: str) -> str:
     if fam.model_class:
         return fam.model_class
     mappings = [("", auto.MODEL_MAPPING_NAMES)]
-    mappings += [(h, getattr(auto, f"MODEL_FOR_{h}_MAPPING_NAMES")) for h in HEAD_ORDER]
+    mappings += [(h, getattr(auto, f"MODEL_FOR_{h}_MAPPING_NAMES", {})) for h in HEAD_ORDER]
     mappings += sorted((n, getattr(auto, n)) for n in dir(auto) if n.startswith("MODEL_FOR_") and n.endswith("_NAMES"))
     for _, names in mappings:
         name = names.get(model_type)
