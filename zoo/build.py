@@ -65,22 +65,27 @@ def config_dict(spec: ModelSpec, p: Profile, base: Any = None) -> dict[str, Any]
 
 @functools.cache
 def _init_params(cls: type) -> frozenset[str]:
-    return frozenset(inspect.signature(cls.__init__).parameters)
+    """The ``__init__`` parameters of a config class; a private field behind a property (transformers 5's
+    ``_out_features`` behind ``out_features``) also by its public name, the one ``to_dict`` writes."""
+    names = inspect.signature(cls.__init__).parameters
+    return frozenset(names) | {n.lstrip("_") for n in names if n.startswith("_")}
 
 
 def init_kwargs(d: dict[str, Any], config: Any) -> dict[str, Any]:
     """What to pass back to ``config``'s class (``d`` is its shrunk dict): its own ``__init__`` parameters, and
     PretrainedConfig's attributes where they differ from PretrainedConfig's defaults, likewise in every
-    sub-config. What a config computes in ``__init__`` (``stage_names``, ``qk_head_dim``...) is dropped:
-    passed back, the value computed from the original sizes would win over the one from the shrunk sizes."""
+    sub-config of the same type (one of another type, a timm backbone replaced, is passed whole). What a config
+    computes in ``__init__`` (``stage_names``, ``qk_head_dim``...) is dropped: passed back, the value computed
+    from the original sizes would win over the one from the shrunk sizes."""
     from transformers import PretrainedConfig
 
     base = _base_attributes()
     params = _init_params(type(config))
     out = {}
     for k, v in d.items():
-        sub = getattr(config, k, None)
-        if is_subconfig(v) and isinstance(sub, PretrainedConfig):
+        # only sub-configs are read from the config (transformers 5 raises on a per-layer attribute read whole)
+        sub = getattr(config, k, None) if is_subconfig(v) else None
+        if isinstance(sub, PretrainedConfig) and sub.model_type == v["model_type"]:
             out[k] = init_kwargs(v, sub)
         elif k in params or k == "model_type" or is_subconfig(v) or (k in base and base[k] != v):
             out[k] = v

@@ -11,11 +11,13 @@ dicts of multimodal and encoder-decoder models):
   head dims, feed-forward sizes, vocabularies, experts, position tables, image and patch sizes;
 * per-stage lists of hierarchical models keep their length and widths: depths become 1, heads at most 2;
 * lists with one entry per layer (``layer_types``, a per-layer ``attention_window``) are cut to the new
-  number of layers, and layer indices (``out_indices``, ``global_attn_indexes``) are clamped into it;
+  number of layers, and layer indices (``out_indices``, ``global_attn_indexes``)
+  are clamped into it;
 * special token ids at or above the new vocabulary are remapped below it, consistently over the whole
   tree (an ``image_token_index`` of the top config and the text config's ids stay distinct);
 * divisibility is restored: heads divide the hidden size, key/value heads divide the heads;
-* options that need a package or a download the zoo does without are switched off (:data:`SWITCHES`).
+* options that need a package or a download the zoo does without are switched off (:data:`SWITCHES`), and
+  timm backbone sub-configs become transformers backbones (:data:`TIMM_BACKBONES`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import copy
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from mend.zoo.profiles import Profile
@@ -63,10 +66,19 @@ _COMPILED = [(re.compile(p), f) for p, f in RULES]
 # settings that need a package or a download the zoo does without (timm backbones, CUDA-only Mamba kernels)
 # (a set option -> what replaces it: a timm backbone becomes the config's default transformers backbone)
 SWITCHES: dict[str, dict[str, Any]] = {
-    "torch_dtype": {"torch_dtype": "float32"},  # a model builds in float32 and is cast to the zoo's dtype
+    # a model builds in float32 and is cast to the zoo's dtype (the key is ``dtype`` from transformers 5 on)
+    "torch_dtype": {"torch_dtype": "float32"},
+    "dtype": {"dtype": "float32"},
     "use_timm_backbone": {"use_timm_backbone": False, "backbone": None, "backbone_kwargs": None},
     "use_pretrained_backbone": {"use_pretrained_backbone": False},
     "use_mamba_kernels": {"use_mamba_kernels": False},
+}
+
+# a timm backbone that a config writes as a sub-config (transformers 5: DETR's ``resnet50``) -> the transformers
+# backbone the config builds where timm is switched off (transformers 4 builds it itself)
+TIMM_BACKBONES: dict[str, dict[str, Any]] = {
+    "resnet50": {"model_type": "resnet", "out_features": ["stage4"]},
+    "swin_tiny_patch4_window7_224": {"model_type": "swin", "out_indices": [2, 3, 4]},
 }
 
 # per-stage lists of hierarchical models (their length is the number of stages and stays); their widths stay
@@ -225,6 +237,13 @@ def _restore_divisibility(d: dict[str, Any]) -> None:
             d[kk] = math.gcd(heads, d[kk])
 
 
+def _without_timm(d: dict[str, Any]) -> None:
+    """Timm backbone sub-configs become their transformers backbone (:data:`TIMM_BACKBONES`)."""
+    for k, v in d.items():
+        if is_subconfig(v) and v["model_type"] == "timm_backbone" and v.get("backbone") in TIMM_BACKBONES:
+            d[k] = dict(TIMM_BACKBONES[v["backbone"]])
+
+
 def _walk(d: dict[str, Any], fn: Callable[[dict[str, Any]], None]) -> None:
     fn(d)
     for v in d.values():
@@ -237,18 +256,31 @@ def shrink(config: dict[str, Any], p: Profile) -> dict[str, Any]:
     d = copy.deepcopy(config)
     remap = token_remap(d, p.vocab)
     _remap_ids(d, remap)
+    _walk(d, _without_timm)
     _walk(d, lambda level: _shrink_one(level, p))
     return d
 
 
+@dataclass(frozen=True)
+class IfPresent:
+    """An override set only where the config dict has its leaf: a field of one transformers version that
+    another computes in ``__init__`` (and so drops from the dict)."""
+
+    value: Any
+
+
 def set_path(d: dict[str, Any], path: str, value: Any) -> None:
     """Set ``"vision_config.image_size"``-style dotted paths in a config dict (creating nothing but the leaf;
-    a path through a sub-config that is still None is skipped)."""
+    a path through a sub-config that is still None is skipped, and an :class:`IfPresent` leaf that is absent)."""
     *parents, leaf = path.split(".")
     for part in parents:
         if d[part] is None:  # a sub-config the config creates only in __init__ (set on the second pass)
             return
         d = d[part]
+    if isinstance(value, IfPresent):
+        if leaf not in d:
+            return
+        value = value.value
     d[leaf] = value(d) if callable(value) else value
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mend.zoo.profiles import profile
-from mend.zoo.shrink import apply_overrides, shrink, token_ids
+from mend.zoo.shrink import IfPresent, apply_overrides, shrink, token_ids
 
 TINY = profile("tiny")
 
@@ -85,12 +85,25 @@ def test_options_needing_missing_packages_are_switched_off():
     assert out["use_pretrained_backbone"] is False
 
 
+def test_a_timm_backbone_sub_config_becomes_the_transformers_backbone():
+    timm = {"model_type": "timm_backbone", "backbone": "resnet50", "out_indices": [1, 2, 3, 4]}
+    out = shrink({"model_type": "detr", "backbone_config": timm, "dtype": "bfloat16"}, TINY)
+    assert out["backbone_config"] == {"model_type": "resnet", "out_features": ["stage4"]}
+    assert out["dtype"] == "float32"  # transformers 5's name of torch_dtype
+
+
 def test_overrides_take_dotted_paths_and_callables():
     d = {"model_type": "x", "text_config": {"model_type": "y", "vocab_size": 10}, "backbone_config": None}
     apply_overrides(d, {"text_config.rope_scaling": {"type": "default"}, "image_token_index": lambda top:
                         top["text_config"]["vocab_size"] - 1, "backbone_config.window_size": 2})
     assert d["text_config"]["rope_scaling"] == {"type": "default"} and d["image_token_index"] == 9
     assert d["backbone_config"] is None  # created only in the config's __init__: skipped
+
+
+def test_an_if_present_override_sets_only_a_leaf_the_dict_has():
+    d = {"model_type": "x", "layer_types": ["a", "a"]}
+    apply_overrides(d, {"layer_types": IfPresent(["a", "b"]), "layers_block_type": IfPresent(["a", "b"])})
+    assert d == {"model_type": "x", "layer_types": ["a", "b"]}
 
 
 def test_real_profile_is_larger_than_tiny():
