@@ -11,7 +11,7 @@ dicts of multimodal and encoder-decoder models):
   head dims, feed-forward sizes, vocabularies, experts, position tables, image and patch sizes;
 * per-stage lists of hierarchical models keep their length and widths: depths become 1, heads at most 2;
 * lists with one entry per layer (``layer_types``, a per-layer ``attention_window``) are cut to the new
-  number of layers, and layer indices (``out_indices``, ``global_attn_indexes``)
+  number of layers (keeping every layer kind), and layer indices (``out_indices``, ``global_attn_indexes``)
   are clamped into it;
 * special token ids at or above the new vocabulary are remapped below it, consistently over the whole
   tree (an ``image_token_index`` of the top config and the text config's ids stay distinct);
@@ -219,10 +219,22 @@ def _follow_layers(d: dict[str, Any], old_layers: set[int], new_layers: int) -> 
         elif LAYER_INDICES.match(k) and all(_is_int(x) for x in v):
             d[k] = sorted({min(x, new_layers - 1) if x >= 0 else x for x in v})
         elif len(v) in old_layers and not STAGE_DEPTHS.match(k):
-            d[k] = v[:new_layers]
+            d[k] = _cut_layers(v, new_layers)
     if "out_indices" in d:  # backbones recompute their stage names from the layers
         d.pop("stage_names", None)
         d["out_features"] = None
+
+
+def _cut_layers(v: list[Any], n: int) -> list[Any]:
+    """The first ``n`` entries of a per-layer list; a list of layer kinds keeps every kind it had (a hybrid whose
+    first layers are all linear attention keeps an attention layer): the first layer of each lost kind replaces
+    the last entries."""
+    cut = v[:n]
+    if all(isinstance(x, str) for x in v):
+        lost = list(dict.fromkeys(x for x in v if x not in cut))
+        if lost and len(lost) < n:
+            cut = cut[:n - len(lost)] + lost
+    return cut
 
 
 def _restore_divisibility(d: dict[str, Any]) -> None:

@@ -41,6 +41,12 @@ def test_per_layer_lists_are_cut_and_layer_indices_moved_inside():
     assert out["attention_window"] == [TINY.window, TINY.window]
 
 
+def test_a_cut_list_of_layer_kinds_keeps_every_kind():
+    kinds = ["linear"] * 3 + ["full"] + ["linear"] * 4
+    assert shrink({"model_type": "x", "num_hidden_layers": 8, "layer_types": kinds}, TINY)["layer_types"] == [
+        "linear", "full"]
+
+
 def test_backbone_out_indices_keep_their_count_and_stage_names_are_recomputed():
     d = {"model_type": "dinov2", "num_hidden_layers": 12, "out_indices": [3, 6, 9, 12],
          "out_features": ["stage3", "stage6", "stage9", "stage12"], "stage_names": ["stem"] + [f"stage{i}" for i in range(1, 13)]}
