@@ -242,12 +242,13 @@ def _anyres(out, **_):
 
 
 def _packed_image_tokens(model, config, inputs):
-    """LLaVA-NeXT: features per image after packing (tiles unpadded, newline tokens added)."""
+    """LLaVA-NeXT: features per image after packing (tiles unpadded, newline tokens added); transformers 5's
+    ``get_image_features`` packs them itself (its ``pooler_output``)."""
     import inspect
 
     import torch
 
-    from mend.zoo.inputs import config_attr
+    from mend.zoo.inputs import config_attr, feature_counts
 
     inner = getattr(model, "model", model)
     strategy = config_attr(config, "vision_feature_select_strategy")
@@ -255,12 +256,19 @@ def _packed_image_tokens(model, config, inputs):
         feats = inner.get_image_features(inputs["pixel_values"], inputs["image_sizes"],
                                          vision_feature_layer=config_attr(config, "vision_feature_layer"),
                                          vision_feature_select_strategy=strategy)
+        if getattr(feats, "pooler_output", None) is not None:
+            return feature_counts(feats.pooler_output, len(inputs["pixel_values"]))
         known = {"vision_feature_select_strategy": strategy, "image_newline": inner.image_newline,
                  "vision_aspect_ratio": getattr(config, "vision_aspect_ratio", None)}
         names = inspect.signature(inner.pack_image_features).parameters
         _, lengths = inner.pack_image_features(feats, inputs["image_sizes"],
                                                **{k: v for k, v in known.items() if k in names and v is not None})
     return [int(n) for n in lengths]
+
+
+def _placed(model, config, inputs):
+    """No image tokens to add: the input hook placed them."""
+    return [0] * len(inputs["input_ids"])
 
 
 def _qwen_vl(out, *, config, gen, sizes, **_):
@@ -504,11 +512,11 @@ FAMILIES: dict[str, Family] = {
     "qwen2_vl": Family("rotary sections split the (shrunk) head dim; the model reads the vision start id from the "
                        "top config, where the default config lacks it", {
                            "text_config.rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
-                           "vision_start_token_id": 3}, pre_inputs=_qwen_vl),
+                           "vision_start_token_id": 3}, pre_inputs=_qwen_vl, image_tokens=_placed),
     "qwen2_5_vl": Family("as qwen2_vl; attention windows of the vision tower",
                          {"text_config.rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
                           "vision_start_token_id": 3, "vision_config.window_size": 16},
-                         pre_inputs=_qwen_vl),
+                         pre_inputs=_qwen_vl, image_tokens=_placed),
     "qwen2_vl_text": Family("rotary sections split the (shrunk) head dim",
                             {"rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}}),
     "qwen2_5_vl_text": Family("rotary sections split the (shrunk) head dim",

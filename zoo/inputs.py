@@ -149,13 +149,19 @@ def _required_by_image_features(model: Any) -> set[str]:
     return {n for n, p in inspect.signature(fn).parameters.items() if p.default is inspect.Parameter.empty}
 
 
+def image_features(result: Any) -> Any:
+    """The image features ``get_image_features`` returned: the result itself, or the ``pooler_output`` of the
+    model output it returns in transformers 5 (the vision tower's output with the projected features there)."""
+    pooled = getattr(result, "pooler_output", None)
+    return result if pooled is None else pooled
+
+
 def image_feature_counts(model: Any, config: Any, inputs: dict[str, Any]) -> list[int]:
     """Tokens each image becomes, from one call of the model's ``get_image_features`` (its other required
     arguments from the inputs or, by name, from the config: ``vision_feature_layer``...)."""
     import torch
 
     fn = _image_features_fn(model)
-    pixels = inputs["pixel_values"]
     kwargs = {}
     for name, prm in inspect.signature(fn).parameters.items():
         if name in inputs:
@@ -163,11 +169,15 @@ def image_feature_counts(model: Any, config: Any, inputs: dict[str, Any]) -> lis
         elif prm.default is inspect.Parameter.empty and prm.kind not in (prm.VAR_POSITIONAL, prm.VAR_KEYWORD):
             kwargs[name] = config_attr(config, name)
     with torch.no_grad():
-        feats = fn(**kwargs)
+        feats = image_features(fn(**kwargs))
+    return feature_counts(feats, int(inputs["pixel_values"].shape[0]))
+
+
+def feature_counts(feats: Any, images: int) -> list[int]:
+    """Tokens per image of image features: one tensor per image, or one tensor for all of them."""
     if isinstance(feats, (list, tuple)):  # one tensor per image: (tokens, dim)
         return [int(f.shape[0] if f.dim() == 2 else math.prod(f.shape[-3:-1]) if f.dim() == 4 else f.shape[-2])
                 for f in feats]
-    images = int(pixels.shape[0])
     if feats.dim() >= 3:  # (images, ..., dim): every middle dimension is tokens
         return [math.prod(feats.shape[1:-1])] * int(feats.shape[0])
     return [int(feats.shape[0]) // images] * images
