@@ -18,6 +18,9 @@ from mend.zoo.profiles import Profile
 from mend.zoo.specs import ModelSpec, family
 
 IMAGE_TOKEN_ATTRS = ("image_token_index", "image_token_id")
+# the modality of each token (transformers 5's mm_token_type_ids): 1 image, 2 video, 3 audio, else 0 (text)
+MODALITY_TOKEN_ATTRS = {1: IMAGE_TOKEN_ATTRS, 2: ("video_token_index", "video_token_id"),
+                        3: ("audio_token_index", "audio_token_id")}
 SUB_CONFIGS = ("text_config", "decoder", "vision_config", "audio_config", "encoder", "text_encoder",
                "speech_config", "encoder_config", "backbone_config")
 
@@ -125,12 +128,28 @@ def boxes(shape: tuple[int, ...], gen: Any) -> Any:
     return torch.cat([a, a + torch.randint(0, 500, (*shape, 2), generator=gen)], dim=-1)
 
 
-def image_token(config: Any) -> int | None:
-    for a in IMAGE_TOKEN_ATTRS:
+def _token(config: Any, attrs: tuple[str, ...]) -> int | None:
+    for a in attrs:
         v = getattr(config, a, None)
         if isinstance(v, int):
             return v
     return None
+
+
+def image_token(config: Any) -> int | None:
+    return _token(config, IMAGE_TOKEN_ATTRS)
+
+
+def modality_types(config: Any, ids: Any) -> Any:
+    """The modality of each text id: 0 text, else the kind of the special token it is (image, video, audio)."""
+    import torch
+
+    types = torch.zeros_like(ids)
+    for kind, attrs in MODALITY_TOKEN_ATTRS.items():
+        token = _token(config, attrs)
+        if token is not None:
+            types[ids == token] = kind
+    return types
 
 
 def _image_features_fn(model: Any) -> Any:
@@ -193,6 +212,18 @@ def with_image_tokens(ids: Any, token: int, counts: list[int]) -> Any:
     return torch.stack(rows)
 
 
+def cache_lacks_attention(config: Any) -> bool:
+    """Whether the cache transformers 5 builds from the decoder's layer kinds has no attention layer (a Mamba-only
+    Bamba or Jamba): its causal mask asks the cache for a sequence length, which only attention layers keep, and
+    fails. Such a model runs without a cache. (transformers 4 has no per-layer cache kinds.)"""
+    try:
+        from transformers.cache_utils import DYNAMIC_LAYER_TYPE_MAPPING, CacheLayerMixin, get_layer_types_and_kwargs
+    except ImportError:
+        return False
+    kinds, _ = get_layer_types_and_kwargs(config.get_text_config(decoder=True))
+    return not any(issubclass(DYNAMIC_LAYER_TYPE_MAPPING.get(k, CacheLayerMixin), CacheLayerMixin) for k in kinds)
+
+
 def make_inputs(model: Any, config: Any, spec: ModelSpec, p: Profile, dtype: Any = None, seed: int = 1) -> dict[str, Any]:
     """Keyword inputs for ``model(**inputs)``."""
     import torch
@@ -230,6 +261,10 @@ def make_inputs(model: Any, config: Any, spec: ModelSpec, p: Profile, dtype: Any
         out["bbox"] = boxes(out["input_ids"].shape, gen)
     if "attention_mask" in names and "input_ids" in out:
         out["attention_mask"] = torch.ones_like(out["input_ids"])
+    if "use_cache" in names and cache_lacks_attention(config):
+        out["use_cache"] = False
+    if "mm_token_type_ids" in names and "input_ids" in out:
+        out["mm_token_type_ids"] = modality_types(config, out["input_ids"])
     if fam.inputs is not None:
         out = fam.inputs(out, **hook_args)
     missing = [n for n in need if n not in out]
