@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mend.zoo.shrink import IfPresent
+
 
 @dataclass(frozen=True)
 class Family:
@@ -174,6 +176,22 @@ def _qformer_inputs(frames: int, token: str) -> Callable[..., dict[str, Any]]:
 
 def _last_text_id(d: dict[str, Any]) -> int:
     return int(d["text_config"]["vocab_size"]) - 1
+
+
+def _placed_image_token(model_class: str) -> Callable[[dict[str, Any]], int | None]:
+    """The image token id (the last text id) where ``model_class`` puts image features at image tokens in the
+    text (it has ``get_placeholder_mask``: transformers 5's BLIP-2); None (the default) where it puts them
+    before the text."""
+    def value(d: dict[str, Any]) -> int | None:
+        import transformers
+
+        return _last_text_id(d) if hasattr(getattr(transformers, model_class), "get_placeholder_mask") else None
+    return value
+
+
+def _query_tokens(model, config, inputs):
+    """One image token per Q-Former query token."""
+    return [config.num_query_tokens] * len(inputs["input_ids"])
 
 
 def _blip2_qformer(out, *, config, gen, sizes, **_):
@@ -471,8 +489,11 @@ FAMILIES: dict[str, Family] = {
     "gemma3_text": Family(STATIC_CACHE, inputs=_no_cache),
     "mamba": Family(STATIC_CACHE, inputs=_no_cache),
     "falcon_mamba": Family(STATIC_CACHE, inputs=_no_cache),
-    "zamba": Family("the layer pattern starts with two Mamba layers and a hybrid one; attention runs on the hidden "
-                    "state concatenated with the embeddings", {"num_hidden_layers": 3, "attention_hidden_size": 128}),
+    "zamba": Family("the layer pattern starts with two Mamba layers and a hybrid one; transformers 5 keeps the "
+                    "pattern in a field (else cut to the shrunk layers) and ties the hybrid layers' shared attention "
+                    "to a second hybrid layer, which it needs; attention runs on the hidden state concatenated with "
+                    "the embeddings", {"num_hidden_layers": 3, "attention_hidden_size": 128,
+                                       "layers_block_type": IfPresent(["linear_attention", "hybrid", "hybrid"])}),
     "align": Family("image embeddings are the vision tower's pooled output: the projection must match its width",
                     {"projection_dim": 640}),
     "csm": Family("text only: audio needs its per-row cut-offs", inputs=lambda out, **_: {
@@ -555,6 +576,9 @@ FAMILIES: dict[str, Family] = {
     "seggpt": Family("a prompt image and its mask, stacked above the input: the model's height is twice the "
                      "image's; prompt and input merge before the first feature layer",
                      {"image_size": [128, 64], "merge_index": 0}, inputs=_seggpt),
+    "blip-2": Family("the Q-Former's outputs take the place of image tokens (transformers 5), one per query token; "
+                     "the default config has no id for them", {"image_token_index": _placed_image_token("Blip2Model")},
+                     image_tokens=_query_tokens),
     "instructblip": Family("the Q-Former's own text ids; image tokens (the default config has no id for them)",
                            {"image_token_index": _last_text_id}, inputs=_qformer_inputs(1, "image_token_index")),
     "instructblipvideo": Family("the Q-Former's own text ids; image tokens (the default config has no id for "
