@@ -63,20 +63,23 @@ def config_dict(spec: ModelSpec, p: Profile, base: Any = None) -> dict[str, Any]
     return apply_overrides(d, dict(spec.config))
 
 
+# what a backbone config takes whatever its signature says (transformers 5 takes it as a private field or a
+# keyword its __post_init__ reads); passed back where set
+BACKBONE_OUTPUTS = frozenset({"out_features", "out_indices"})
+
+
 @functools.cache
 def _init_params(cls: type) -> frozenset[str]:
-    """The ``__init__`` parameters of a config class; a private field behind a property (transformers 5's
-    ``_out_features`` behind ``out_features``) also by its public name, the one ``to_dict`` writes."""
-    names = inspect.signature(cls.__init__).parameters
-    return frozenset(names) | {n.lstrip("_") for n in names if n.startswith("_")}
+    return frozenset(inspect.signature(cls.__init__).parameters)
 
 
 def init_kwargs(d: dict[str, Any], config: Any) -> dict[str, Any]:
-    """What to pass back to ``config``'s class (``d`` is its shrunk dict): its own ``__init__`` parameters, and
-    PretrainedConfig's attributes where they differ from PretrainedConfig's defaults, likewise in every
-    sub-config of the same type (one of another type, a timm backbone replaced, is passed whole). What a config
-    computes in ``__init__`` (``stage_names``, ``qk_head_dim``...) is dropped: passed back, the value computed
-    from the original sizes would win over the one from the shrunk sizes."""
+    """What to pass back to ``config``'s class (``d`` is its shrunk dict): its own ``__init__`` parameters, the
+    :data:`BACKBONE_OUTPUTS` that are set, and PretrainedConfig's attributes where they differ from
+    PretrainedConfig's defaults, likewise in every sub-config of the same type (one of another type, a timm
+    backbone replaced, is passed whole). What a config computes in ``__init__`` (``stage_names``,
+    ``qk_head_dim``...) is dropped: passed back, the value computed from the original sizes would win over the
+    one from the shrunk sizes."""
     from transformers import PretrainedConfig
 
     base = _base_attributes()
@@ -88,6 +91,8 @@ def init_kwargs(d: dict[str, Any], config: Any) -> dict[str, Any]:
         if isinstance(sub, PretrainedConfig) and sub.model_type == v["model_type"]:
             out[k] = init_kwargs(v, sub)
         elif k in params or k == "model_type" or is_subconfig(v) or (k in base and base[k] != v):
+            out[k] = v
+        elif k in BACKBONE_OUTPUTS and v is not None:
             out[k] = v
     return out
 
