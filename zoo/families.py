@@ -515,8 +515,8 @@ FAMILIES: dict[str, Family] = {
     "zamba2": Family("the layer kinds are a list: one Mamba layer, one hybrid (shared attention) layer",
                      {"layers_block_type": ["mamba", "hybrid"]}),
     "zoedepth": Family("the bottleneck is as wide as the (shrunk) fusion stages", {"bottleneck_features": 64}),
-    "chameleon": Family("the model maps its image vocabulary at construction; text only", {
-        "vocabulary_map": {"<image>": 3}}),
+    "chameleon": Family("the model maps its image vocabulary at construction; text only (transformers 5's config "
+                        "names an image token)", {"vocabulary_map": {"<image>": 3}}, pre_inputs=_text_only),
     "emu3": Family("the model maps its image vocabulary at construction; text only", {
         "vocabulary_map": {"<image>": 3, "<|extra_200|>": 4}}, pre_inputs=_text_only),
     "seamless_m4t": Family("text to text: speech input is the other, exclusive mode", pre_inputs=_text_to_text),

@@ -169,10 +169,13 @@ def _required_by_image_features(model: Any) -> set[str]:
 
 
 def image_features(result: Any) -> Any:
-    """The image features ``get_image_features`` returned: the result itself, or the ``pooler_output`` of the
-    model output it returns in transformers 5 (the vision tower's output with the projected features there)."""
-    pooled = getattr(result, "pooler_output", None)
-    return result if pooled is None else pooled
+    """The image features ``get_image_features`` returned: the result itself, or from the model output it
+    returns in transformers 5 (the vision tower's), its ``pooler_output`` (where the model puts the projected
+    features) else its ``last_hidden_state`` (Llama 4)."""
+    for name in ("pooler_output", "last_hidden_state"):
+        if getattr(result, name, None) is not None:
+            return getattr(result, name)
+    return result
 
 
 def image_feature_counts(model: Any, config: Any, inputs: dict[str, Any]) -> list[int]:
