@@ -124,6 +124,16 @@ def torch_dtype(name: str) -> Any:
         raise ValueError(f"unknown dtype {name!r}; choose from {', '.join(DTYPES)}") from None
 
 
+def as_config_class(name: str | None, config: Any) -> Any:
+    """``config`` as an instance of the named config class (the same settings), where a family names one."""
+    import transformers
+
+    own = getattr(transformers, name) if name else None
+    if own is None or isinstance(config, own):
+        return config
+    return own(**{k: v for k, v in config.to_dict().items() if k != "model_type"})
+
+
 def build_model(spec: ModelSpec, dtype: str = "fp32", p: Profile | str = "tiny", seed: int = 0) -> tuple[Any, Any]:
     """(model in eval mode with random weights, its config)."""
     import torch
@@ -134,6 +144,7 @@ def build_model(spec: ModelSpec, dtype: str = "fp32", p: Profile | str = "tiny",
     if fam.subconfig:
         config = getattr(config, fam.subconfig)
     cls = getattr(transformers, spec.model_class or model_class_name(spec.model_type))
+    config = as_config_class(fam.config_class, config)
     torch.manual_seed(seed)
     if hasattr(config, "_attn_implementation_internal"):
         model = cls._from_config(config, **fam.model_kwargs).eval()

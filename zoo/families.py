@@ -22,6 +22,7 @@ class Family:
     config: Mapping[str, Any] = field(default_factory=dict)  # dotted path -> value, after shrinking
     base_config: Callable[[], dict[str, Any]] | None = None  # kwargs of a composite config without defaults
     model_class: str | None = None
+    config_class: str | None = None  # the config class the model class takes, where the type's own is another
     subconfig: str | None = None  # build the model from this sub-config (a sub-model of a composite type)
     model_kwargs: Mapping[str, Any] = field(default_factory=dict)  # extra arguments of the model class
     sizes: Mapping[str, int] = field(default_factory=dict)  # input sizes other than the profile's: batch, seq...
@@ -625,10 +626,11 @@ FAMILIES: dict[str, Family] = {
                               base_config=lambda: {"encoder": _defaults("bert"), "decoder": _decoder("bert")}),
     "vision-encoder-decoder": Family("no default parts: ViT encoder, GPT-2 decoder",
                                      base_config=lambda: {"encoder": _defaults("vit"), "decoder": _decoder("gpt2")}),
-    "nougat": Family("no default parts: Donut-Swin encoder, mBART decoder (as the released model)",
+    "nougat": Family("no default parts: Donut-Swin encoder, mBART decoder (as the released model); a vision "
+                     "encoder-decoder config (transformers 5 has a Nougat config class, which the model refuses)",
                      {"encoder.window_size": 2},
                      base_config=lambda: {"encoder": _defaults("donut-swin"), "decoder": _decoder("mbart")},
-                     model_class="VisionEncoderDecoderModel"),
+                     model_class="VisionEncoderDecoderModel", config_class="VisionEncoderDecoderConfig"),
     "speech-encoder-decoder": Family("no default parts: wav2vec2 encoder, BERT decoder",
                                      base_config=lambda: {"encoder": _defaults("wav2vec2"), "decoder": _decoder("bert")},
                                      inputs=_waveform_only),
