@@ -303,7 +303,9 @@ def _qwen_vl(out, *, config, gen, sizes, **_):
     out["image_grid_thw"] = torch.tensor([[1, grid, grid]] * b)
     tokens = grid * grid // v.spatial_merge_size ** 2
     ids = with_image_tokens(out["input_ids"], config.image_token_id, [tokens] * b)
-    ids[:, 0] = config.vision_start_token_id  # the rotary index finds images after their start token
+    start = getattr(config, "vision_start_token_id", None)  # the rotary index finds images after their start token
+    if start is not None:
+        ids[:, 0] = start
     out["input_ids"], out["attention_mask"] = ids, torch.ones_like(ids)
     return out
 
@@ -430,6 +432,8 @@ GENERIC = Family("no entry: the generic shrinker and input generator do")
 STATIC_CACHE = ("no cache: the default cache is made inside forward and calls torch._dynamo.mark_static_address, "
                 "which Dynamo refuses to trace (torch.compile raises)")
 
+UNSET = "the default config leaves a size unset (None) that the model reads"
+
 SWIN_WINDOW = "at 64 pixels the last stage is 2x2: a larger window than that breaks the relative position bias"
 
 FAMILIES: dict[str, Family] = {
@@ -539,6 +543,12 @@ FAMILIES: dict[str, Family] = {
                          {"text_config.rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
                           "vision_start_token_id": 3, "vision_config.window_size": 16},
                          pre_inputs=_qwen_vl, image_tokens=_placed),
+    "qwen3_vl": Family("flattened patches with their grid, as qwen2_vl", pre_inputs=_qwen_vl, image_tokens=_placed),
+    "qwen3_vl_moe": Family("flattened patches with their grid, as qwen2_vl", pre_inputs=_qwen_vl,
+                           image_tokens=_placed),
+    "glm4v": Family("flattened patches with their grid, as qwen2_vl; rotary sections split the (shrunk) head dim",
+                    {"text_config.rope_parameters.mrope_section": [2, 3, 3]}, pre_inputs=_qwen_vl,
+                    image_tokens=_placed),
     "qwen2_vl_text": Family("rotary sections split the (shrunk) head dim",
                             {"rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}}),
     "qwen2_5_vl_text": Family("rotary sections split the (shrunk) head dim",
@@ -556,6 +566,10 @@ FAMILIES: dict[str, Family] = {
     "patchtst": Family("past values of the context length", inputs=_patch_time_series),
     "patchtsmixer": Family("past values of the context length", inputs=_patch_time_series),
     "timesfm": Family("past values, their padding and a frequency class", inputs=_timesfm),
+    "ministral": Family(UNSET, {"head_dim": 16}),
+    "hunyuan_v1_dense": Family(UNSET, {"head_dim": 16}),
+    "deepseek_v2": Family(UNSET, {"num_experts_per_tok": 2}),
+    "dots1": Family(UNSET, {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1}),
     # ---- inputs: what the forward signature does not tell
     "retribert": Family("query and document ids, not input_ids; the BERT encoders read position_embedding_type, "
                         "which the config does not declare",
