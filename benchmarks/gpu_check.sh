@@ -6,6 +6,8 @@
 #   bash benchmarks/gpu_check.sh 2   # GPU tests, micro-benchmarks (tall reduction, matmul epilogues), zoo fp32
 #   bash benchmarks/gpu_check.sh 3   # (optional) the zoo's training rows, fp32 then bf16; bf16 matmul tuning
 #                                    # in the background against at the first launch (micro-benchmark, in the log)
+#   bash benchmarks/gpu_check.sh 5   # the repair zoo on the machine's own transformers: every type, original
+#   FROM=fixzoo_all_bf16.json bash benchmarks/gpu_check.sh 6   # its breaking rows: original, safe, unsafe
 #
 # Each part stops starting work at its deadline (PART_SECONDS, default 520) so the command ends within 9
 # minutes; the zoo lists the models it had no time for as skipped. Logs and tables go to $OUT (default
@@ -93,8 +95,26 @@ case "$PART" in
     set -- ${DTYPES:-bf16 fp32}
     while [ $# -gt 0 ]; do zoo "$1" "${ROWS:?ROWS=a,b names the rows}" $(( ($# - 1) * $(left) / $# )); shift; done
     ;;
+5)
+    # the repair zoo (python benchmarks/zoo.py) on this machine's own transformers, every model type, original
+    # source only: which rows break (DTYPE, default bf16); needs libcst (carried as a wheel)
+    "$PY" -c "import libcst" || { echo "FATAL: libcst does not import (carry it as a wheel)"; exit 2; }
+    D=${DTYPE:-bf16}
+    timeout $(( $(left) - 15 )) "$PY" benchmarks/zoo.py --sources original --device cuda --dtype "$D" \
+        --jobs "${JOBS:-14}" --timeout 240 --json "$OUT/fixzoo_all_$D.json" > "$OUT/fixzoo_all_$D.txt" 2>&1
+    echo "zoo exit $?"; grep -v "^\[" "$OUT/fixzoo_all_$D.txt" | tail -40
+    ;;
+6)
+    # the rows that break (FROM: part 5's json), original against the safe and the unsafe repair
+    "$PY" -c "import libcst" || { echo "FATAL: libcst does not import (carry it as a wheel)"; exit 2; }
+    D=${DTYPE:-bf16}
+    timeout $(( $(left) - 15 )) "$PY" benchmarks/zoo.py --subset breaking --from-json "${FROM:?FROM=part 5 json}" \
+        --sources original,safe,unsafe --scope traced --device cuda --dtype "$D" --jobs "${JOBS:-14}" --timeout 240 \
+        --json "$OUT/fixzoo_breaking_$D.json" > "$OUT/fixzoo_breaking_$D.txt" 2>&1
+    echo "zoo exit $?"; grep -v "^\[" "$OUT/fixzoo_breaking_$D.txt" | tail -60
+    ;;
 *)
-    echo "usage: gpu_check.sh 1|2|3|4"; exit 2
+    echo "usage: gpu_check.sh 1|2|3|4|5|6"; exit 2
     ;;
 esac
 echo "== done in $(( $(date +%s) - START )) s"

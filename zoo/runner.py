@@ -151,6 +151,11 @@ def _failed(spec: ModelSpec, source: str, settings: Settings, status: str, error
                   dtype=settings.dtype, profile=settings.profile, status=status, error=error)
 
 
+def _device_broken(rec: Record) -> bool:
+    """The row failed with a CUDA error, after which the worker's device context is unusable."""
+    return bool(rec.error) and ("CUDA error" in rec.error or rec.error.startswith("AcceleratorError"))
+
+
 def _slot(queue: _Queue, sources: dict[str, SourceInfo], settings: Settings, out: Path, results: list[Record],
           progress: Callable[[Record], None], slot: int) -> None:
     worker: Worker | None = None
@@ -165,6 +170,9 @@ def _slot(queue: _Queue, sources: dict[str, SourceInfo], settings: Settings, out
                 worker = None
                 worker = Worker(sources[source], settings, out, out / f"worker-{slot}-{source}-{started}.log")
             rec = worker.ask(spec.name, settings.timeout)
+            if _device_broken(rec):  # a CUDA error sticks to the process: the next row gets a fresh one
+                worker.close()
+                worker = None
         except WorkerDied as exc:
             worker = None
             rec = _failed(spec, source, settings, exc.status, str(exc))

@@ -36,6 +36,17 @@ from mend.zoo.reasons import reason_class  # noqa: E402
 _DTYPE_HINTS = ("not implemented for 'Half'", "not implemented for 'BFloat16'", '"Half"', '"BFloat16"')
 
 
+def _to_device(value: Any, device: str) -> Any:
+    """``value`` with every tensor in it (also in lists, tuples and dicts) on ``device``."""
+    if hasattr(value, "to") and hasattr(value, "device"):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_device(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_device(v, device) for k, v in value.items()}
+    return value
+
+
 def last_line(exc: BaseException) -> str:
     """``Type: message`` on one line (a multi-line message joined), at most 300 characters."""
     return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
@@ -108,10 +119,9 @@ class Runner:
             rec.model_class = spec.model_class or model_class_name(spec.model_type)
             model, config = self._stage(rec, "build", lambda: build_model(spec, self.dtype, p))
             rec.params = sum(t.numel() for t in model.parameters())
-            model = model.to(self.device)
-            stage = "inputs"
+            stage = "inputs"  # made beside the model where it was built (some run a model part to count tokens)
             inputs = self._stage(rec, "inputs", lambda: make_inputs(model, config, spec, p, torch_dtype(self.dtype)))
-            inputs = {k: v.to(self.device) if hasattr(v, "to") else v for k, v in inputs.items()}
+            model, inputs = model.to(self.device), _to_device(inputs, self.device)
             fresh = _copy(model)
             stage = "eager"
             with LineRecorder(self.tf_dir) as ran:

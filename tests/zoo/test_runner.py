@@ -47,3 +47,18 @@ def test_dynamo_capture_setting_switches_capture_on_in_the_workers(tmp_path):
         assert rec.status == R.OK and res.settings["capture"] is capture
         seen[capture] = {b.gb_type for b in rec.breaks}
     assert item in seen[False] and item not in seen[True]
+
+
+@pytest.mark.parametrize(("error", "broken"), [
+    ("AcceleratorError: CUDA error: device-side assert triggered", True),
+    ("RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx(`", True),
+    ("RuntimeError: Unsupported dtype BFloat16", False),
+    ("", False),
+])
+def test_a_cuda_error_retires_the_worker(error, broken):
+    """A CUDA error sticks to the worker's device context: every later row of that worker would fail with it."""
+    from mend.zoo.runner import _device_broken
+
+    rec = R.Record(name="m", model_type="m", variant=None, source="original", dtype="bf16", profile="tiny",
+                   status=R.EAGER_ERROR if error else R.OK, error=error or None)
+    assert _device_broken(rec) is broken

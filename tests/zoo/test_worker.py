@@ -36,3 +36,14 @@ def test_a_model_that_cannot_be_copied_is_compiled_itself() -> None:
 
     model = Uncopyable()
     assert _copy(model) is model
+
+
+def test_inputs_move_to_the_device_also_inside_lists_and_dicts():
+    torch = pytest.importorskip("torch")
+    from mend.zoo.worker import _to_device
+
+    t = torch.ones(2)
+    moved = _to_device({"a": t, "b": [t, (t, 3)], "c": {"d": t}, "e": "text"}, "meta")
+    assert moved["a"].device.type == "meta" and moved["b"][0].device.type == "meta"
+    assert isinstance(moved["b"][1], tuple) and moved["b"][1][0].device.type == "meta" and moved["b"][1][1] == 3
+    assert moved["c"]["d"].device.type == "meta" and moved["e"] == "text"
