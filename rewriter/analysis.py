@@ -94,11 +94,14 @@ def eager_else(torch: str, eager: Sequence[cst.BaseStatement],
                   leading_lines=first.leading_lines)
 
 
-def _import_nodes(body: Sequence[cst.CSTNode]) -> Iterator[cst.CSTNode]:
-    """Import statements at module level, also inside top-level if/try blocks (TYPE_CHECKING, fallbacks)."""
+def _import_nodes(body: Sequence[cst.CSTNode], typing_only: bool = True) -> Iterator[cst.CSTNode]:
+    """Import statements at module level, also inside top-level if/try blocks (fallbacks, and ``if
+    TYPE_CHECKING:`` unless ``typing_only`` is False: those bind nothing when the module runs)."""
     for stmt in body:
         if isinstance(stmt, cst.SimpleStatementLine):
             yield from (s for s in stmt.body if isinstance(s, (cst.Import, cst.ImportFrom)))
+        elif isinstance(stmt, cst.If) and not typing_only and code(stmt.test).endswith("TYPE_CHECKING"):
+            continue
         elif isinstance(stmt, (cst.If, cst.Try)):
             blocks = [stmt.body]
             if isinstance(stmt, cst.If) and stmt.orelse is not None:
@@ -107,28 +110,35 @@ def _import_nodes(body: Sequence[cst.CSTNode]) -> Iterator[cst.CSTNode]:
                 blocks += [h.body for h in stmt.handlers]
             for block in blocks:
                 if isinstance(block, cst.IndentedBlock):
-                    yield from _import_nodes(block.body)
+                    yield from _import_nodes(block.body, typing_only)
 
 
 def _asname(alias: cst.ImportAlias) -> str | None:
     return alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else None
 
 
+def _bindings(nodes: Iterator[cst.CSTNode]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for node in nodes:
+        if isinstance(node, cst.Import):
+            pairs = [import_binding(dotted(alias.name) or "", _asname(alias)) for alias in node.names]
+        elif isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None \
+                and not isinstance(node.names, cst.ImportStar):
+            base = dotted(node.module) or ""
+            pairs = [from_import_binding(base, dotted(alias.name) or "", _asname(alias)) for alias in node.names]
+        else:
+            continue  # relative imports: the module's own name is not known here
+        names.update(pairs)
+    return names
+
+
 class ImportMap:
-    """Local name -> qualified module path, from a module's top-level imports."""
+    """Local name -> qualified module path, from a module's top-level imports (``names``, for reading
+    the code; ``runtime``: those bound when the module runs, without ``if TYPE_CHECKING:`` ones)."""
 
     def __init__(self, module: cst.Module) -> None:
-        self.names: dict[str, str] = {}
-        for node in _import_nodes(module.body):
-            if isinstance(node, cst.Import):
-                pairs = [import_binding(dotted(alias.name) or "", _asname(alias)) for alias in node.names]
-            elif isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None \
-                    and not isinstance(node.names, cst.ImportStar):
-                base = dotted(node.module) or ""
-                pairs = [from_import_binding(base, dotted(alias.name) or "", _asname(alias)) for alias in node.names]
-            else:
-                continue  # relative imports: the module's own name is not known here
-            self.names.update(pairs)
+        self.names = _bindings(_import_nodes(module.body))
+        self.runtime = _bindings(_import_nodes(module.body, typing_only=False))
 
     def qualify(self, expr: cst.BaseExpression) -> str | None:
         """Qualified dotted name of a Name/Attribute chain (``F.relu`` -> ``torch.nn.functional.relu``);
@@ -142,8 +152,9 @@ class ImportMap:
         return text
 
     def local_name_for(self, target: str) -> str | None:
-        """A local spelling that resolves to ``target`` (``torch`` -> ``torch``), if imported."""
-        for local, full in self.names.items():
+        """A local spelling that resolves to ``target`` (``torch`` -> ``torch``), if imported where the
+        module runs (code mend writes uses it)."""
+        for local, full in self.runtime.items():
             if full == target:
                 return local
         return None

@@ -10,6 +10,7 @@ parse is discarded: the file keeps the last good text and the failure is reporte
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Iterable, Sequence  # noqa: F401
 from dataclasses import dataclass, field
 from typing import Any
@@ -518,12 +519,52 @@ def apply_plans(ctx: FileContext, plans: Sequence[Plan]) -> str:
     return module.code
 
 
-def _validate(text: str, path: str) -> str | None:
+def _validate(text: str, path: str, original: str) -> str | None:
     try:
         compile(text, path, "exec", dont_inherit=True)
     except (cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
         return f"{type(exc).__name__}: {exc}"
+    early = _reads_before_binding(text) - _reads_before_binding(original)
+    if early:
+        func, name = sorted(early)[0]
+        return (f"`{name}` would be read in {func}() before the function's own `import {name}` or assignment "
+                "(UnboundLocalError)")
     return None
+
+
+def _reads_before_binding(text: str) -> set[tuple[str, str]]:
+    """(function, name) where a function reads a name on a line before its own first binding of it: the
+    name is local to the whole function, so the read raises UnboundLocalError (code mend writes reads
+    ``torch``, which a function may import itself further down)."""
+    out = set()
+    for fn in ast.walk(ast.parse(text)):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        bound: dict[str, int] = {}
+        read: dict[str, int] = {}
+        declared: set[str] = set()
+        for node in _own_nodes(fn):
+            if isinstance(node, (ast.Global, ast.Nonlocal)):
+                declared.update(node.names)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    name = alias.asname or alias.name.split(".")[0]
+                    bound[name] = min(bound.get(name, node.lineno), node.lineno)
+            elif isinstance(node, ast.Name):
+                seen = bound if isinstance(node.ctx, (ast.Store, ast.Del)) else read
+                seen[node.id] = min(seen.get(node.id, node.lineno), node.lineno)
+        out |= {(fn.name, n) for n, line in read.items() if n in bound and line < bound[n] and n not in declared}
+    return out
+
+
+def _own_nodes(fn: ast.AST):
+    """The nodes of a function's body, not those of functions, lambdas or classes nested in it."""
+    stack = list(ast.iter_child_nodes(fn))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
 
 
 def fix_source(
@@ -564,9 +605,9 @@ def fix_source(
         if not plans:
             break
         new = apply_plans(ctx, plans)
-        problem = _validate(new, path)
+        problem = _validate(new, path, current)
         if problem is not None:
-            result.error = f"a repair produced code that does not parse ({problem}); file left unchanged"
+            result.error = f"a repair produced code that does not parse or run ({problem}); file left unchanged"
             result.fixed = source
             result.applied = []
             return result
