@@ -527,8 +527,7 @@ def _validate(text: str, path: str, original: str) -> str | None:
     early = _reads_before_binding(text) - _reads_before_binding(original)
     if early:
         func, name = sorted(early)[0]
-        return (f"`{name}` would be read in {func}() before the function's own `import {name}` or assignment "
-                "(UnboundLocalError)")
+        return f"`{name}` would be read in {func}() before the function binds it itself (UnboundLocalError)"
     return None
 
 
@@ -540,7 +539,10 @@ def _reads_before_binding(text: str) -> set[tuple[str, str]]:
     for fn in ast.walk(ast.parse(text)):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        bound: dict[str, int] = {}
+        a = fn.args
+        params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *([a.vararg] if a.vararg else []),
+                  *([a.kwarg] if a.kwarg else [])]
+        bound: dict[str, int] = {p.arg: 0 for p in params}  # bound on entry
         read: dict[str, int] = {}
         declared: set[str] = set()
         for node in _own_nodes(fn):

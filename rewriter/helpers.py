@@ -90,7 +90,8 @@ def _mend_fold(fn, *args):
     return out.tolist() if isinstance(out, torch.Tensor) else out
 
 
-_mend_fold.active = False
+# torch before 2.13 fails while tracing where a module is handed to assume_constant_result (see _mend_constant)
+_mend_fold.active = tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13)
 ''',
     "_mend_constant": '''
 @torch._dynamo.assume_constant_result
@@ -105,7 +106,9 @@ def _mend_constant(fn, *args):
         _mend_constant.active = False
 
 
-_mend_constant.active = False
+# torch before 2.13 fails while tracing (InternalTorchDynamoError: a module is not a constant) where a module
+# is handed to assume_constant_result: there the method runs as written, its breaks stay
+_mend_constant.active = tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13)
 ''',
     "_mend_captured": '''
 def _mend_captured(fn):

@@ -91,3 +91,17 @@ def test_a_class_with_integer_buffers_leaves_sites_they_do_not_feed_to_the_fold(
     res = fix_source(src, "t.py", [diag("MND310", line, 16)], FixOptions(unsafe=True))
     assert "return _mend_constant(Positions.embeds, self, n, device)" in res.fixed
     assert "_mend_fold" not in res.fixed
+
+
+@pytest.mark.parametrize("helper", ["_mend_constant", "_mend_fold"])
+@pytest.mark.parametrize(("version", "folds"), [("2.11.0+cu130", False), ("2.12.1", False), ("2.13.0+cpu", True),
+                                                ("3.0.0", True)])
+def test_the_fold_runs_the_method_as_written_on_a_torch_before_2_13(helper, version, folds, monkeypatch) -> None:
+    """torch 2.11 fails while tracing (InternalTorchDynamoError: a module is not a constant) where a module is
+    handed to assume_constant_result: there the folded method runs its original code (``.active``)."""
+    from mend.rewriter.helpers import HELPER_SOURCES
+
+    monkeypatch.setattr(torch, "__version__", version)
+    ns: dict = {"torch": torch}
+    exec(HELPER_SOURCES[helper], ns)
+    assert ns[helper].active is (not folds)

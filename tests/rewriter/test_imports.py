@@ -41,4 +41,4 @@ def test_a_repair_that_would_read_torch_before_the_functions_own_import_leaves_t
     src = _SRC.format(late="        import torch\n        x = torch.relu(x)\n")
     res = fix_source(src, "t.py", [diag("MND102", 14, 9)], FixOptions())
     assert res.fixed == src and res.applied == []
-    assert "would be read in forward() before the function's own `import torch`" in res.error
+    assert "`torch` would be read in forward() before the function binds it itself" in res.error
