@@ -163,8 +163,8 @@ def _split_site(ctx: FileContext, cls: cst.ClassDef, func: cst.FunctionDef) -> _
         if parts is None:
             continue
         chunks, inputs, sizes = parts
-        out = _empty_list(init)
-        if out is None or not isinstance(loop, cst.For) or _cat(ctx, cat, out) is None:
+        out = empty_list(init)
+        if out is None or not isinstance(loop, cst.For) or concatenated(ctx, cat, out) is None:
             continue
         if not _row_wise_loop(ctx, loop, chunks, out):
             continue
@@ -207,12 +207,12 @@ def _split(stmt: cst.CSTNode, params: list[str]) -> tuple[str, str, str] | None:
     return chunks, value.func.value.value, args[0].value.value
 
 
-def _empty_list(stmt: cst.CSTNode) -> str | None:
+def empty_list(stmt: cst.CSTNode) -> str | None:
     a = _assign_to_name(stmt)
     return a[0] if a is not None and isinstance(a[1], cst.List) and not a[1].elements else None
 
 
-def _cat(ctx: FileContext, stmt: cst.CSTNode, out: str) -> str | None:
+def concatenated(ctx: FileContext, stmt: cst.CSTNode, out: str) -> str | None:
     """``results = torch.cat(out, dim=0)``: the name of the result."""
     a = _assign_to_name(stmt)
     if a is None or not isinstance(a[1], cst.Call) or ctx.imports.qualify(a[1].func) != "torch.cat":
@@ -248,7 +248,7 @@ def _site_edits(ctx: FileContext, site: _SplitSite, torch: str) -> list:
     split, init, loop, cat = site.stmts
     chunks = _assign_to_name(split)[0]
     result = _assign_to_name(cat)[0]
-    out = _empty_list(init)
+    out = empty_list(init)
     target = loop.target.value
     index = f"{chunks}[{target}]"
 

@@ -43,6 +43,7 @@ import libcst as cst
 from mend.analyzers.diagnostic import Diagnostic
 from mend.rewriter.analysis import code, eager_else, names_in, parse_stmt, strip_parens
 from mend.rewriter.engine import Decline, FileContext, Plan
+from mend.rewriter.fixes.expert_split import concatenated, empty_list
 
 _WHY = ("rows routed by runs of equal ids: under compile every module runs on every row and each row takes "
         "its own id's output (unsafe: within float tolerance; module FLOPs x number of modules)")
@@ -163,7 +164,7 @@ def grouped_rows_plan(ctx: FileContext, diag: Diagnostic, call: cst.Call) -> Pla
     if not isinstance(block, cst.IndentedBlock) or not isinstance(ctx.parent(block), cst.FunctionDef):
         return None  # a function's own body: what runs after it is the rest of that block
     try:
-        routing = _routing(stmt, runs, list(block.body), torch)
+        routing = _routing(ctx, stmt, runs, list(block.body), torch)
     except _NotRouted as exc:
         return Decline(diag, f"routing by runs of ids not rewritten: {exc}")
     if routing is None:
@@ -179,8 +180,8 @@ def grouped_rows_plan(ctx: FileContext, diag: Diagnostic, call: cst.Call) -> Pla
     return Plan(diag, _WHY, "unsafe", edits, imports=imports, helpers=["_mend_grouped_rows"])
 
 
-def _routing(stmt: cst.SimpleStatementLine, runs: tuple[str, str, str], block: list[cst.BaseStatement],
-             torch: str) -> _Routing | None:
+def _routing(ctx: FileContext, stmt: cst.SimpleStatementLine, runs: tuple[str, str, str],
+             block: list[cst.BaseStatement], torch: str) -> _Routing | None:
     """The routing that follows ``stmt`` in ``block``; None when no split by its counts follows."""
     ids, runs_name, counts = runs
     after = block[block.index(stmt) + 1:]
@@ -189,20 +190,19 @@ def _routing(stmt: cst.SimpleStatementLine, runs: tuple[str, str, str], block: l
         return None
     chunks, inputs = _split(after[at], counts, torch)
     init, loop, cat = after[at + 1: at + 4]
-    out = _assigned(init)
-    if out is None or len(out[0]) != 1 or code(out[1]) != "[]" or not isinstance(loop, cst.For):
+    out = empty_list(init)
+    if out is None or not isinstance(loop, cst.For):
         raise _NotRouted("the chunks are not collected by a loop into a new list")
-    result = _assigned(cat)
-    if result is None or len(result[0]) != 1 or code(result[1]).replace("dim=", "") not in (
-            f"{torch}.cat({out[0][0]}, 0)", f"{torch}.cat({out[0][0]})"):
+    result = concatenated(ctx, cat, out)
+    if result is None:
         raise _NotRouted("the outputs are not concatenated along the rows right after the loop")
-    modules = _loop_modules(loop, runs_name, chunks, out[0][0])
+    modules = _loop_modules(loop, runs_name, chunks, out)
     stmts = [after[at], init, loop, cat]
     between = after[:at]
     if names_in(cst.Module(body=between)) & {runs_name, counts}:
         raise _NotRouted("the runs or the counts are read before the split")
     loop_names = names_in(loop.target) | {_assigned(loop.body.body[0])[0][0]}
-    later = names_in(cst.Module(body=after[at + 4:])) & ({runs_name, counts, chunks, out[0][0]} | loop_names)
+    later = names_in(cst.Module(body=after[at + 4:])) & ({runs_name, counts, chunks, out} | loop_names)
     if later:
         raise _NotRouted(f"`{sorted(later)[0]}` is read after the routing")
-    return _Routing(stmt, ids, (runs_name, counts), stmts, inputs, modules, result[0][0])
+    return _Routing(stmt, ids, (runs_name, counts), stmts, inputs, modules, result)
