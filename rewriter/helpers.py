@@ -254,14 +254,19 @@ def _mend_kept(t, dims):
 ''',
     "_mend_where": '''
 def _mend_where(cond, new, old):
-    """``new if cond else old`` as one tensor op while torch.compile traces (added by mend fix).
+    """``new if cond else old`` as tensor ops while torch.compile traces (added by mend fix).
 
     torch.where when both sides are tensors of one shape, dtype and device and the condition is one
-    element, all decided while tracing; otherwise the original selection (a graph break there)."""
-    if (isinstance(cond, torch.Tensor) and isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor)
-            and cond.numel() == 1 and new.shape == old.shape and new.dtype == old.dtype
-            and new.device == old.device):
-        return torch.where(cond.reshape(()), new, old)
+    element; tuples and lists of one length element by element, None on both sides as it is; all
+    decided while tracing; otherwise the original selection (a graph break there)."""
+    if isinstance(cond, torch.Tensor) and cond.numel() == 1:
+        if (isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor) and new.shape == old.shape
+                and new.dtype == old.dtype and new.device == old.device):
+            return torch.where(cond.reshape(()), new, old)
+        if type(new) in (tuple, list) and type(old) is type(new) and len(new) == len(old):
+            return type(new)(_mend_where(cond, a, b) for a, b in zip(new, old))
+        if new is None and old is None:
+            return None
     return new if cond else old  # noqa: MND201
 ''',
     "_mend_same": '''

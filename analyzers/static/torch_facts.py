@@ -46,6 +46,9 @@ NON_TENSOR_TORCH = frozenset(
 # data-dependent (the analyzer treats it like a tensor), but it has no tensor form (the rewriter
 # cannot select with it).
 DATA_BOOL_TORCH = frozenset({"torch.equal", "torch.allclose", "torch.is_nonzero"})
+# torch checks that read a tensor's values as a Python bool (`cond._is_all_true().item()`) and raise when it
+# is False: a graph break unless the scalar is captured, where the check becomes a runtime assert.
+TENSOR_CHECKS = frozenset({"torch._check_tensor_all", "torch._check_tensor_all_with"})
 
 
 def returns_tensor(qual: str) -> bool:
@@ -259,7 +262,8 @@ NUMPY_MATH = {f"numpy.{n}": f"math.{n}" for n in ("log", "log1p", "log2", "log10
 NUMPY_ROUNDING = {"numpy.ceil": "math.ceil", "numpy.floor": "math.floor", "numpy.trunc": "math.trunc"}
 # ... and builtins by their number of positional arguments (`np.sum(plan)` -> `sum(plan)`)
 NUMPY_BUILTINS = {"numpy.sum": ("sum", 1), "numpy.prod": ("math.prod", 1), "numpy.abs": ("abs", 1),
-                  "numpy.absolute": ("abs", 1), "numpy.maximum": ("max", 2), "numpy.minimum": ("min", 2)}
+                  "numpy.absolute": ("abs", 1), "numpy.maximum": ("max", 2), "numpy.minimum": ("min", 2),
+                  "numpy.lcm": ("math.lcm", 2), "numpy.gcd": ("math.gcd", 2)}
 # `.astype(...)` targets that make a numpy number a Python int or float
 NUMPY_INT_TYPES = frozenset({"int", "'int'", '"int"', '"int64"', '"int32"', "np.int64", "np.int32", "np.intp",
                              "numpy.int64", "numpy.int32", "numpy.intp"})

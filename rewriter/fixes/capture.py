@@ -180,6 +180,13 @@ def _flow_problem(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) ->
     return _consumer_problem(ctx, node, not _makes_number(node), depth)
 
 
+def _array_index(sub: cst.Subscript) -> bool:
+    """``x[:, :n]``, ``x[..., i]``, ``x[None, i]``: an index only an array takes (a Python sequence takes one
+    integer or slice)."""
+    return len(sub.slice) > 1 or any(isinstance(e.slice, cst.Index) and (
+        isinstance(e.slice.value, cst.Ellipsis) or code(e.slice.value) == "None") for e in sub.slice)
+
+
 def _makes_number(node: cst.CSTNode) -> bool:
     """``node`` turns a tensor into Python numbers (``.item()``, ``.tolist()``, ``int(t)``); otherwise the
     captured value is a tensor, whose size may come from the data."""
@@ -270,7 +277,8 @@ def _consumer_problem(ctx: FileContext, node: cst.CSTNode, sized: bool, depth: i
         return _argument_problem(ctx, ctx.parent(parent), sized, depth)
     if isinstance(parent, (cst.Index, cst.Slice)):
         sub = next((a for a in ctx.ancestors(parent) if isinstance(a, cst.Subscript)), None)
-        if sub is not None and not ctx.facts(ctx.enclosing_function(node)).is_tensor(sub.value):
+        if sub is not None and not ctx.facts(ctx.enclosing_function(node)).is_tensor(sub.value) \
+                and not _array_index(sub):
             return "the captured value indexes a Python sequence, which needs a concrete number"
         return None
     if isinstance(parent, (cst.Return, cst.Yield)):  # a tensor of data-dependent size is an ordinary output

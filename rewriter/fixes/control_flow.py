@@ -63,7 +63,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.analyzers.static.torch_facts import BOOL_OPS, FLOAT_DTYPES, TOTAL_ELEMENTWISE
+from mend.analyzers.static.torch_facts import BOOL_OPS, FLOAT_DTYPES, TOTAL_ELEMENTWISE, is_compiling_call
 from mend.rewriter.analysis import (
     FunctionFacts,
     body_statements,
@@ -79,7 +79,7 @@ from mend.rewriter.analysis import (
     walk,
 )
 from mend.rewriter.engine import Decline, FileContext, Plan
-from mend.rewriter.fixes import buffer_select, mask_drop
+from mend.rewriter.fixes import buffer_select, fallback_select, mask_drop
 from mend.rewriter.fixes.base import fixer
 from mend.rewriter.fixes.kept_values import kept_values_plan
 
@@ -334,7 +334,13 @@ def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFac
     dropped = _fix_mask_drop(ctx, diag, node, torch, imports)
     if dropped is not None:
         return dropped
-    chain = _read_chain(ctx, node, facts)
+    try:
+        chain = _read_chain(ctx, node, facts)
+    except _Declined:  # no repair of the chain itself: an early return of another implementation's result?
+        fallback = _fix_fallback(ctx, diag, node, facts, lower, torch, imports)
+        if fallback is not None:
+            return fallback
+        raise
     if chain.needs_cond:
         if chain.returns:
             raise _Declined("a branch with submodule calls returns; torch.cond is applied only to "
@@ -385,6 +391,38 @@ def _fix_mask_drop(ctx: FileContext, diag: Diagnostic, node: cst.If, torch: str,
                         [(drop.test, new)], imports=imports)
         branch = branch.orelse if isinstance(branch.orelse, cst.If) else None
     return None
+
+
+def _fix_fallback(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFacts, lower: _Lower,
+                  torch: str, imports: list) -> Plan | None:
+    """An early ``return`` of another implementation's result: under compile, with gradients off, both are
+    computed and the final ``return`` selects (eager keeps the branch). See
+    :mod:`mend.rewriter.fixes.fallback_select`."""
+    from mend.rewriter.fixes.side_effects import _is_reporting_call
+
+    def is_report(call: cst.Call) -> bool:
+        qual = ctx.imports.qualify(call.func) or ""
+        return _is_reporting_call(ctx, call) or code(call.func) == "_mend_emit" or is_compiling_call(qual)
+
+    found = fallback_select.match(ctx, node, is_report)
+    if found is None:
+        return None
+    if isinstance(found, str):
+        raise _Declined(found)
+    static_prefix, tail = _split_static_prefix(node.test, facts)
+    if not tail:
+        return None
+    if not all(facts.is_pure(_drop_item(t)) for t in tail):
+        raise _Declined("the fallback's test has calls mend cannot prove side-effect free")
+    cond = lower(_and_of(tail))
+    return Plan(diag, "a data-dependent fallback that returns early: under compile (gradients off) both "
+                      "results are computed and the final `return` selects with torch.where (eager keeps the "
+                      "branch)", "unsafe", fallback_select.rewrite(ctx, found, static_prefix, cond, torch),
+                imports=imports, helpers=["_mend_where"])
+
+
+def _and_of(ops: list[cst.BaseExpression]) -> cst.BaseExpression:
+    return ops[0] if len(ops) == 1 else parse_expr(" and ".join(f"({code(strip_parens(o))})" for o in ops))
 
 
 # --- may this chain be rewritten? ---------------------------------------------------------------

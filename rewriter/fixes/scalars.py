@@ -10,6 +10,8 @@
   compile, asynchronously on CUDA, and the comparison runs in the tensor's dtype).
 * ``float(t)``/``int(t)`` (MND302) in arithmetic with a tensor -> ``t`` (unsafe: 0-d tensor promotion
   differs from Python numbers for mixed int/float operands), else scalar capture for that site (unsafe).
+  A tensor check ``torch._check_tensor_all(cond)`` (MND302): scalar capture for the call, which Dynamo
+  then keeps as a runtime assert (unsafe: the error of a failing check depends on the backend).
 * ``len(t.tolist())`` (MND303) -> ``_mend_tolist_len(t)``: ``t.shape[0]``, and the original for a 0-d
   ``t`` (whose list is a number: ``len()`` raises TypeError there) (safe, exact).
 * ``t[mask].sum()`` / ``.mean()`` (MND305), with elementwise methods in between, ->
@@ -29,7 +31,7 @@ from dataclasses import replace
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.analyzers.static.torch_facts import ELEMENTWISE_METHODS, TOTAL_REDUCTIONS
+from mend.analyzers.static.torch_facts import ELEMENTWISE_METHODS, TENSOR_CHECKS, TOTAL_REDUCTIONS
 from mend.rewriter.analysis import code, is_number, parse_expr, strip_parens, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
@@ -248,6 +250,9 @@ def _in_branch_test(ctx: FileContext, call: cst.Call) -> bool:
 
 @fixer("MND302")
 def fix_number(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
+    check = ctx.find(cst.Call, diag, pred=lambda n: ctx.imports.qualify(n.func) in TENSOR_CHECKS)
+    if check is not None:
+        return _check_plan(ctx, diag, check)
     call = ctx.find(cst.Call, diag, pred=lambda n: isinstance(n.func, cst.Name)
                     and n.func.value in {"float", "int", "bool"} and len(n.args) == 1)
     if call is None:
@@ -263,6 +268,24 @@ def fix_number(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
                     [(call, arg)])
     return capture_plan(ctx, diag, call, "capture_scalar_outputs",
                               "the Python number is used outside tensor arithmetic")
+
+
+def _check_plan(ctx: FileContext, diag: Diagnostic, check: cst.Call) -> Plan | Decline:
+    """``torch._check_tensor_all(cond[, message])``: scalar capture for the call, unless its message is a
+    closure over names (Dynamo takes only a message function whose closure holds constants)."""
+    message = next((a.value for a in check.args if a.keyword is not None and a.keyword.value == "message"), None)
+    position = 3 if ctx.imports.qualify(check.func).endswith("_with") else 2
+    if message is None and len(check.args) >= position and check.args[position - 1].keyword is None:
+        message = check.args[position - 1].value
+    if message is not None and not (isinstance(message, cst.Lambda) and not _names_in(message.body)):
+        return Decline(diag, "the check's message reads names (Dynamo takes only a message function whose closure "
+                             "holds constants; capture would break there again)")
+    return capture_plan(ctx, diag, check, "capture_scalar_outputs", "the check reads the tensor's values as a "
+                                                                    "Python bool")
+
+
+def _names_in(node: cst.CSTNode) -> bool:
+    return any(isinstance(n, cst.Name) for n in walk(node))
 
 
 @fixer("MND303")

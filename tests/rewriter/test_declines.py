@@ -99,17 +99,6 @@ CASES = {
                     x = x * 2
                 return x
         """, "no elif"),
-    "torch.cond: branch returns": ("MND201", 8, """
-        import torch
-        class M(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.proj = torch.nn.Linear(4, 4)
-            def forward(self, x: torch.Tensor):
-                if x.sum() > 0:
-                    return self.proj(x)
-                return x
-        """, "not moved into torch.cond"),
     "augmented assignment": ("MND201", 4, """
         import torch
         def f(x: torch.Tensor):
@@ -363,6 +352,18 @@ CASES = {
             n = np.log1p(x.size(0)).item()
             return x * n
         """, "`math` names something else"),
+    "tensor check with a message reading a tensor": ("MND302", 3, """
+        import torch
+        def f(x: torch.Tensor):
+            torch._check_tensor_all(x > 0, lambda: f"{x.shape[0]} rows")
+            return x
+        """, "message reads names"),
+    "tensor check with a message that is not a lambda": ("MND302", 3, """
+        import torch
+        def f(x: torch.Tensor, explain):
+            torch._check_tensor_all_with(ValueError, x > 0, explain)
+            return x
+        """, "message reads names"),
     "deepcopy with memo": ("MND108", 4, """
         import copy
         import torch
@@ -572,3 +573,18 @@ def test_validation_or_operand_is_computed_where_the_check_fires_anyway() -> Non
     res = fix_source(src, "t.py", [diag("MND203", 3, 5)], FixOptions(unsafe=True))
     assert [a.code for a in res.applied] == ["MND203"]
     assert "torch._assert_async(torch.logical_not(torch.logical_or(" in res.fixed
+
+
+def test_a_number_slicing_an_array_of_a_list_is_captured() -> None:
+    """``[w[:, :n] for w in weights]``: an index of two parts (or with ``None``/``...``) is one only an array
+    takes, so the captured number slices tensors there (reformer's axial position encodings); one integer
+    into a Python list still declines (the case above)."""
+    src = textwrap.dedent("""
+        import torch
+        def f(weights: list, position_ids: torch.Tensor):
+            n = position_ids.max().item()
+            columns = -(-(n + 1) // 4)
+            return torch.cat([w[:, :columns] for w in weights], dim=-1)
+        """).lstrip("\n")
+    res = fix_source(src, "t.py", [diag("MND301", 3, 9)], FixOptions(unsafe=True))
+    assert "    n = _mend_captured(lambda: position_ids.max().item())\n" in res.fixed, res.remaining

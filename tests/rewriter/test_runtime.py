@@ -86,6 +86,15 @@ def _inf(shape, dtype=torch.float32):
     return t
 
 
+def _key_mask(batch, n, masked_rows):
+    """An additive attention mask masking the last key of every row, and every key of ``masked_rows``."""
+    mask = torch.zeros(batch, n, n)
+    mask[:, :, -1] = torch.finfo(torch.float32).min
+    for b in masked_rows:
+        mask[b] = torch.finfo(torch.float32).min
+    return mask
+
+
 g = torch.Generator().manual_seed(0)
 torch.manual_seed(0)
 INPUTS = {
@@ -120,6 +129,10 @@ INPUTS = {
                           (torch.randn(1, 3, 8), torch.ones(1, 3, dtype=torch.bool))],
     "grouped_rows": lambda: [(torch.randn(5, 3, 8), torch.tensor([0, 0, 2, 1, 1])), (torch.randn(1, 4, 8), torch.tensor([1])),
                              (torch.randn(3, 2, 8), torch.tensor([2, 2, 0]))],
+    "fallback_select": lambda: [(torch.randn(2, 5, 8), _key_mask(2, 5, masked_rows=())),
+                                (torch.randn(2, 5, 8), _key_mask(2, 5, masked_rows=(1,))),
+                                (torch.randn(3, 4, 8), None)],
+    "tensor_check": lambda: [(torch.randn(3, 5), torch.tensor([0, 4, 2])), (torch.randn(2, 4), torch.tensor([1, 1]))],
     "kept_range": lambda: [(torch.randn(2, 5, 8), torch.randn(2, 5, 8)), (torch.randn(1, 7, 8), None)],
     "kept_values": lambda: [(torch.randn(2, 4, 4, 4), torch.randn(2, 4, 2, 2)),
                             (torch.randn(1, 4, 6, 2), torch.randn(1, 4, 3, 1))],
@@ -619,3 +632,26 @@ def test_scoped_capture_leaves_the_rest_of_the_frame_as_it_was() -> None:
     _same(_eager(fn, calls), outs)
     assert not torch._dynamo.config.capture_scalar_outputs
     assert not torch._dynamo.config.capture_dynamic_output_shape_ops
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_a_failing_tensor_check_still_raises_under_compile(backend: str) -> None:
+    """A captured ``torch._check_tensor_all``/``_with`` is a runtime assert in the one graph: where the original
+    raised under compile, the repair raises too, its error or Dynamo's ``RuntimeError`` of a failed runtime
+    assertion (the documented difference), on every call after the first."""
+    cases = [(torch.randn(3, 5), torch.tensor([0, -1, 2])), (torch.full((2, 4), float("nan")), torch.tensor([1, 1])),
+             (torch.randn(2, 4), torch.tensor([-3, 1]))]
+    seen = {}
+    for kind in ("in", "out"):
+        torch._dynamo.reset()
+        f = _load("tensor_check", kind, backend)["f"]
+        f(torch.randn(3, 5), torch.tensor([0, 4, 2]))
+        seen[kind] = []
+        for args in cases:
+            with pytest.raises(Exception) as info:
+                f(*args)
+            seen[kind].append((info.type, str(info.value)))
+        assert f(torch.randn(2, 5), torch.tensor([3, 1])).shape == (2,)
+    assert [t for t, _ in seen["in"]] == [RuntimeError, ValueError, RuntimeError]
+    for before, after in zip(seen["in"], seen["out"], strict=True):
+        assert after == before or after[0] is RuntimeError, after

@@ -113,7 +113,17 @@ register(
             "bias of zeros, a product with ones) where eager skips it, and a kernel chosen for a masked call "
             "can round differently; it relies on the meaning the code's own test gives the mask. Matched only "
             "where the tested name says it is a mask, the test is not under `not`, and the name set to None "
-            "is the mask or a copy made just before the `if`.",
+            "is the mask or a copy made just before the `if`. An `if` at the top of a function body that only "
+            "reports and returns another implementation's result (`if mask is not None and (mask.mean(...) <= "
+            "finfo.min).any(): logger.warning_once(...); return super().forward(...)`, musicgen's SDPA "
+            "attention falling back to the written-out one), in a function whose one other `return` is its "
+            "last statement, when no repair of the branch itself applies: under compile with gradients off "
+            "the test's tensor part and the fallback's result are computed where the `if` stood, the rest runs "
+            "as written, and its `return` becomes `_mend_where(taken, fallback, own)`, tensor by tensor "
+            "through tuples (**unsafe**: both implementations run, the branch's report is not made under "
+            "compile, an error the rest raises where eager took the fallback surfaces, and both must leave "
+            "state the other reads alone; the selected values are eager's bits either way, no agreement of the "
+            "two is assumed; with gradients on the original branch runs).",
         ),
     ),
     Rule(

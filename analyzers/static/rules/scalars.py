@@ -7,6 +7,7 @@ import ast
 from mend.analyzers.static import tensors as tk
 from mend.analyzers.static.rules.base import FixInfo, Rule, checker, register
 from mend.analyzers.static.rules.context import Context
+from mend.analyzers.static.torch_facts import TENSOR_CHECKS
 
 _HDR = "import torch\nfrom torch import nn\n"
 
@@ -80,15 +81,29 @@ register(
         "tensor converted to a Python number in compiled code: `float`/`int`/`bool`/`math.*` need the value "
         "and break the graph",
         ("GB0124", "GB0170"), "break",
-        what="Finds `float(t)`, `int(t)`, `bool(t)` and `math.<fn>(t)` on tensors in traced code.",
-        why="These call `t.item()` under the hood (GB0124) or branch on the value (GB0170).",
-        use_instead="Stay in tensor land: `t.float()`, `t.to(torch.int64)`, `torch.sqrt(t)`.",
+        what="""
+            Finds `float(t)`, `int(t)`, `bool(t)`, `math.<fn>(t)` on tensors and the tensor checks
+            `torch._check_tensor_all(cond)` / `torch._check_tensor_all_with(E, cond)` in traced code.
+        """,
+        why="""
+            These call `t.item()` under the hood (GB0124) or branch on the value (GB0170); a tensor check
+            reads `cond._is_all_true().item()` to decide whether to raise.
+        """,
+        use_instead="""
+            Stay in tensor land: `t.float()`, `t.to(torch.int64)`, `torch.sqrt(t)`; a tensor check where
+            scalars are captured (`torch._dynamo.config.patch(capture_scalar_outputs=True)`).
+        """,
         invalid=("import math\n" + _HDR + """
             class M(nn.Module):
                 def forward(self, x):
                     scale = math.sqrt(x.var())
                     return x / scale
-        """,),
+        """, _HDR + """
+            class M(nn.Module):
+                def forward(self, x, ids):
+                    torch._check_tensor_all(ids >= 0)
+                    return x[ids]
+        """),
         valid=(_HDR + """
             class M(nn.Module):
                 def forward(self, x):
@@ -98,8 +113,13 @@ register(
         fix=FixInfo(
             "sometimes", "unsafe", "keep the 0-d tensor instead of float(t)",
             "`float(t)` in tensor arithmetic becomes `t` (**unsafe**: a 0-d tensor promotes differently from a "
-            "Python float when an integer tensor meets a float). Otherwise `int(t)`/`float(t)`: scalar capture "
-            "for the site. " + SCOPED_CAPTURE,
+            "Python float when an integer tensor meets a float). A tensor check (`torch._check_tensor_all(cond)`, "
+            "transformers' `torch_compilable_check` under tracing): scalar capture for the site, under which "
+            "Dynamo keeps the check in the graph as a runtime assert (**unsafe** as below: a failing check still "
+            "raises under compile, but it may be Dynamo's `RuntimeError` of a failed runtime assertion (`u0 >= 1`) "
+            "where the original raised its own error type and message; the value is read on the host, a device "
+            "sync, as in the original). Declined when the message is a function reading names (Dynamo breaks on "
+            "its closure). Otherwise `int(t)`/`float(t)`: scalar capture for the site. " + SCOPED_CAPTURE,
         ),
     ),
     Rule(
@@ -236,6 +256,7 @@ DYNAMIC_SHAPE_METHODS = frozenset({"nonzero", "unique", "unique_consecutive", "m
 CAPTURE_SCALARS = "capture_scalar_outputs"
 CAPTURE_DYNAMIC = "capture_dynamic_output_shape_ops"
 NUMBER_MESSAGE = "in compiled code: converting a tensor to a Python number needs its value and breaks the graph"
+CHECK_MESSAGE = "in compiled code: the check reads the tensor's values as a Python bool and breaks the graph"
 
 
 REPEAT_MESSAGE = ("`repeat_interleave` with tensor repeats in compiled code: its output shape depends on the data "
@@ -270,6 +291,9 @@ def _function_call(ctx: Context, call: ast.Call, q: str) -> None:
     if q in ("builtins.float", "builtins.int", "builtins.bool") and call.args and ctx.kind(call.args[0]) == tk.T:
         if not scalars or q == "builtins.bool":  # `bool(t)` branches on the value: captured or not
             ctx.report("MND302", call, f"`{q[9:]}(tensor)` {NUMBER_MESSAGE}")
+    elif q in TENSOR_CHECKS:
+        if not scalars:
+            ctx.report("MND302", call, f"`{q}(...)` {CHECK_MESSAGE}")
     elif q.startswith("math.") and any(ctx.kind(a) == tk.T for a in call.args):
         if not scalars:
             ctx.report("MND302", call, f"`{q}(tensor)` {NUMBER_MESSAGE}")
