@@ -371,6 +371,8 @@ class FunctionFacts:
             qual = self.imports.qualify(expr.func) or ""
             return qual in DATA_BOOL_TORCH
         if isinstance(expr, cst.Comparison):
+            if all(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in expr.comparisons):
+                return False  # `mask is not None`: identity, never the data
             return self.reads_data(expr.left) or any(self.reads_data(c.comparator) for c in expr.comparisons)
         if isinstance(expr, cst.BooleanOperation):
             return self.reads_data(expr.left) or self.reads_data(expr.right)

@@ -211,7 +211,7 @@ def _split_static_prefix(test: cst.BaseExpression, facts: FunctionFacts) -> tupl
         else:
             ops.append(e)
 
-    flat(test)
+    flat(strip_parens(test))  # the parentheses around a whole test spread over lines are not a group
     i = 0
     while i < len(ops) and not facts.reads_data(_drop_item(strip_parens(ops[i]))):
         i += 1

@@ -182,6 +182,7 @@ FIX_KINDS: list[tuple[str, str]] = [
     (r"^a routed store", "routed-store"),
     (r"^a mask of all ones set to None", "mask-drop"),
     (r"^rows routed by runs of equal ids", "grouped-rows"),
+    (r"^a data-dependent fallback that returns early", "fallback-select"),
     (r"`copy\.deepcopy\(t\)`", "deepcopy"),
     (r"^fold the module's integer buffers", "int-fold"),
     (r"^numpy on Python numbers -> math", "numpy-numbers"),
@@ -489,6 +490,12 @@ def _assert_became_runtime_error(d: Difference) -> bool:
         and d.rewritten[0] == "RuntimeError"
 
 
+def _check_became_runtime_assert(d: Difference) -> bool:
+    """A captured tensor check failed as Dynamo's runtime assert on the captured value (``u0 >= 1``)."""
+    return d.original is not None and d.rewritten is not None and d.rewritten[0] == "RuntimeError" \
+        and re.search(r"\bu\d+ >= 1\b", d.rewritten[1]) is not None
+
+
 def _mend_marked_runtime_error(d: Difference) -> bool:
     if d.original is None or d.rewritten is None or d.rewritten[0] != "RuntimeError":
         return False
@@ -589,6 +596,8 @@ ALLOWANCES: list[Allowance] = [
               "docs/fix.md, defer policy: output keeps its content but moves to after the graph"),
     Allowance("drop", "unsafe", "both", "output", _output_dropped,
               "docs/fix.md, drop policy: removes the statement (its output is lost in eager too)"),
+    Allowance("fallback-select", "unsafe", "compiled", "output", _output_dropped,
+              "docs/rules/MND201.md: under compile the fallback branch's report is not made"),
     Allowance("masked", "safe", "compiled", "value", _reduction_order,
               "docs/rules/MND305.md: under compile, equal up to floating-point reduction order"),
     Allowance("routed-store", "unsafe", "compiled", "value", _reduction_order,
@@ -603,6 +612,10 @@ ALLOWANCES: list[Allowance] = [
     *[Allowance(fix, "unsafe", "compiled", "exception", _assert_became_runtime_error,
                 "docs/rules/MND301.md: with scalar capture a failing `assert` on the number raises RuntimeError")
       for fix in ("capture", "capture-scoped")],
+    *[Allowance(fix, "unsafe", "compiled", "exception", _check_became_runtime_assert,
+                "docs/rules/MND302.md: a captured tensor check that fails raises Dynamo's RuntimeError of a failed "
+                "runtime assertion where the original raised the check's own error") for fix in ("capture",
+                                                                                                  "capture-scoped")],
     *[Allowance(fix, "unsafe", "compiled", "exception", _capture_failed_on_empty,
                 "docs/rules/MND301.md: with scalar capture Dynamo can fail to compile a slice by the number "
                 "of an empty tensor") for fix in ("capture", "capture-scoped")],

@@ -602,6 +602,46 @@ def mask_drop(draw, env: _Env) -> tuple[str, list[str]]:
     return "mask-drop", lines + [f"{t} = {t} if {target} is None else {reader}"]
 
 
+_FALLBACK = """
+def _attend{i}(self, h: torch.Tensor, keep: torch.Tensor):
+    if {test}:
+{report}        return self._written_out{i}(h, keep)
+    out = torch.where(keep, h, torch.zeros_like(h)) * 2
+    return out, None, (h, keep)
+
+def _written_out{i}(self, h: torch.Tensor, keep: torch.Tensor):
+    return h * keep * 2, None, (h, keep)
+"""
+
+
+@st.composite
+def fallback(draw, env: _Env) -> tuple[str, list[str]]:
+    """A fast path that falls back to another implementation when a tensor test says it cannot take the
+    input, returning early (musicgen's SDPA attention); the two differ where the input has NaN or inf, so a
+    selection that took the wrong side shows. Module programs (a method); functions get a product."""
+    t = draw(st.sampled_from(env.names))
+    if env.kind != "module":
+        return "fallback", [f"{t} = {t} * ({t} > 0)"]
+    i, out = env.fresh(""), env.fresh("attended")
+    test = draw(st.sampled_from(["not keep.any()", "(~keep).all()", "keep.sum() == 0", "keep.sum() < keep.numel()",
+                                 "keep.shape[0] > 1 and not keep.any()", "keep is not None and (keep == 0).all()"]))
+    report = draw(st.sampled_from(["", f"        logger.warning('falling back {i}')\n"]))
+    env.methods += _FALLBACK.format(i=i, test=test, report=report).strip("\n").splitlines() + [""]
+    made = draw(st.sampled_from([f"{t} > 0", f"{t} > 1e9", f"{t} == {t}", f"torch.isfinite({t})"]))
+    return "fallback", [f"{out}, _, _ = self._attend{i}({t}, {made})", f"{t} = {t} + {out}"]
+
+
+@st.composite
+def tensor_check(draw, env: _Env) -> tuple[str, list[str]]:
+    """``torch._check_tensor_all`` on a tensor test that holds for some inputs and not for others."""
+    t = draw(st.sampled_from(env.names))
+    test = draw(st.sampled_from([f"{t} == {t}", f"{t} > -1e9", f"{t} < 3", f"torch.isfinite({t})"]))
+    message = draw(st.sampled_from(["", ", lambda: 'out of range'"]))
+    check = draw(st.sampled_from(["torch._check_tensor_all({test}{message})",
+                                  "torch._check_tensor_all_with(ValueError, {test}{message})"]))
+    return "tensor-check", [check.format(test=test, message=message), f"{t} = {t} * 2"]
+
+
 _POSITIONS = """
 def _positions{i}(self, n: int, dtype: torch.dtype):
     pos = torch.arange(0, n, dtype=torch.int64).to(dtype)
@@ -653,6 +693,8 @@ BLOCKS = {
     "mask-drop": mask_drop,
     "grouped-rows": grouped_rows,
     "constant-method": constant_method,
+    "fallback": fallback,
+    "tensor-check": tensor_check,
 }
 
 

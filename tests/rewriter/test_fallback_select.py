@@ -68,6 +68,24 @@ def test_a_branch_returning_a_submodule_call_selects_under_compile() -> None:
     assert "            return _mend_where(_mend_taken0, _mend_fallback0, x)\n        return x\n" in res.fixed
 
 
+def test_a_test_in_parentheses_over_lines_keeps_its_static_prefix() -> None:
+    """musicgen's shape: the whole test in parentheses over several lines, the mask not annotated."""
+    src = textwrap.dedent('''
+        import torch
+        class M(Base):
+            def forward(self, x, mask=None):
+                if (
+                    mask is not None
+                    and (mask.mean(dim=[1, 2, 3]) <= torch.finfo(mask.dtype).min).any()
+                ):
+                    return super().forward(x, mask=mask)
+                return self.proj(x), None
+    ''')
+    res = fix_source(src, "t.py", [diag("MND201", 5, 9)], FixOptions(unsafe=True))
+    assert res.applied, res.remaining
+    assert "        elif mask is not None:\n            _mend_taken0 = (mask.mean(dim=[1, 2, 3]) <= " in res.fixed
+
+
 def test_reports_before_the_return_stay_in_the_original() -> None:
     body = '            logger.warning_once("falling back")\n            return super().forward(x, mask)'
     _, res = _fix(body=body)
