@@ -8,6 +8,7 @@
 #                                    # in the background against at the first launch (micro-benchmark, in the log)
 #   bash benchmarks/gpu_check.sh 5   # the repair zoo on the machine's own transformers: every type, original
 #   FROM=fixzoo_all_bf16.json bash benchmarks/gpu_check.sh 6   # its breaking rows: original, safe, unsafe
+#                                    # (SOURCES=original,unsafe, ZOO_ARGS=--no-second-fix: less to fit the limit)
 #
 # Each part stops starting work at its deadline (PART_SECONDS, default 520) so the command ends within 9
 # minutes; the zoo lists the models it had no time for as skipped. Logs and tables go to $OUT (default
@@ -109,8 +110,8 @@ case "$PART" in
     "$PY" -c "import libcst" || { echo "FATAL: libcst does not import (carry it as a wheel)"; exit 2; }
     D=${DTYPE:-bf16}
     timeout $(( $(left) - 15 )) "$PY" benchmarks/zoo.py --subset breaking --from-json "${FROM:?FROM=part 5 json}" \
-        --sources original,safe,unsafe --scope traced --device cuda --dtype "$D" --jobs "${JOBS:-14}" --timeout 240 \
-        --json "$OUT/fixzoo_breaking_$D.json" > "$OUT/fixzoo_breaking_$D.txt" 2>&1
+        --sources "${SOURCES:-original,safe,unsafe}" --scope traced --device cuda --dtype "$D" --jobs "${JOBS:-14}" \
+        --timeout 240 ${ZOO_ARGS:-} --json "$OUT/fixzoo_breaking_$D.json" > "$OUT/fixzoo_breaking_$D.txt" 2>&1
     echo "zoo exit $?"; grep -v "^\[" "$OUT/fixzoo_breaking_$D.txt" | tail -60
     ;;
 *)

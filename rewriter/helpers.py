@@ -132,9 +132,12 @@ def _mend_captured(fn):
 @torch._dynamo.assume_constant_result
 def _mend_capture_frame(flags):
     """Set the traced frame's scalar and dynamic-shape capture to ``flags``; returns the old pair. Runs
-    while Dynamo traces: the frame's ShapeEnv reads these settings at each data-dependent operator."""
+    while Dynamo traces: the frame's ShapeEnv reads these settings at each data-dependent operator. The
+    backend traces the frame's graph again (AOTAutograd, so Inductor) with the same ShapeEnv after Dynamo
+    is done: capture is on again for that, or the captured operators fail there."""
     import dataclasses
 
+    from torch._dynamo.symbolic_convert import InstructionTranslator
     from torch._guards import TracingContext
 
     try:
@@ -142,14 +145,58 @@ def _mend_capture_frame(flags):
         old = (env.settings.allow_scalar_outputs, env.settings.allow_dynamic_output_shape_ops)
         env.settings = dataclasses.replace(env.settings, allow_scalar_outputs=flags[0],
                                            allow_dynamic_output_shape_ops=flags[1])
+        output = InstructionTranslator.current_tx().output
     except Exception:  # another torch layout: no capture, the operator breaks the graph as before
         return flags
+    backend = getattr(output, "compiler_fn", None)
+    if backend is not None and not getattr(backend, "_mend_capture", False):
+        output.compiler_fn = _mend_capture_backend(backend, env)
     return old
+
+
+def _mend_capture_backend(backend, env):
+    """``backend`` compiling a frame with captured values (added by mend fix): capture on while it traces the
+    graph again, and a failure there (an operator that must guard on a captured value, say) a fallback
+    Dynamo knows (a graph break: the frame runs as it would without the compiled graph), not a crash."""
+    import dataclasses
+
+    from torch._subclasses.fake_tensor import DataDependentOutputException
+
+    def compile_with_capture(gm, example_inputs, *args, **kwargs):
+        env.settings = dataclasses.replace(env.settings, allow_scalar_outputs=True,
+                                           allow_dynamic_output_shape_ops=True)
+        try:
+            return backend(gm, example_inputs, *args, **kwargs)
+        except Exception as exc:
+            if isinstance(exc, IndexError) or type(exc).__name__ in _mend_capture_backend.passed:
+                raise
+            raise DataDependentOutputException(torch.ops.aten._local_scalar_dense.default) from exc
+
+    compile_with_capture._mend_capture = True
+    compile_with_capture.__name__ = getattr(backend, "__name__", "backend")
+    return compile_with_capture
+
+
+# exceptions Dynamo handles itself around a backend (a restart, a skipped frame): passed on as they are
+_mend_capture_backend.passed = frozenset({"ShortenTraceback", "TensorifyScalarRestartAnalysis", "SkipFrame"})
 
 
 # A frame of the helper itself is never compiled on its own (it runs where the original expression ran).
 _mend_captured.eager = {_mend_captured.__code__}
 getattr(torch._dynamo.eval_frame, "skip_code", id)(_mend_captured.__code__)
+''',
+    "_mend_tensor_check": '''
+def _mend_tensor_check(fn):
+    """``fn()``, a tensor check (``torch._check_tensor_all``); under torch.compile on torch 2.13 and later its
+    value is captured for the call (``_mend_captured``), so the check stays in the graph as a runtime assert
+    (added by mend fix). Earlier torch loses the captured value (``PendingUnbackedSymbolNotFound``): there the
+    check runs as written."""
+    if _mend_tensor_check.active:
+        return _mend_captured(fn)
+    return fn()
+
+
+_mend_tensor_check.active = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 13)
 ''',
     "_mend_rnn": '''
 def _mend_rnn(fn):

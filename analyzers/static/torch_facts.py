@@ -206,6 +206,9 @@ DISABLE_NAMES = frozenset({"torch.compiler.disable", "torch._dynamo.disable", "t
 # `E` with scalar and dynamic-shape capture on (rewriter/helpers.py), so what `E` turns into a number or
 # sizes by the data does not break the graph there.
 CAPTURE_HELPER = "_mend_captured"
+# ... and `_mend_tensor_check(lambda: torch._check_tensor_all(c))`, the same for a tensor check, where the
+# torch version keeps the captured value (2.13 on; before, the check runs as written).
+TENSOR_CHECK_HELPER = "_mend_tensor_check"
 # ... and `_mend_index(b)`, a slice bound captured as a symbolic number under compile (a stored slice).
 CAPTURE_INDEX_HELPER = "_mend_index"
 # ... and a shape tensor built from Python numbers with a copy of them kept beside it:

@@ -444,9 +444,11 @@ class FunctionWalker(tk.TensorKinds):
             stack.extend(children(n))
 
     def _captured(self, call: ast.Call) -> bool:
-        """``_mend_captured(lambda: E)`` / ``_mend_rnn(lambda: E)`` (added by ``mend fix``): walk ``E`` with
+        """``_mend_captured(lambda: E)`` / ``_mend_tensor_check(lambda: E)`` / ``_mend_rnn(lambda: E)`` (added by
+        ``mend fix``): walk ``E`` with
         the Dynamo flags the helper sets while tracing it (capture; ``allow_rnn``)."""
         flags = {torch_facts.CAPTURE_HELPER: torch_facts.CAPTURE_SCOPE_FLAGS,
+                 torch_facts.TENSOR_CHECK_HELPER: torch_facts.CAPTURE_SCOPE_FLAGS,
                  torch_facts.RNN_HELPER: frozenset({torch_facts.RNN_FLAG})}.get(getattr(call.func, "id", None))
         if not (flags and len(call.args) == 1 and isinstance(call.args[0], ast.Lambda) and not call.keywords):
             return False

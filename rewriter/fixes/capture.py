@@ -29,6 +29,8 @@ compile, where the original broke once (measured on the model zoo, torch 2.13).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
@@ -40,6 +42,7 @@ from mend.analyzers.static.torch_facts import (
     CAPTURE_HELPER,
     CAPTURE_INDEX_HELPER,
     COMPILE_NAMES,
+    TENSOR_CHECK_HELPER,
 )
 from mend.rewriter.analysis import code, parse_expr
 from mend.rewriter.engine import Decline, FileContext, Plan
@@ -64,6 +67,21 @@ def capture_plan(ctx: FileContext, diag: Diagnostic, node: cst.BaseExpression, f
         return Decline(diag, f"{why}; `{func.name.value}` is compiled by TorchScript "
                              f"(`@{code(scripted[0].decorator)}`), which does not take the lambda of a scoped capture")
     return _scoped_plan(ctx, diag, node, why)
+
+
+def tensor_check_plan(ctx: FileContext, diag: Diagnostic, check: cst.Call) -> Plan | Decline:
+    """``torch._check_tensor_all(...)`` -> ``_mend_tensor_check(lambda: ...)``: capture for the call, where the
+    torch version keeps the captured value of a check (a function compiled itself takes the helper too)."""
+    why = "the check reads the tensor's values as a Python bool"
+    if ctx.enclosing_function(check) is None:
+        return Decline(diag, f"{why}; and the site is not inside a function, so capture cannot be scoped")
+    reason = _not_liftable(ctx, check)
+    if reason is not None:
+        return Decline(diag, f"{why}; capture cannot be scoped to it: {reason}")
+    plan = lambda_plan(ctx, diag, check, TENSOR_CHECK_HELPER,
+                       f"capture the value for this expression only under compile: `{TENSOR_CHECK_HELPER}(lambda: "
+                       f"...)` on torch 2.13 and later ({why})", fallback=True)
+    return replace(plan, helpers=[CAPTURE_HELPER, TENSOR_CHECK_HELPER])
 
 
 def _whole_site(ctx: FileContext, node: cst.BaseExpression, diag: Diagnostic) -> cst.BaseExpression:

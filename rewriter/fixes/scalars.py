@@ -35,7 +35,7 @@ from mend.analyzers.static.torch_facts import ELEMENTWISE_METHODS, TENSOR_CHECKS
 from mend.rewriter.analysis import code, is_number, parse_expr, strip_parens, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
-from mend.rewriter.fixes.capture import capture_plan
+from mend.rewriter.fixes.capture import capture_plan, tensor_check_plan
 from mend.rewriter.fixes.control_flow import fix_branch, validation_plan
 from mend.rewriter.fixes.expert_split import expert_split_plan
 from mend.rewriter.fixes.grouped_rows import grouped_rows_plan
@@ -280,8 +280,7 @@ def _check_plan(ctx: FileContext, diag: Diagnostic, check: cst.Call) -> Plan | D
     if message is not None and not (isinstance(message, cst.Lambda) and not _names_in(message.body)):
         return Decline(diag, "the check's message reads names (Dynamo takes only a message function whose closure "
                              "holds constants; capture would break there again)")
-    return capture_plan(ctx, diag, check, "capture_scalar_outputs", "the check reads the tensor's values as a "
-                                                                    "Python bool")
+    return tensor_check_plan(ctx, diag, check)
 
 
 def _names_in(node: cst.CSTNode) -> bool:

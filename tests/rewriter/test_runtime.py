@@ -655,3 +655,48 @@ def test_a_failing_tensor_check_still_raises_under_compile(backend: str) -> None
     assert [t for t, _ in seen["in"]] == [RuntimeError, ValueError, RuntimeError]
     for before, after in zip(seen["in"], seen["out"], strict=True):
         assert after == before or after[0] is RuntimeError, after
+
+
+def _aot_graphs(name: str, kind: str, calls, backend: str = "aot_eager", fail: bool = False):
+    """Graphs Dynamo hands to an AOTAutograd backend (which traces each graph again, as Inductor does) for
+    the first call, and every call's outputs; ``fail``: the backend raises after AOTAutograd's trace."""
+    from torch._dynamo.backends.registry import lookup_backend
+
+    inner, graphs = lookup_backend(backend), []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        compiled = inner(gm, example_inputs)
+        if fail:
+            raise RuntimeError("a backend failure after its trace")
+        return compiled
+
+    torch._dynamo.reset()
+    fn = _load(name, kind, counting)["f"]
+    outs = []
+    for i, args in enumerate(calls):
+        outs.append(fn(*args))
+        if i == 0:
+            first = len(graphs)
+    return first, outs
+
+
+@pytest.mark.parametrize("name", ["capture_scoped", "capture_mask", "tensor_check", "capture"])
+def test_scoped_capture_holds_through_a_backend_that_traces_again(name: str) -> None:
+    """AOTAutograd (Inductor's front end) traces Dynamo's graph again with the frame's ShapeEnv after Dynamo is
+    done: the capture is on for that trace too, so the repaired frame is one graph there, with eager's values
+    (before, the backend failed on the captured operator and the frame fell back to eager)."""
+    calls = INPUTS[name]()
+    eager = _eager(_load(name, "in")["f"], calls)
+    graphs, outs = _aot_graphs(name, "out", calls)
+    assert graphs == 1
+    _same(eager, outs)
+
+
+def test_a_backend_failing_on_a_captured_frame_falls_back_instead_of_raising() -> None:
+    """The backend raises on a frame with captured values (Inductor, where an operator must guard on one):
+    Dynamo takes it as a graph break and the call returns eager's result."""
+    calls = INPUTS["capture_scoped"]()
+    eager = _eager(_load("capture_scoped", "in")["f"], calls)
+    _, outs = _aot_graphs("capture_scoped", "out", calls, fail=True)
+    _same(eager, outs)
