@@ -224,7 +224,7 @@ def test_interrupt_leaves_every_file_old_or_new() -> None:
 
         for trial, sig in enumerate([signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGKILL, signal.SIGTERM]):
             landed = False
-            for attempt in range(4):  # a run that finished before the signal is tried again, with a new point
+            for attempt in range(8):  # a run that finished before the signal is tried again, with a new point
                 work = base / f"work{trial}-{attempt}"
                 work.mkdir()
                 _build_tree(work, n, seed, ordinary)

@@ -588,3 +588,17 @@ def test_a_number_slicing_an_array_of_a_list_is_captured() -> None:
         """).lstrip("\n")
     res = fix_source(src, "t.py", [diag("MND301", 3, 9)], FixOptions(unsafe=True))
     assert "    n = _mend_captured(lambda: position_ids.max().item())\n" in res.fixed, res.remaining
+
+
+def test_numpy_lcm_and_gcd_of_python_numbers_become_math() -> None:
+    """``np.lcm(a, b)``/``np.gcd(a, b)`` of Python ints read as a number (reformer's chunk lengths): ``math``'s
+    two-argument functions compute the same int, which Dynamo folds."""
+    src = textwrap.dedent("""
+        import numpy as np
+        import torch
+        def f(x: torch.Tensor, a: int, b: int):
+            n = np.lcm(a, b).item() + np.gcd(a, b).item()
+            return x[:, :n]
+        """).lstrip("\n")
+    res = fix_source(src, "t.py", [diag("MND313", 4, 9), diag("MND313", 4, 31)], FixOptions(unsafe=True))
+    assert "    n = math.lcm(a, b) + math.gcd(a, b)\n" in res.fixed, (res.fixed, res.remaining)
