@@ -414,15 +414,11 @@ def _fix_fallback(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: Funct
         return None
     if not all(facts.is_pure(_drop_item(t)) for t in tail):
         raise _Declined("the fallback's test has calls mend cannot prove side-effect free")
-    cond = lower(_and_of(tail))
+    cond = lower(tail[0] if len(tail) == 1 else parse_expr(_and_text(tail)))
     return Plan(diag, "a data-dependent fallback that returns early: under compile (gradients off) both "
                       "results are computed and the final `return` selects with torch.where (eager keeps the "
-                      "branch)", "unsafe", fallback_select.rewrite(ctx, found, static_prefix, cond, torch),
+                      "branch)", "unsafe", fallback_select.rewrite(ctx, found, _and_text(static_prefix), cond, torch),
                 imports=imports, helpers=["_mend_where"])
-
-
-def _and_of(ops: list[cst.BaseExpression]) -> cst.BaseExpression:
-    return ops[0] if len(ops) == 1 else parse_expr(" and ".join(f"({code(strip_parens(o))})" for o in ops))
 
 
 # --- may this chain be rewritten? ---------------------------------------------------------------

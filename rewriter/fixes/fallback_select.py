@@ -107,14 +107,14 @@ def _exits(stmt: cst.CSTNode) -> bool:
     return False
 
 
-def rewrite(ctx: FileContext, fb: Fallback, static_prefix: list, tail: str, torch: str) -> list:
-    """The edits: the ``if`` split by compilation (the original kept for eager and autograd), the final
-    ``return`` selecting between the fallback's result and its own."""
+def rewrite(ctx: FileContext, fb: Fallback, prefix: str, tail: str, torch: str) -> list:
+    """The edits: the ``if`` split by compilation (the original kept for eager and autograd; ``prefix``, the
+    test's static part, still decides under compile), the final ``return`` selecting between the fallback's
+    result and its own."""
     value = ctx.fresh("fallback")
     taken = value.replace("_mend_fallback", "_mend_taken")
     compiled = cst.IndentedBlock(body=[parse_stmt(f"{taken} = {tail}\n"),
                                        parse_stmt(f"{value} = {code(strip_parens(fb.value))}\n")])
-    prefix = " and ".join(code(p) for p in static_prefix)
     orelse = cst.If(test=parse_expr(prefix), body=compiled) if prefix else cst.Else(body=compiled)
     split = cst.If(test=parse_expr(f"not {torch}.compiler.is_compiling() or {torch}.is_grad_enabled()"),
                    body=cst.IndentedBlock(body=[fb.node.with_changes(leading_lines=[])]), orelse=orelse)

@@ -32,7 +32,7 @@ import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.static.torch_facts import ELEMENTWISE_METHODS, TENSOR_CHECKS, TOTAL_REDUCTIONS
-from mend.rewriter.analysis import code, is_number, parse_expr, strip_parens, walk
+from mend.rewriter.analysis import code, is_number, names_in, parse_expr, strip_parens, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
 from mend.rewriter.fixes.base import fixer
 from mend.rewriter.fixes.capture import capture_plan, tensor_check_plan
@@ -277,14 +277,10 @@ def _check_plan(ctx: FileContext, diag: Diagnostic, check: cst.Call) -> Plan | D
     position = 3 if ctx.imports.qualify(check.func).endswith("_with") else 2
     if message is None and len(check.args) >= position and check.args[position - 1].keyword is None:
         message = check.args[position - 1].value
-    if message is not None and not (isinstance(message, cst.Lambda) and not _names_in(message.body)):
+    if message is not None and not (isinstance(message, cst.Lambda) and not names_in(message.body)):
         return Decline(diag, "the check's message reads names (Dynamo takes only a message function whose closure "
                              "holds constants; capture would break there again)")
     return tensor_check_plan(ctx, diag, check)
-
-
-def _names_in(node: cst.CSTNode) -> bool:
-    return any(isinstance(n, cst.Name) for n in walk(node))
 
 
 @fixer("MND303")

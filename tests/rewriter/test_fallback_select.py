@@ -173,3 +173,12 @@ def test_mend_where_selects_through_tuples_and_none() -> None:
     assert where(torch.tensor(False), (a, 1), (b, 2))[1] == 2  # not tensors: the original selection
     with pytest.raises(RuntimeError):  # a many-element condition: Python's truth, as in the original
         where(torch.tensor([True, False]), (a,), (b,))
+
+
+def test_a_test_of_several_tensor_parts_is_one_tensor_condition() -> None:
+    """The static prefix stays a Python test; the tensor parts after it are one bool tensor."""
+    src, res = _fix()
+    src = src.replace("if mask is not None and (mask <= -1e4).all():",
+                      "if mask is not None and (mask <= -1e4).all() and x.sum() > 0:")
+    res = fix_source(src, "t.py", [diag("MND201", 7, 9)], FixOptions(unsafe=True))
+    assert "        elif mask is not None:\n            _mend_taken0 = torch.logical_and(" in res.fixed, res.fixed
