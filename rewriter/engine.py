@@ -274,7 +274,9 @@ class FileContext:
                 if (negated and in_body) or (not negated and child is not anc.body and child is not anc.test):
                     return True
             if isinstance(anc, cst.IfExp) and _is_compiling_test(anc.test, self.imports) is not None:
-                return True
+                negated = _is_compiling_test(anc.test, self.imports)
+                if child is (anc.body if negated else anc.orelse):
+                    return True
             if isinstance(anc, cst.FunctionDef):
                 return False
             child = anc

@@ -236,9 +236,10 @@ def _mend_index(t):
 ''',
     "_mend_keep_values": '''
 def _mend_keep_values(t, values):
-    """``t``, an int64 tensor built from the Python numbers ``values``, with a copy of them (nested tuples)
-    for ``_mend_kept`` (added by mend fix). Kept only where every number is a Python int and the nesting
-    matches ``t``'s shape, so the copy holds exactly the tensor's values."""
+    """``t``, an int64 or int32 tensor built from the Python numbers ``values``, with a copy of them (nested
+    tuples) for ``_mend_kept`` (added by mend fix). Kept only where every number is a Python int and the
+    nesting matches ``t``'s shape, so the copy holds exactly the tensor's values (an int32 tensor of a number
+    out of its range is never built: the constructor raises)."""
 
     def rows(v, shape):
         if not shape:
@@ -248,9 +249,9 @@ def _mend_keep_values(t, values):
         out = tuple(rows(x, shape[1:]) for x in v)
         return None if any(x is None for x in out) else out
 
-    kept = rows(values, tuple(t.shape)) if t.dtype == torch.int64 and t.dim() > 0 else None
+    kept = rows(values, tuple(t.shape)) if t.dtype in (torch.int64, torch.int32) and t.dim() > 0 else None
     if kept is not None:
-        t._mend_values = (None if torch.compiler.is_compiling() else t._version, kept)
+        t._mend_values = kept
     return t
 ''',
     "_mend_arange": '''
@@ -260,8 +261,7 @@ def _mend_arange(*bounds, **kwargs):
     so the copy holds exactly the tensor's values."""
     t = torch.arange(*bounds, **kwargs)
     if t.dtype == torch.int64 and len(bounds) <= 2 and all(type(b) is int for b in bounds):
-        t._mend_values = (None if torch.compiler.is_compiling() else t._version,
-                          _MendSpan(t, bounds[0] if len(bounds) == 2 else 0, t.shape[0]))
+        t._mend_values = _MendSpan(t, bounds[0] if len(bounds) == 2 else 0, t.shape[0])
     return t
 
 
@@ -289,15 +289,13 @@ class _MendSpan:
 ''',
     "_mend_kept": '''
 def _mend_kept(t, dims):
-    """The Python numbers a ``dims``-dimensional tensor ``t`` was built from, where ``_mend_keep_values`` or
-    ``_mend_arange`` kept them and (in eager) ``t`` has not been written in place since; else ``t`` itself
-    (added by mend fix). torch.compile reads the copy as constants; it cannot read a tensor's version."""
+    """While torch.compile traces: the Python numbers a ``dims``-dimensional tensor ``t`` was built from,
+    where ``_mend_keep_values`` or ``_mend_arange`` kept them, read as constants; else, and always in
+    eager, ``t`` itself (added by mend fix). Eager runs the original code on the tensor."""
+    if not torch.compiler.is_compiling():
+        return t
     kept = getattr(t, "_mend_values", None)
-    if kept is None or t.dim() != dims:
-        return t
-    if not torch.compiler.is_compiling() and kept[0] != t._version:
-        return t
-    return kept[1]
+    return t if kept is None or t.dim() != dims else kept
 ''',
     "_mend_where": '''
 def _mend_where(cond, new, old):

@@ -9,21 +9,28 @@ numbers all along; only their tensor form hides them (upstream code now passes `
 beside the tensor by hand). The repair:
 
 * where the tensor is built, ``_mend_keep_values(torch.as_tensor(shapes, ...), shapes)`` attaches a copy of
-  the numbers to it (as nested tuples), only when the tensor is an ``int64`` tensor and every number is a
-  Python ``int`` whose nesting matches the tensor's shape (checked when it runs; else nothing is kept);
+  the numbers to it (as nested tuples), only when the tensor is an ``int64`` or ``int32`` tensor and every
+  number is a Python ``int`` whose nesting matches the tensor's shape (checked when it runs; else nothing
+  is kept). A builder is ``torch.as_tensor``/``torch.tensor`` of a name with an integer dtype, or of a
+  list literal of plain reads (``torch.IntTensor([self.hidden_size])``, ``torch.tensor([shape[0], n])``),
+  which the copy reads a second time;
 * where the numbers are read, in the functions of the same file the tensor is passed to (by keyword, or by
   position to a function or method of the file), ``_mend_kept(spatial_shapes, 2)`` hands on that copy
-  (tuples of Python ints) when the tensor has it, has the dimensions the reading code peels (2: rows
-  unpacked into numbers) and, in eager, has not been written in place since; else the tensor itself, as
-  before. Dynamo reads the copy as constants: no break.
+  (tuples of Python ints) while torch.compile traces, when the tensor has it and has the dimensions the
+  reading code peels (2: rows unpacked into numbers); in eager, always the tensor itself. Dynamo reads the
+  copy as constants: no break. Reads are subscripts (``shapes[i]``), loops over the tensor and unpacking
+  (``batch, length = shape``).
 
-Where the copy is read, the numbers are Python ``int`` instead of 0-d ``int64`` tensors of the same value.
-The fix checks that every use of them is one where both act alike: a size or bound of a torch call or
-tensor method, an index or slice, ``+ - * // %`` among them and with tensors, a comparison, a name that
-sums them. **Unsafe**: ``height - 0.5`` is a Python float (float64) where the tensor form was float32, equal
-below 2**24; under torch.compile the copy is read without the in-place check (Dynamo cannot read a tensor's
-version), so a shape tensor changed in place after it was built is seen by eager but not by the compiled
-graph.
+Eager runs the original code on the original tensors: only the compiled graph sees Python ``int`` instead of
+0-d integer tensors of the same value. The fix checks that every use of them is one where both act alike:
+a size or bound of a torch call or tensor method, an index or slice, ``+ - * // %`` among them and with
+tensors, a comparison, a name that sums them, a parameter of a ``@torch.jit.script`` function of the file
+(Dynamo traces its Python source; TorchScript, which would reject an int, runs only in eager). Uses in code
+that runs only in eager (``if not torch.compiler.is_compiling():``) are not checked. **Unsafe**: under
+compile, ``height - 0.5`` is a Python float (float64) where the tensor form was float32, equal below 2**24;
+an int32 product past 2**31 wraps in the tensor, not in Python; the copy is read without looking at the
+tensor again, so a shape tensor changed in place after it was built is seen by eager but not by the
+compiled graph (a write in place that the fix can see declines it).
 """
 
 from __future__ import annotations
@@ -47,12 +54,15 @@ from mend.rewriter.analysis import (
 )
 from mend.rewriter.engine import Decline, FileContext, Plan
 
-_WHY = ("keep a Python copy of the numbers a shape tensor is built from, and read the copy where the numbers "
-        "are needed (unsafe: Python ints where 0-d int64 tensors were; float arithmetic on them is float64 "
-        "instead of float32, equal below 2**24; a shape tensor changed in place is not seen under compile)")
+_WHY = ("keep a Python copy of the numbers a shape tensor is built from, and read the copy under compile where "
+        "the numbers are needed (unsafe: the compiled graph has Python ints where 0-d integer tensors were; "
+        "float arithmetic on them is float64 instead of float32, equal below 2**24; a shape tensor changed in "
+        "place is not seen under compile; eager reads the tensor)")
 _BUILDERS = {"torch.as_tensor", "torch.tensor"}
-_BUILDER_TEXT = re.compile(r"\b(as_tensor|tensor)\(\s*\w+\s*,[^)]*dtype|\barange\(")
+_BUILDER_TEXT = re.compile(r"\b(as_tensor|tensor)\(\s*\w+\s*,[^)]*dtype|\barange\(|\b(as_tensor|tensor|IntTensor|LongTensor)\(\s*\[")
 _INT_DTYPES = {"torch.long", "torch.int64"}
+_LITERAL_DTYPES = _INT_DTYPES | {"torch.int", "torch.int32"}
+_LEGACY_BUILDERS = {"torch.IntTensor", "torch.LongTensor"}  # ``torch.IntTensor([n])``: int32, a list literal
 _RANGE_KEYWORDS = {"dtype", "device"}  # ``torch.arange(a, b, device=d)``: no ``out=``, no ``start=``
 # operators under which a Python int and a 0-d int64 tensor give the same number
 _SAME_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
@@ -122,7 +132,7 @@ def _all_edits(ctx: FileContext, builders: list[_Builder],
                                                          for n in names):
             continue  # written in place, kept already, or no read of this file takes its numbers
         edits.append((b.call, _keep_call(ctx, b.call)))
-        helpers.add(KEEP_VALUES_HELPER if ctx.imports.qualify(b.call.func) in _BUILDERS else ARANGE_HELPER)
+        helpers.add(ARANGE_HELPER if _is_range_call(ctx, b.call) else KEEP_VALUES_HELPER)
     return edits, ", ".join(dict.fromkeys(read)), sorted(helpers), holders
 
 
@@ -138,7 +148,31 @@ def _sites_in(ctx: FileContext, func: cst.FunctionDef, names: set[str]) -> list[
             chain = _index_chain(n)
             if chain is not None and chain[0].value in names:
                 sites.append(chain)
+        elif isinstance(n, cst.Assign) and (unpack := _unpack_site(ctx, func, n)) and unpack[0].value in names:
+            sites.append(unpack)
     return sites
+
+
+def _unpack_site(ctx: FileContext, func: cst.FunctionDef, stmt: cst.Assign) -> tuple[cst.Name, int, list] | None:
+    """``batch, length = shape`` (names only, one level): (the unpacked name, 1, every read of the names in
+    ``func``)."""
+    target = stmt.targets[0].target if len(stmt.targets) == 1 else None
+    if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(stmt.value, cst.Name)
+            and all(isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in target.elements)):
+        return None
+    bound = {e.value.value for e in target.elements}
+    users = [n for n in walk(func.body) if isinstance(n, cst.Name) and n.value in bound and _is_load(ctx, n)]
+    return stmt.value, 1, users
+
+
+def _binding_unpack(ctx: FileContext, name: cst.Name) -> tuple[cst.Name, int, list] | None:
+    """The ``a, b = shape`` of the enclosing function that binds ``name``."""
+    func = ctx.enclosing_function(name)
+    if func is None:
+        return None
+    unpacks = ctx.memo(f"kept_values.unpacks.{id(func)}", lambda: [
+        site for n in walk(func.body) if isinstance(n, cst.Assign) and (site := _unpack_site(ctx, func, n))])
+    return next((site for site in unpacks if any(u is name for u in site[2])), None)
 
 
 def _inner_subscript(ctx: FileContext, sub: cst.Subscript) -> bool:
@@ -219,15 +253,35 @@ def _builder_sites(ctx: FileContext) -> list[tuple[cst.FunctionDef, str, cst.Cal
 
 
 def _is_builder(ctx: FileContext, call: cst.BaseExpression) -> bool:
-    if isinstance(call, cst.Call) and (code(call.func) == ARANGE_HELPER or ctx.imports.qualify(call.func) == "torch.arange"):
+    if isinstance(call, cst.Call) and _is_range_call(ctx, call):
         return _is_range(ctx, call)
-    if not (isinstance(call, cst.Call) and ctx.imports.qualify(call.func) in _BUILDERS and call.args):
+    qual = ctx.imports.qualify(call.func) if isinstance(call, cst.Call) else None
+    if qual not in _BUILDERS | _LEGACY_BUILDERS or not call.args:
         return False
     first = call.args[0]
-    if first.keyword is not None or first.star or not isinstance(first.value, cst.Name):
-        return False  # the values are read twice: a name only
+    if first.keyword is not None or first.star:
+        return False
     dtype = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "dtype"), None)
+    if isinstance(first.value, (cst.List, cst.Tuple)):  # a literal: its dtype comes from the numbers
+        return _plain_literal(first.value) and (qual in _LEGACY_BUILDERS and len(call.args) == 1
+                                                or dtype is None or ctx.imports.qualify(dtype) in _LITERAL_DTYPES)
+    if qual in _LEGACY_BUILDERS or not isinstance(first.value, cst.Name):
+        return False  # the values are read twice: a name or a literal of plain reads only
     return dtype is not None and ctx.imports.qualify(dtype) in _INT_DTYPES
+
+
+def _plain_literal(values: cst.List | cst.Tuple) -> bool:
+    """Numbers, names, attributes of names and names indexed by a number, in nested lists: reading them a
+    second time gives the same numbers."""
+    def plain(e: cst.BaseExpression) -> bool:
+        e = strip_parens(e)
+        if isinstance(e, (cst.List, cst.Tuple)):
+            return all(not isinstance(el, cst.StarredElement) and plain(el.value) for el in e.elements)
+        if isinstance(e, cst.Subscript):
+            return len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index) \
+                and isinstance(strip_parens(e.slice[0].slice.value), cst.Integer) and plain(e.value)
+        return isinstance(e, (cst.Integer, cst.Name)) or (isinstance(e, cst.Attribute) and plain(e.value))
+    return bool(values.elements) and plain(values)
 
 
 def _is_range(ctx: FileContext, call: cst.Call) -> bool:
@@ -250,8 +304,12 @@ def _is_kept(ctx: FileContext, call: cst.Call) -> bool:
     return isinstance(parent, cst.Call) and code(parent.func) == KEEP_VALUES_HELPER
 
 
+def _is_range_call(ctx: FileContext, call: cst.Call) -> bool:
+    return code(call.func) == ARANGE_HELPER or ctx.imports.qualify(call.func) == "torch.arange"
+
+
 def _keep_call(ctx: FileContext, call: cst.Call) -> cst.Call:
-    if ctx.imports.qualify(call.func) in _BUILDERS:
+    if not _is_range_call(ctx, call):
         return make_call(KEEP_VALUES_HELPER, call, call.args[0].value.deep_clone())
     return call.with_changes(func=cst.Name(ARANGE_HELPER))  # the same bounds and keywords
 
@@ -333,7 +391,7 @@ def _read_sites(ctx: FileContext, node: cst.CSTNode) -> list[tuple[cst.Name, int
             if chain is not None and id(chain[0]) not in sites:
                 sites[id(chain[0])] = chain
         elif isinstance(n, cst.Name):
-            loop = _binding_loop(ctx, n)
+            loop = _binding_loop(ctx, n) or _binding_unpack(ctx, n)
             if loop is not None and id(loop[0]) not in sites:
                 sites[id(loop[0])] = loop
     return list(sites.values())
@@ -417,6 +475,8 @@ def _check_uses(ctx: FileContext, func: cst.FunctionDef, users: list[cst.BaseExp
     work = [(func, expr) for expr in users]
     while work:
         where, expr = work.pop()
+        if ctx.eager_only(expr):
+            continue  # eager reads the tensor there: the copy is read only under compile
         for holder in _sink(ctx, where, expr):
             if holder not in seen:
                 seen.add(holder)
@@ -517,8 +577,9 @@ def _passed(ctx: FileContext, call: cst.Call, arg: cst.Arg) -> list[tuple]:
     if not targets:
         raise _NoKeep(f"`{code(call)[:60]}` may treat it as a tensor")
     for f, _ in targets:
-        wrapped = [code(d.decorator) for d in f.decorators if code(d.decorator) not in _PLAIN_DECORATORS]
-        if wrapped:  # ``@torch.jit.script`` takes a tensor where its parameter has no annotation
+        wrapped = [code(d.decorator) for d in f.decorators if code(d.decorator) not in _PLAIN_DECORATORS
+                   and ctx.imports.qualify(d.decorator) != "torch.jit.script"]
+        if wrapped:  # ``@torch.jit.script`` is traced as Python by Dynamo; the copy is read only there
             raise _NoKeep(f"`{f.name.value}` is wrapped by `@{wrapped[0]}`, which may not take a Python number")
     return targets
 
@@ -542,10 +603,18 @@ def _check_truth(ctx: FileContext, func: cst.FunctionDef, test: cst.CSTNode) -> 
         cur = parent
     if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.Assert)) and parent.test is cur:
         return []
+    if isinstance(parent, cst.Arg) and _bool_tensor_of(ctx, ctx.parent(parent)):
+        return []  # ``torch.as_tensor(n % k != 0)`` (a validation repair's check): the same bool tensor
     stored = _stored_name(parent, cur)
     if stored is None:
         raise _NoKeep(f"the comparison `{code(test)}` is used as a value, not a test")
     return [(func, stored)]
+
+
+def _bool_tensor_of(ctx: FileContext, call: cst.CSTNode | None) -> bool:
+    """``torch.as_tensor(<one positional argument>)``: a Python bool and a bool tensor give equal tensors."""
+    return isinstance(call, cst.Call) and ctx.imports.qualify(call.func) == "torch.as_tensor" \
+        and len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star
 
 
 def _sizes_call(ctx: FileContext, call: cst.Call) -> bool:
