@@ -41,7 +41,7 @@ from mend.analyzers.static.torch_facts import (
 _EMPTY = cst.Module(body=[])
 
 # Pure builtins (no effects, deterministic).
-PURE_BUILTINS = {"len", "min", "max", "abs", "float", "int", "bool", "tuple", "isinstance", "round", "range"}
+PURE_BUILTINS = {"len", "min", "max", "any", "all", "abs", "float", "int", "bool", "tuple", "isinstance", "round", "range"}
 # Reads of a dict (never tensors; no effects).
 CONTAINER_READS = frozenset({"keys", "values", "items"})
 
@@ -368,6 +368,9 @@ class FunctionFacts:
         if isinstance(expr, cst.Call):
             if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in DATA_METHODS:
                 return True
+            if isinstance(expr.func, cst.Name) and expr.func.value in ("any", "all") and len(expr.args) == 1 \
+                    and expr.func.value not in self.stores:
+                return self.reads_data(expr.args[0].value)  # ``any(t)``: the truth of each of its numbers
             qual = self.imports.qualify(expr.func) or ""
             return qual in DATA_BOOL_TORCH
         if isinstance(expr, cst.Comparison):

@@ -79,7 +79,7 @@ from mend.rewriter.analysis import (
     walk,
 )
 from mend.rewriter.engine import Decline, FileContext, Plan
-from mend.rewriter.fixes import buffer_select, fallback_select, mask_drop
+from mend.rewriter.fixes import buffer_select, fallback_select, mask_drop, store_select
 from mend.rewriter.fixes.base import fixer
 from mend.rewriter.fixes.kept_values import kept_values_plan
 
@@ -130,6 +130,8 @@ class _Lower:
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "bool" \
                 and len(expr.args) == 1 and not expr.args[0].keyword and "bool" not in self.facts.stores:
             return self(expr.args[0].value)
+        if _builtin_reduction(self.facts, expr):  # ``any(t)``: equal to ``torch.any(t)`` for a 1-D tensor
+            return f"{t}.{expr.func.value}({code(expr.args[0].value)})"
         if not self.facts.reads_data(_drop_item(expr)):
             raise _Declined(f"`{code(expr)}` is not a tensor condition; only a leading static part "
                             "of an `and` chain can stay in Python")
@@ -154,6 +156,13 @@ class _Lower:
                 return code(expr)
         return f"({code(expr)}).bool()" if not isinstance(expr, (cst.Name, cst.Call, cst.Attribute)) \
             else f"{code(expr)}.bool()"
+
+
+def _builtin_reduction(facts: FunctionFacts, expr: cst.BaseExpression) -> bool:
+    """``any(t)`` / ``all(t)`` of a tensor (the builtins, not shadowed)."""
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("any", "all") \
+        and expr.func.value not in facts.stores and len(expr.args) == 1 and not expr.args[0].keyword \
+        and not expr.args[0].star and facts.reads_data(expr.args[0].value)
 
 
 class _DropItem(cst.CSTTransformer):
@@ -334,6 +343,9 @@ def _fix_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFac
     dropped = _fix_mask_drop(ctx, diag, node, torch, imports)
     if dropped is not None:
         return dropped
+    stored = _fix_store(ctx, diag, node, facts, lower, torch, imports)
+    if stored is not None:
+        return stored
     try:
         chain = _read_chain(ctx, node, facts)
     except _Declined:  # no repair of the chain itself: an early return of another implementation's result?
@@ -391,6 +403,30 @@ def _fix_mask_drop(ctx: FileContext, diag: Diagnostic, node: cst.If, torch: str,
                         [(drop.test, new)], imports=imports)
         branch = branch.orelse if isinstance(branch.orelse, cst.If) else None
     return None
+
+
+def _fix_store(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFacts, lower: _Lower,
+               torch: str, imports: list) -> Plan | None:
+    """One store into a tensor under the test: under compile, with gradients off, the element is stored
+    on every path, the torch.where-selected value (eager keeps the branch). See
+    :mod:`mend.rewriter.fixes.store_select`."""
+    found = store_select.match(node, facts, _static_index)
+    if found is None:
+        return None
+    if isinstance(found, str):
+        raise _Declined(found)
+    static_prefix, tail = _split_static_prefix(node.test, facts)
+    if not tail:
+        raise _Declined("the condition has no tensor part mend can see")
+    if not all(facts.is_pure(_drop_item(t)) for t in tail):
+        raise _Declined("the condition has calls mend cannot prove side-effect free")
+    cond = lower(tail[0] if len(tail) == 1 else parse_expr(_and_text(tail)))
+    store = parse_stmt(store_select.compiled(found, cond, torch))
+    chain = _Chain(node, [node.test], [], False, static_prefix, None, False)
+    return Plan(diag, "a data-dependent store into a tensor: under compile (gradients off) the element is stored "
+                      "on every path, the torch.where-selected value (eager keeps the branch)", "unsafe",
+                [(node, _split_on_compile(chain, [store], torch, grad_gate=True))], imports=imports,
+                helpers=["_mend_where"])
 
 
 def _fix_fallback(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFacts, lower: _Lower,

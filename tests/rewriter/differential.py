@@ -183,6 +183,7 @@ FIX_KINDS: list[tuple[str, str]] = [
     (r"^a mask of all ones set to None", "mask-drop"),
     (r"^rows routed by runs of equal ids", "grouped-rows"),
     (r"^a data-dependent fallback that returns early", "fallback-select"),
+    (r"^a data-dependent store into a tensor", "store-select"),
     (r"`copy\.deepcopy\(t\)`", "deepcopy"),
     (r"^fold the module's integer buffers", "int-fold"),
     (r"^numpy on Python numbers -> math", "numpy-numbers"),

@@ -499,6 +499,14 @@ def kept_values(draw, env: _Env) -> tuple[str, list[str]]:
         lines.append(f"{k} = self._levels{i}({a}, {shapes})")
     else:
         lines.append(f"{k} = torch.ones({shapes}[0][0], {shapes}[1][1] + 1, dtype={a}.dtype).sum()")
+    literal = draw(st.sampled_from(["", "int32", "unpacked"]))
+    if literal == "int32":  # VITS: a one-element int32 tensor of a Python number, its number a slice bound
+        n = env.fresh("n")
+        lines += [f"{n} = torch.IntTensor([{a}.shape[-1] // 2])", f"{k} = {k} + {a}[..., : {n}[0]].sum()"]
+    elif literal == "unpacked":  # mega: a literal shape tensor unpacked into numbers
+        shape, rows, cols = env.fresh("shape"), env.fresh("rows"), env.fresh("cols")
+        lines += [f"{shape} = torch.tensor([{a}.shape[0], 2])", f"{rows}, {cols} = {shape}",
+                  f"if {cols} > 1:", f"    {k} = {k} + {a}[: {rows}, : {cols}].sum()"]
     return "kept-values", lines + [f"{t} = {t} + {k}"]
 
 
@@ -642,6 +650,21 @@ def tensor_check(draw, env: _Env) -> tuple[str, list[str]]:
     return "tensor-check", [check.format(test=test, message=message), f"{t} = {t} * 2"]
 
 
+@st.composite
+def store_select(draw, env: _Env) -> tuple[str, list[str]]:
+    """One store into a tensor under a data-dependent test (smolvlm keeps one image when every image is
+    padding); the test holds for some inputs and not for others."""
+    t = draw(st.sampled_from(env.names))
+    keep = env.fresh("keep")
+    made = draw(st.sampled_from([f"{t}.sum(-1) > 0", f"{t}.amax(-1) > 1e9", f"({t} == {t}).all(-1)",
+                                 f"{t}[:, 0] > 0"]))
+    test = draw(st.sampled_from([f"not any({keep})", f"not {keep}.any()", f"{keep}.sum() == 0",
+                                 f"{keep}.all()"]))
+    store = draw(st.sampled_from([f"{keep}[0] = True", f"{keep}[-1:] = {keep}[:1] | True", f"{keep}[0] = 0"]))
+    return "store-select", [f"{keep} = {made}", f"if {test}:", f"    {store}",
+                            f"{t} = {t} * {keep}[:, None].to({t}.dtype)"]
+
+
 _POSITIONS = """
 def _positions{i}(self, n: int, dtype: torch.dtype):
     pos = torch.arange(0, n, dtype=torch.int64).to(dtype)
@@ -695,6 +718,7 @@ BLOCKS = {
     "constant-method": constant_method,
     "fallback": fallback,
     "tensor-check": tensor_check,
+    "store-select": store_select,
 }
 
 

@@ -132,6 +132,7 @@ INPUTS = {
     "fallback_select": lambda: [(torch.randn(2, 5, 8), _key_mask(2, 5, masked_rows=())),
                                 (torch.randn(2, 5, 8), _key_mask(2, 5, masked_rows=(1,))),
                                 (torch.randn(3, 4, 8), None)],
+    "store_select": lambda: [(torch.zeros(3, 2, 4),), (torch.randn(3, 2, 4) * torch.tensor([0.0, 1.0, 0.0])[:, None, None],)],
     "tensor_check": lambda: [(torch.randn(3, 5), torch.tensor([0, 4, 2])), (torch.randn(2, 4), torch.tensor([1, 1]))],
     "kept_range": lambda: [(torch.randn(2, 5, 8), torch.randn(2, 5, 8)), (torch.randn(1, 7, 8), None)],
     "kept_values": lambda: [(torch.randn(2, 4, 4, 4), torch.randn(2, 4, 2, 2)),

@@ -123,7 +123,14 @@ register(
             "through tuples (**unsafe**: both implementations run, the branch's report is not made under "
             "compile, an error the rest raises where eager took the fallback surfaces, and both must leave "
             "state the other reads alone; the selected values are eager's bits either way, no agreement of the "
-            "two is assumed; with gradients on the original branch runs).",
+            "two is assumed; with gradients on the original branch runs). An `if` with no `else` whose one "
+            "statement stores into a tensor at an index of numbers and slices (`if not any(real_images_inds): "
+            "real_images_inds[0] = True`, smolvlm keeping one image) stores on every path under compile with "
+            "gradients off: `t[i] = _mend_where(cond, value, t[i])`, a number literal as `torch.full_like(t[i], "
+            "v)` (cast as the store casts it); `any(t)`/`all(t)` lower to `torch.any`/`torch.all` (**unsafe**: "
+            "the value and the test are computed on both paths, the tensor is written with its own numbers where "
+            "the original left it alone, and `any(t)` of a tensor whose rows hold several numbers raises only in "
+            "eager; the stored numbers are eager's).",
         ),
     ),
     Rule(

@@ -1,0 +1,79 @@
+"""A store into a tensor under a data-dependent test (MND201): selected with ``torch.where`` under compile.
+
+smolvlm keeps at least one image when every image of the batch is padding::
+
+    if not any(real_images_inds):
+        real_images_inds[0] = True
+
+The test reads tensor data: Dynamo breaks the graph there, once per call. Under compile the store is made
+on every path, of the value the original leaves there when the test is false::
+
+    if not torch.compiler.is_compiling() or torch.is_grad_enabled():
+        <the original if>                                  # eager (and autograd): unchanged
+    else:
+        real_images_inds[0] = _mend_where(torch.logical_not(torch.any(real_images_inds)),
+                                          torch.full_like(real_images_inds[0], True), real_images_inds[0])
+
+Matched: an ``if`` with no ``elif``/``else`` whose body is one assignment to ``name[index]``, ``name`` a
+plain name, every index a number, a slice of numbers, ``None`` or ``...`` (the element read back has a
+shape known while tracing), a value without calls mend cannot prove side-effect free. A number literal
+value becomes ``torch.full_like(name[index], value)``: the number cast to the tensor's dtype, as the store
+casts it. ``_mend_where`` selects with ``torch.where`` only when both sides agree in shape, dtype and device
+(decided while tracing), else as the original did (a graph break, never other numbers).
+
+Why the numbers are the original's: where the test is true the same value is stored; where it is false
+the element is stored back unchanged. **Unsafe**, under compile only: the value and the test are computed
+on both paths (an error in the value, such as an index out of range, raises where the original skipped
+it), and the tensor is written, with its own numbers, where the original left it alone (its version
+counter moves; with gradients on the original ``if`` runs, since a write in place changes what autograd
+records). ``any(t)``/``all(t)`` of a tensor lower to ``torch.any``/``torch.all``: equal for a 1-D tensor;
+for a tensor whose rows hold several numbers the original raises and the compiled form does not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from mend.rewriter.analysis import FunctionFacts, body_statements, code, is_number, strip_parens
+
+
+@dataclass
+class Store:
+    """``target[index] = value`` under the test of ``node``."""
+
+    node: cst.If
+    target: cst.Subscript
+    value: cst.BaseExpression
+
+
+def match(node: cst.If, facts: FunctionFacts, static_index) -> Store | str | None:
+    """The store under ``node`` (an ``if`` with one assignment to a subscript and nothing else), a reason
+    it is not repaired, or None (another shape of ``if``). ``static_index(facts, subscript)`` says whether
+    every index is known while tracing."""
+    if node.orelse is not None:
+        return None
+    stmts = body_statements(node.body)
+    if stmts is None or len(stmts) != 1 or not isinstance(stmts[0], cst.Assign):
+        return None
+    stmt = stmts[0]
+    if len(stmt.targets) != 1 or not isinstance(stmt.targets[0].target, cst.Subscript):
+        return None
+    target = stmt.targets[0].target
+    if not isinstance(target.value, cst.Name):
+        return "the store's tensor is not a plain name"
+    if not static_index(facts, target):
+        return "the store's index is not made of numbers, slices, None or `...` (its shape depends on data)"
+    if not facts.is_pure(stmt.value):
+        return f"`{code(stmt.value)}` has calls mend cannot prove side-effect free"
+    return Store(node, target, stmt.value)
+
+
+def compiled(store: Store, cond: str, torch: str) -> str:
+    """The statement run under compile: the store of the selected value."""
+    target = code(store.target)
+    value = strip_parens(store.value)
+    number = is_number(value) or (isinstance(value, cst.Name) and value.value in ("True", "False"))
+    new = f"{torch}.full_like({target}, {code(value)})" if number else code(value)
+    return f"{target} = _mend_where({cond}, {new}, {target})\n"

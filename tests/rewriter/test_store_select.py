@@ -1,0 +1,94 @@
+"""MND201 repaired where a data-dependent test guards one store into a tensor
+(rewriter/fixes/store_select.py)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from mend.rewriter.engine import FixOptions, fix_source
+from tests.rewriter.conftest import diag
+
+torch = pytest.importorskip("torch")
+
+_SRC = '''
+import torch
+
+
+class M(torch.nn.Module):
+    def forward(self, x: torch.Tensor, keep: torch.Tensor):
+        {prefix}
+        if {test}:
+            {store}
+        return x * keep[:, None]
+'''
+
+
+def _fix(test: str = "not any(keep)", store: str = "keep[0] = True", prefix: str = "pass",
+         unsafe: bool = True):
+    src = _SRC.format(test=test, store=store, prefix=prefix)
+    return src, fix_source(src, "t.py", [diag("MND201", 8, 12)], FixOptions(unsafe=unsafe))
+
+
+def test_under_compile_the_element_is_stored_on_every_path() -> None:
+    src, res = _fix()
+    assert res.applied and res.applied[0].applicability == "unsafe", res.remaining
+    assert textwrap.indent(textwrap.dedent('''
+        if not torch.compiler.is_compiling() or torch.is_grad_enabled():
+            if not any(keep):
+                keep[0] = True
+        else:
+            keep[0] = _mend_where(torch.logical_not(torch.any(keep)), torch.full_like(keep[0], True), keep[0])
+    ''').strip("\\n"), "        ") in res.fixed, res.fixed
+    assert fix_source(res.fixed, "t.py", [], FixOptions(unsafe=True)).fixed == res.fixed
+    _, safe = _fix(unsafe=False)
+    assert safe.fixed == src and safe.remaining[0].unsafe_available
+
+
+def test_a_static_prefix_stays_a_python_test() -> None:
+    _, res = _fix(test="x.dtype == torch.float16 and (keep.sum() == 0)", store="keep[1:] = keep[:-1]")
+    assert "        elif x.dtype == torch.float16:\n            keep[1:] = _mend_where(keep.sum() == 0, keep[:-1], keep[1:])\n" \
+        in res.fixed, res.fixed
+
+
+@pytest.mark.parametrize(("store", "reason"), [
+    ("keep[keep.nonzero()] = True", "index is not made of numbers"),
+    ("keep[0] = self.pick(keep)", "cannot prove side-effect free"),
+    ("self.keep[0] = True", "not a plain name"),
+])
+def test_declined(store: str, reason: str) -> None:
+    src, res = _fix(store=store)
+    assert res.fixed == src
+    assert any(reason in r.reason for r in res.remaining), [r.reason for r in res.remaining]
+
+
+def _graphs(fn, *args):
+    graphs: list = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    out = torch.compile(fn, backend=backend)(*args)
+    return out, len(graphs), sum(torch._dynamo.utils.counters["graph_break"].values())
+
+
+@pytest.mark.parametrize("store", ["keep[0] = True", "keep[-1:] = keep[:1] | True", "keep[0] = 1"])
+def test_compiled_store_equals_eager_on_both_paths(store: str) -> None:
+    src, res = _fix(store=store)
+    before, after = {}, {}
+    exec(compile(src, "before.py", "exec"), before)
+    exec(compile(res.fixed, "after.py", "exec"), after)
+    for keep in (torch.zeros(4, dtype=torch.bool), torch.tensor([False, True, False, True])):
+        x = torch.randn(4, 3)
+        want_keep = keep.clone()
+        with torch.no_grad():
+            want = before["M"]()(x, want_keep)
+            got_keep = keep.clone()
+            got, graphs, breaks = _graphs(after["M"](), x, got_keep)
+        assert torch.equal(got, want) and torch.equal(got_keep, want_keep) and (graphs, breaks) == (1, 0)
+        with torch.no_grad():
+            assert _graphs(before["M"](), x, keep.clone())[2] >= 1  # the original breaks at the test
