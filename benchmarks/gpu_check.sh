@@ -10,6 +10,7 @@
 #   FROM=fixzoo_all_bf16.json bash benchmarks/gpu_check.sh 6   # its breaking rows: original, safe, unsafe
 #                                    # (SOURCES=original,unsafe, ZOO_ARGS=--no-second-fix: less to fit the limit)
 #
+# PROFILE=0 leaves out the zoo's per-model kernel profile (more rows fit a part).
 # Each part stops starting work at its deadline (PART_SECONDS, default 520) so the command ends within 9
 # minutes; the zoo lists the models it had no time for as skipped. Logs and tables go to $OUT (default
 # /tmp/mend_gpu_check), at most 5 files per part:
@@ -55,7 +56,8 @@ print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', tr
 
 zoo() {  # dtype, rows, seconds to leave for what follows
     echo "== GPU zoo $1 $2 ($(left) s left)"
-    "$PY" benchmarks/compiler_zoo.py --device cuda --dtype "$1" --models "$2" --jobs 2 --rounds 3 --profile \
+    "$PY" benchmarks/compiler_zoo.py --device cuda --dtype "$1" --models "$2" --jobs 2 --rounds 3 \
+        $([ "${PROFILE:-1}" = 0 ] || echo --profile) \
         --budget-s $(( $(left) - $3 - 90 )) --deadline-s $(( $(left) - $3 - 10 )) --out "$OUT"
 }
 

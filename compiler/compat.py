@@ -72,6 +72,18 @@ def inference_eligible(gm, example_inputs) -> bool:
     return True
 
 
+def fake_inputs(example_inputs) -> "list | None":
+    """Dynamo's example inputs (real tensors) as fake tensors of its fake mode, for a trace made after
+    Dynamo's compile has returned (its tracing context, where the fake mode is found, gone); or None."""
+    from torch._guards import detect_fake_mode
+
+    fake_mode = detect_fake_mode(example_inputs)
+    if fake_mode is None:
+        return None
+    with fake_mode:
+        return [fake_mode.from_tensor(t) for t in example_inputs]
+
+
 def trace_inference(gm, example_inputs, decompositions):
     """The ATen graph of an inference graph in one ``make_fx`` trace under Dynamo's fake mode, and the fake
     inputs it was traced with; or None where aot_autograd's handling is needed.

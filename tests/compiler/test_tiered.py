@@ -205,3 +205,91 @@ def test_a_program_that_ends_does_not_wait_for_a_build():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == str([torch.tanh(torch.ones(3)).mul(2)[0].item()] * 3)
     assert time.monotonic() - t0 < 45, "exit waited for the 60 s build"
+
+
+def test_an_inference_graph_runs_dynamos_graph_until_its_second_call_starts_the_build(monkeypatch, tmp_path):
+    """The first call waits for Dynamo alone: nothing is traced to ATen or lowered until the second call,
+    which starts the build on the background thread; the switch comes after it, with the same results."""
+    from mend.compiler import compat
+
+    traced_at = []
+    real = compat.trace_inference
+
+    def trace(gm, example_inputs, decompositions):
+        traced_at.append((calls[0], threading.current_thread().name))
+        return real(gm, example_inputs, decompositions)
+
+    monkeypatch.setattr(compat, "trace_inference", trace)
+    monkeypatch.setenv("MEND_CACHE_DIR", str(tmp_path))  # no graph of an earlier run found by Dynamo's key
+    assert mend.compiler.wait(120)  # no earlier test's build still running
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 8)).eval()
+    x = torch.randn(4, 16)
+    calls = [0]
+    before = dict(tiered.STATS)
+    with torch.no_grad():
+        want = m(x)
+        c = torch.compile(m, backend="mend", options={"async_compile": True})
+        torch.testing.assert_close(c(x), want)
+        calls[0] = 1
+        assert traced_at == [] and tiered.pending() >= 1
+        torch.testing.assert_close(c(x), want)  # the second call starts the build
+        assert mend.compiler.wait(120)
+        assert traced_at == [(1, "mend-async-build")]
+        for _ in range(2):
+            torch.testing.assert_close(c(x), want)
+    assert tiered.STATS["aten_calls"] - before["aten_calls"] == 2
+    assert tiered.STATS["switched"] - before["switched"] == 1
+
+
+def test_a_deferred_graph_that_mutates_its_input_goes_through_aot_autograd(monkeypatch):
+    monkeypatch.setenv("MEND_STRICT", "1")
+    torch._dynamo.reset()
+
+    def g(a, b):
+        a.add_(1)
+        return a * b
+
+    a, b = torch.randn(5), torch.randn(5)
+    c = torch.compile(g, backend="mend", options={"async_compile": True})
+    got_a, want_a = a.clone(), a.clone()
+    before = dict(tiered.STATS)
+    got = [c(got_a, b), c(got_a, b)]
+    assert mend.compiler.wait(120)  # (also starts a build no second call started)
+    got.append(c(got_a, b))
+    want = [g(want_a, b) for _ in range(3)]
+    for x, y in zip(got, want):
+        torch.testing.assert_close(x, y)
+    torch.testing.assert_close(got_a, want_a)
+    assert tiered.STATS["switched"] - before["switched"] == 1
+
+
+def test_waiting_starts_a_deferred_build(monkeypatch, tmp_path):
+    monkeypatch.setenv("MEND_CACHE_DIR", str(tmp_path))
+    assert mend.compiler.wait(120)
+    torch._dynamo.reset()
+    c = torch.compile(lambda t: torch.tanh(t) * 3, backend="mend", options={"async_compile": True})
+    t = torch.randn(6)
+    torch.testing.assert_close(c(t), torch.tanh(t) * 3)
+    assert tiered.pending() >= 1
+    assert mend.compiler.wait(120) and tiered.pending() == 0
+    before = dict(tiered.STATS)
+    torch.testing.assert_close(c(t), torch.tanh(t) * 3)
+    assert tiered.STATS["switched"] - before["switched"] == 1
+
+
+def test_defer_off_lowers_an_inference_graph_when_it_is_compiled(monkeypatch, tmp_path):
+    from mend.compiler import compat
+
+    traced = []
+    real = compat.trace_inference
+    monkeypatch.setattr(compat, "trace_inference", lambda *a: traced.append(1) or real(*a))
+    monkeypatch.setenv("MEND_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MEND_ASYNC_DEFER", "0")
+    assert mend.compiler.wait(120)
+    torch._dynamo.reset()
+    c = torch.compile(lambda t: torch.tanh(t) * 5, backend="mend", options={"async_compile": True})
+    t = torch.randn(6)
+    torch.testing.assert_close(c(t), torch.tanh(t) * 5)
+    assert traced == [1]  # traced and lowered in the first call, as for every other graph
