@@ -341,10 +341,9 @@ def _direct_inference(gm, example_inputs, cg: bool, ac: bool):
             return _boxed_to_plain(compile_graph(gm, example_inputs, kind="inference", cudagraphs=cg,
                                                  async_compile=ac, preloaded=cached))
     fakes = compat.fake_inputs(example_inputs) if ac and not cg and tiered.defers_front_end() else None
-    if fakes is not None:  # the first call waits for Dynamo alone: everything else from the second call on
-        deferred = tiered.Deferred(lambda: _traced_build(gm, fakes, dkey), None, [],
-                                   lambda exc: _fallback(gm, debug.Dump("inference_deferred"), exc), start=False)
-        return _boxed_to_plain(tiered.TieredGraph(gm, deferred, "inference graph"), carry=False)
+    if fakes is not None:  # the first call waits for Dynamo alone: the rest at the second call
+        return _boxed_to_plain(tiered.DeferredGraph(gm.forward, lambda: _traced_compile(gm, fakes, dkey),
+                                                    "inference graph"), carry=False)
     traced = compat.trace_inference(gm, example_inputs, decomposition_table())
     if traced is None:
         return None
@@ -356,29 +355,27 @@ def _direct_inference(gm, example_inputs, cg: bool, ac: bool):
     return _boxed_to_plain(boxed)
 
 
-def _traced_build(gm, example_inputs, dkey):
-    """An inference graph's trace to ATen and its build, on the background thread of asynchronous
-    compilation (``tiered``); returns once its kernels are built, so the switch never waits. A graph the
-    direct trace does not take goes through aot_autograd, as when compiled at once."""
-    traced = compat.trace_inference(gm, example_inputs, decomposition_table())
+def _traced_compile(gm, fakes, dkey):
+    """An inference graph's trace to ATen and its asynchronous compile (kernels building in the background),
+    at its second call (``tiered.DeferredGraph``); ``fakes``: Dynamo's example inputs as fake tensors, its
+    tracing context being gone by then. A graph the direct trace does not take goes through aot_autograd,
+    as when compiled at once."""
+    traced = compat.trace_inference(gm, fakes, decomposition_table())
     if traced is None:
         plain = compat.aot_module_simplified(
-            gm, example_inputs, fw_compiler=_compiler("forward", False), bw_compiler=_compiler("backward", False),
-            inference_compiler=_compiler("inference", False), decompositions=decomposition_table())
+            gm, fakes, fw_compiler=_compiler("forward", False, True), bw_compiler=_compiler("backward", False, True),
+            inference_compiler=_compiler("inference", False, True), decompositions=decomposition_table())
 
         def fn(args):
             return plain(*args)
 
         fn._boxed_call = True
-    else:
-        STATS["direct_inference_graphs"] += 1
-        aten_gm, fakes = traced
-        fn = compile_graph(aten_gm, fakes, kind="inference")
-        if dkey is not None:
-            graph_cache.store(dkey, (graph_cache.graph_key(aten_gm, fakes), str(_device_of(fakes, aten_gm))))
-    for f in getattr(fn, "mend_pending", ()):
-        f.result()
-    return fn
+        return fn
+    STATS["direct_inference_graphs"] += 1
+    aten_gm, aten_fakes = traced
+    if dkey is not None:
+        graph_cache.store(dkey, (graph_cache.graph_key(aten_gm, aten_fakes), str(_device_of(aten_fakes, aten_gm))))
+    return compile_graph(aten_gm, aten_fakes, kind="inference", async_compile=True)
 
 
 def _boxed_to_plain(boxed, carry: bool = True):

@@ -8,17 +8,17 @@ known at once), but nothing waits for a kernel build: Triton kernels compile in 
 every build of a graph is done, each call of the graph runs the ATen graph that aot_autograd traced, op by
 op, as eager PyTorch would; the first call that finds them done switches to the compiled graph, for good.
 The first call then waits only for Dynamo, aot_autograd and the front end; for an inference graph (the
-direct trace, ``backend._direct_inference``) only for Dynamo: its trace to ATen, lowering, fusion and code
-generation run on the background thread too, started at the graph's second call (:class:`Deferred` with
-``start=False``), and until then Dynamo's own graph runs. Started at once, that Python work would share the
-interpreter with the rest of the first call (Dynamo's bytecode and guards, the graphs after a break) and
-delay the first result by as much as it saves.
+direct trace, ``backend._direct_inference``) only for Dynamo: its first call runs Dynamo's own graph, and
+its trace to ATen and front end run at its second call (:class:`DeferredGraph`), then its kernels build as
+above. That second step stays on the calling thread: tracing with FX sets process-wide state
+(``is_fx_tracing``, a patched ``nn.Module.__call__``) that every compiled call of the program would see
+while a trace ran on another thread (Dynamo then refuses to run: "using FX to symbolically trace a
+dynamo-optimized function").
 
-Otherwise the background work is a compiler process or a thread blocked on one: a thread running Python
-shares the interpreter with the main thread, which then runs its ATen ops more slowly. The exceptions: the
-deferred inference graphs above (from their second call on), and with no Triton worker pool
-(``MEND_COMPILE_WORKERS=0``) Triton kernels compile on the background thread, front end included, since the
-alternative is compiling them in the first call.
+The background work is a compiler process or a thread blocked on one, never Python lowering: a thread that
+held the GIL would slow every ATen op of the main thread (each op releases and re-takes the GIL). The one
+exception: with no Triton worker pool (``MEND_COMPILE_WORKERS=0``) Triton kernels compile on the background
+thread, front end included, since the alternative is compiling them in the first call.
 
 What it costs, and why it is off by default:
 
@@ -45,17 +45,16 @@ import weakref
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as _Timeout
 
-STATS = {"graphs": 0, "aten_calls": 0, "switched": 0}
+STATS = {"graphs": 0, "aten_calls": 0, "switched": 0, "deferred": 0}
 _lock = threading.Lock()
-_start_lock = threading.Lock()
 _executor: "_Background | None" = None
-_graphs: "weakref.WeakSet[TieredGraph]" = weakref.WeakSet()
+_graphs: "weakref.WeakSet[TieredGraph | DeferredGraph]" = weakref.WeakSet()
 
 
 def defers_front_end() -> bool:
-    """Whether an inference graph's trace to ATen, lowering and code generation wait for its second call
-    (the default); ``MEND_ASYNC_DEFER=0`` runs them when the graph is compiled, as for every other graph:
-    a later first result, the compiled graph sooner."""
+    """Whether an inference graph's trace to ATen and front end wait for its second call (the default);
+    ``MEND_ASYNC_DEFER=0`` runs them when the graph is compiled, as for every other graph: a later first
+    result, the compiled graph sooner."""
     return os.environ.get("MEND_ASYNC_DEFER", "").strip().lower() not in ("0", "false", "no", "off")
 
 
@@ -115,33 +114,21 @@ def kernels_ready(fn) -> bool:
 
 
 class Deferred:
-    """A compiled graph whose blocking build (``build()``, returning the graph's callable) runs on the
-    background thread: submitted at once, or with ``start=False`` at the first :meth:`start` (a
-    :class:`TieredGraph` starts it at its second call, or when waited for). Calling it before the build is
-    done waits for it; a build that raises gives ``on_error(exc)``, the graph-level fallback."""
+    """A compiled graph whose blocking kernel build (``build()``, returning the graph's callable) runs on
+    the background thread. Calling it before the build is done waits for it; a build that raises gives
+    ``on_error(exc)``, the graph-level fallback."""
 
     _boxed_call = True
 
-    def __init__(self, build, graph, extern_ops, on_error, start: bool = True) -> None:
+    def __init__(self, build, graph, extern_ops, on_error) -> None:
         self.mend_graph = graph
         self.mend_extern_ops = list(extern_ops)
-        self._build = build
-        self._future: "Future | None" = None
-        self.mend_pending = [Future()]  # not started: not ready
+        self._future: Future = _pool().submit(build)
+        self.mend_pending = [self._future]
         self._on_error = on_error
         self._call = None
-        if start:
-            self.start()
-
-    def start(self) -> None:
-        """Submit the build (once)."""
-        with _start_lock:
-            if self._future is None:
-                self._future = _pool().submit(self._build)
-                self.mend_pending = [self._future]
 
     def _resolve(self):
-        self.start()
         try:
             call = self._future.result()
         except Exception as exc:  # noqa: BLE001 - the graph-level fallback (or MEND_STRICT raises)
@@ -174,14 +161,8 @@ class TieredGraph:
         self._aten = gm.forward
         self._compiled = fn
         self._fn = None
-        self._called = False
         STATS["graphs"] += 1
         _graphs.add(self)
-
-    def _start(self) -> None:
-        start = getattr(self._compiled, "start", None)
-        if start is not None:
-            start()
 
     @property
     def compiled(self):
@@ -195,7 +176,6 @@ class TieredGraph:
     def wait(self, timeout: "float | None" = None) -> bool:
         """Block until :meth:`ready` (True) or ``timeout`` seconds pass (False)."""
         end = None if timeout is None else time.monotonic() + timeout
-        self._start()
         for f in getattr(self._compiled, "mend_pending", ()):
             left = None if end is None else max(0.0, end - time.monotonic())
             try:
@@ -211,9 +191,6 @@ class TieredGraph:
         if fn is None:
             if not self.ready():
                 STATS["aten_calls"] += 1
-                if self._called:
-                    self._start()  # a build deferred past the first call starts at the second
-                self._called = True
                 return self._aten(*args)
             fn = self._fn = self._compiled
             self._aten = None
@@ -226,6 +203,45 @@ class TieredGraph:
         raise AttributeError(name)
 
 
+class DeferredGraph:
+    """A boxed callable compiled at its second call: the first runs ``reference`` (Dynamo's graph) and
+    nothing else; the second, or :meth:`wait`, runs ``compile()`` on the calling thread, whose result (the
+    graph's asynchronous form, kernels building in the background) takes every call from then on."""
+
+    _boxed_call = True
+
+    def __init__(self, reference, compile, name: str) -> None:
+        self.name = name
+        self._reference = reference
+        self._compile = compile
+        self._graph = None
+        self._called = False
+        STATS["deferred"] += 1
+        _graphs.add(self)
+
+    def _compiled(self):
+        if self._graph is None:
+            self._graph = self._compile()
+            self._reference = self._compile = None
+        return self._graph
+
+    def ready(self) -> bool:
+        """Whether the next call runs the compiled graph."""
+        return self._graph is not None and getattr(self._graph, "ready", lambda: True)()
+
+    def wait(self, timeout: "float | None" = None) -> bool:
+        """Compile now (on this thread) if the second call has not, then wait for the kernels."""
+        graph = self._compiled()
+        return getattr(graph, "wait", lambda t: True)(timeout)
+
+    def __call__(self, args):
+        if self._graph is None and not self._called:
+            self._called = True
+            STATS["aten_calls"] += 1
+            return self._reference(*args)
+        return self._compiled()(args)
+
+
 def pending() -> int:
     """How many graphs compiled asynchronously are not yet ready to switch."""
     return sum(not g.ready() for g in list(_graphs))
@@ -235,8 +251,11 @@ def wait(timeout: "float | None" = None) -> bool:
     """Block until every graph compiled asynchronously so far is built (True), or ``timeout`` seconds pass
     (False). The switch itself happens at each graph's next call."""
     end = None if timeout is None else time.monotonic() + timeout
-    for g in list(_graphs):
-        left = None if end is None else max(0.0, end - time.monotonic())
-        if not g.wait(left):
-            return False
+    done: set[int] = set()
+    while todo := [g for g in list(_graphs) if id(g) not in done]:  # a deferred graph adds its compiled form
+        for g in todo:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            if not g.wait(left):
+                return False
+            done.add(id(g))
     return True
