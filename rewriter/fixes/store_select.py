@@ -15,7 +15,7 @@ on every path, of the value the original leaves there when the test is false::
                                           torch.full_like(real_images_inds[0], True), real_images_inds[0])
 
 Matched: an ``if`` with no ``elif``/``else`` whose body is one assignment to ``name[index]``, ``name`` a
-plain name, every index a number, a slice of numbers, ``None`` or ``...`` (the element read back has a
+plain name known to hold a tensor, every index a number, a slice of numbers, ``None`` or ``...`` (the element read back has a
 shape known while tracing), a value without calls mend cannot prove side-effect free. A number literal
 value becomes ``torch.full_like(name[index], value)``: the number cast to the tensor's dtype, as the store
 casts it. ``_mend_where`` selects with ``torch.where`` only when both sides agree in shape, dtype and device
@@ -63,6 +63,8 @@ def match(node: cst.If, facts: FunctionFacts, static_index) -> Store | str | Non
     target = stmt.targets[0].target
     if not isinstance(target.value, cst.Name):
         return "the store's tensor is not a plain name"
+    if not facts.is_tensor(target.value):
+        return f"cannot prove `{target.value.value}` is a tensor (a list takes no torch.where)"
     if not static_index(facts, target):
         return "the store's index is not made of numbers, slices, None or `...` (its shape depends on data)"
     if not facts.is_pure(stmt.value):

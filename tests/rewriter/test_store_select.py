@@ -19,6 +19,7 @@ import torch
 class M(torch.nn.Module):
     def forward(self, x: torch.Tensor, keep: torch.Tensor):
         {prefix}
+        rows = [False, False]
         if {test}:
             {store}
         return x * keep[:, None]
@@ -28,7 +29,7 @@ class M(torch.nn.Module):
 def _fix(test: str = "not any(keep)", store: str = "keep[0] = True", prefix: str = "pass",
          unsafe: bool = True):
     src = _SRC.format(test=test, store=store, prefix=prefix)
-    return src, fix_source(src, "t.py", [diag("MND201", 8, 12)], FixOptions(unsafe=unsafe))
+    return src, fix_source(src, "t.py", [diag("MND201", 9, 12)], FixOptions(unsafe=unsafe))
 
 
 def test_under_compile_the_element_is_stored_on_every_path() -> None:
@@ -56,6 +57,7 @@ def test_a_static_prefix_stays_a_python_test() -> None:
     ("keep[keep.nonzero()] = True", "index is not made of numbers"),
     ("keep[0] = self.pick(keep)", "cannot prove side-effect free"),
     ("self.keep[0] = True", "not a plain name"),
+    ("rows[0] = True", "cannot prove `rows` is a tensor"),
 ])
 def test_declined(store: str, reason: str) -> None:
     src, res = _fix(store=store)
