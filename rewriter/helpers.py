@@ -297,6 +297,16 @@ def _mend_kept(t, dims):
     kept = getattr(t, "_mend_values", None)
     return t if kept is None or t.dim() != dims else kept
 ''',
+    "_mend_any": '''
+def _mend_any(t, every=False):
+    """``any(t)`` (``all(t)`` with ``every``) as a bool tensor where ``t`` is a 1-D tensor: ``torch.any`` /
+    ``torch.all``, which read its numbers as Python's does (added by mend fix). Any other ``t`` goes to
+    Python's ``any``/``all``, as before, its answer as a bool tensor (a 0-d tensor raises TypeError there,
+    rows of several numbers RuntimeError; decided while tracing)."""
+    if isinstance(t, torch.Tensor) and t.dim() == 1:
+        return torch.all(t) if every else torch.any(t)
+    return torch.as_tensor(all(t) if every else any(t))
+''',
     "_mend_where": '''
 def _mend_where(cond, new, old):
     """``new if cond else old`` as tensor ops while torch.compile traces (added by mend fix).

@@ -118,6 +118,7 @@ class _Lower:
     def __init__(self, facts: FunctionFacts, torch: str) -> None:
         self.facts = facts
         self.torch = torch
+        self.helpers: list[str] = []  # helpers the lowered text calls
 
     def __call__(self, expr: cst.BaseExpression) -> str:
         expr = strip_parens(expr)
@@ -130,8 +131,10 @@ class _Lower:
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "bool" \
                 and len(expr.args) == 1 and not expr.args[0].keyword and "bool" not in self.facts.stores:
             return self(expr.args[0].value)
-        if _builtin_reduction(self.facts, expr):  # ``any(t)``: equal to ``torch.any(t)`` for a 1-D tensor
-            return f"{t}.{expr.func.value}({code(expr.args[0].value)})"
+        if _builtin_reduction(self.facts, expr):  # ``any(t)``: ``torch.any(t)`` for a 1-D tensor
+            self.helpers.append("_mend_any")
+            every = ", every=True" if expr.func.value == "all" else ""
+            return f"_mend_any({code(expr.args[0].value)}{every})"
         if not self.facts.reads_data(_drop_item(expr)):
             raise _Declined(f"`{code(expr)}` is not a tensor condition; only a leading static part "
                             "of an `and` chain can stay in Python")
@@ -265,10 +268,14 @@ def fix_branch(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     lower = _Lower(facts, torch)
     try:
         if isinstance(node, cst.IfExp):
-            return _fix_ifexp(ctx, diag, node, facts, lower, imports)
-        return _fix_if(ctx, diag, _top_if(ctx, node), facts, lower, torch, imports)
+            plan = _fix_ifexp(ctx, diag, node, facts, lower, imports)
+        else:
+            plan = _fix_if(ctx, diag, _top_if(ctx, node), facts, lower, torch, imports)
     except _Declined as exc:
         return Decline(diag, str(exc))
+    if isinstance(plan, Plan):
+        plan.helpers.extend(h for h in lower.helpers if h not in plan.helpers)
+    return plan
 
 
 def _fix_ifexp(ctx, diag, node: cst.IfExp, facts, lower, imports) -> Plan | Decline:
@@ -868,14 +875,15 @@ def _fix_reporting_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: F
         raise _Declined("the condition of the reporting `if` has calls mend cannot prove side-effect free")
     test, more = _guard_test(ctx)
     torch, _ = ctx.torch_name()
-    check = _truth_check(facts, node.test, _Lower(facts, torch))
+    lower = _Lower(facts, torch)
+    check = _truth_check(facts, node.test, lower)
     guarded = cst.If(test=parse_expr(test), body=cst.IndentedBlock(body=[node.with_changes(leading_lines=[])]),
                      orelse=cst.Else(body=cst.IndentedBlock(body=[parse_stmt(check)])),
                      leading_lines=node.leading_lines)
     return Plan(diag, f"the check only decides whether to report: guard the whole `if` with `if {test}:` "
                       "(eager unchanged; under compile nothing is reported and the condition is only checked "
                       "to raise where it raises in eager)", "safe", [(node, guarded)],
-                imports=imports + more, helpers=["_mend_truth"])
+                imports=imports + more, helpers=["_mend_truth", *lower.helpers])
 
 
 # Reductions over every element (no arguments): their result has one element.
@@ -1257,7 +1265,10 @@ def _validation_cond(test: cst.BaseExpression, facts: FunctionFacts, torch: str,
             body = f"_mend_tensor_equal({code(inner.args[0].value)}, {code(inner.args[1].value)})"
             return f"{torch}.logical_not({body})" if neg else body
     try:
-        return _Lower(facts, torch)(test)
+        lower = _Lower(facts, torch)
+        cond = lower(test)
+        helpers.extend(lower.helpers)
+        return cond
     except _Declined:
         if not _plain_comparison(test):
             raise

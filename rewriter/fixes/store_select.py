@@ -11,7 +11,7 @@ on every path, of the value the original leaves there when the test is false::
     if not torch.compiler.is_compiling() or torch.is_grad_enabled():
         <the original if>                                  # eager (and autograd): unchanged
     else:
-        real_images_inds[0] = _mend_where(torch.logical_not(torch.any(real_images_inds)),
+        real_images_inds[0] = _mend_where(torch.logical_not(_mend_any(real_images_inds)),
                                           torch.full_like(real_images_inds[0], True), real_images_inds[0])
 
 Matched: an ``if`` with no ``elif``/``else`` whose body is one assignment to ``name[index]``, ``name`` a
@@ -23,11 +23,11 @@ casts it. ``_mend_where`` selects with ``torch.where`` only when both sides agre
 
 Why the numbers are the original's: where the test is true the same value is stored; where it is false
 the element is stored back unchanged. **Unsafe**, under compile only: the value and the test are computed
-on both paths (an error in the value, such as an index out of range, raises where the original skipped
-it), and the tensor is written, with its own numbers, where the original left it alone (its version
-counter moves; with gradients on the original ``if`` runs, since a write in place changes what autograd
-records). ``any(t)``/``all(t)`` of a tensor lower to ``torch.any``/``torch.all``: equal for a 1-D tensor;
-for a tensor whose rows hold several numbers the original raises and the compiled form does not.
+on both paths, the element too (an error there, such as an index out of range, raises where the
+original skipped the store), and the tensor is written, with its own numbers, where the original left it
+alone (its version counter moves; with gradients on the original ``if`` runs, since a write in place
+changes what autograd records). ``any(t)``/``all(t)`` of a tensor become ``_mend_any(t)``: ``torch.any``/
+``torch.all`` of a 1-D tensor, Python's own for any other (as the original raises or answers).
 """
 
 from __future__ import annotations

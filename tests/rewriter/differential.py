@@ -623,6 +623,9 @@ ALLOWANCES: list[Allowance] = [
     *[Allowance(fix, "unsafe", "compiled", "exception", _raised_computing_more,
                 "docs/rules/MND201.md: under compile the side not taken is computed too, and can fail (while "
                 "tracing) where the original never computed it") for fix in ("where", "where-return", "where-ternary")],
+    Allowance("store-select", "unsafe", "compiled", "exception", _raised_computing_more,
+              "docs/rules/MND201.md: under compile the value and the test are computed on both paths, the "
+              "store's element read too, and can fail where the original skipped the store"),
     *[Allowance("float", "unsafe", "both", kind, _integer_input,
                 "docs/rules/MND302.md: a 0-d tensor promotes differently from a Python float when an integer "
                 "tensor meets a float") for kind in ("dtype", "value", "exception", "output", "mutation")],

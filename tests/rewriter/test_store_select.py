@@ -40,7 +40,7 @@ def test_under_compile_the_element_is_stored_on_every_path() -> None:
             if not any(keep):
                 keep[0] = True
         else:
-            keep[0] = _mend_where(torch.logical_not(torch.any(keep)), torch.full_like(keep[0], True), keep[0])
+            keep[0] = _mend_where(torch.logical_not(_mend_any(keep)), torch.full_like(keep[0], True), keep[0])
     ''').strip("\\n"), "        ") in res.fixed, res.fixed
     assert fix_source(res.fixed, "t.py", [], FixOptions(unsafe=True)).fixed == res.fixed
     _, safe = _fix(unsafe=False)
@@ -94,3 +94,27 @@ def test_compiled_store_equals_eager_on_both_paths(store: str) -> None:
         assert torch.equal(got, want) and torch.equal(got_keep, want_keep) and (graphs, breaks) == (1, 0)
         with torch.no_grad():
             assert _graphs(before["M"](), x, keep.clone())[2] >= 1  # the original breaks at the test
+
+
+@pytest.mark.parametrize("shape", [(), (3, 1), (3, 2)])
+def test_any_of_a_tensor_that_is_not_1d_acts_as_pythons(shape: tuple) -> None:
+    """``any(t)`` of a 0-d tensor raises TypeError, of rows of several numbers RuntimeError, of one-number
+    rows it reads them: the helper hands such tensors to Python's ``any``, under compile too."""
+    from mend.rewriter.helpers import HELPER_SOURCES
+
+    ns: dict = {"torch": torch}
+    exec(HELPER_SOURCES["_mend_any"], ns)
+    t = torch.zeros(shape, dtype=torch.bool)
+    if t.dim() == 1 or (t.dim() == 2 and t.shape[1] == 1):
+        assert bool(ns["_mend_any"](t)) is any(t)
+        return
+    with pytest.raises(Exception) as want:
+        any(t)
+    with pytest.raises(type(want.value)):
+        ns["_mend_any"](t)
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as compiled:  # compiled, the original's own error (Dynamo's, for a 0-d t)
+        torch.compile(lambda u: any(u), backend="eager")(t)
+    torch._dynamo.reset()
+    with pytest.raises(type(compiled.value)):
+        torch.compile(ns["_mend_any"], backend="eager")(t)

@@ -127,10 +127,10 @@ register(
             "statement stores into a tensor at an index of numbers and slices (`if not any(real_images_inds): "
             "real_images_inds[0] = True`, smolvlm keeping one image) stores on every path under compile with "
             "gradients off: `t[i] = _mend_where(cond, value, t[i])`, a number literal as `torch.full_like(t[i], "
-            "v)` (cast as the store casts it); `any(t)`/`all(t)` lower to `torch.any`/`torch.all` (**unsafe**: "
-            "the value and the test are computed on both paths, the tensor is written with its own numbers where "
-            "the original left it alone, and `any(t)` of a tensor whose rows hold several numbers raises only in "
-            "eager; the stored numbers are eager's).",
+            "v)` (cast as the store casts it); `any(t)`/`all(t)` become `_mend_any(t)`, `torch.any`/`torch.all` "
+            "of a 1-D tensor and Python's own otherwise (**unsafe**: the value, the test and the element are "
+            "computed on both paths and can raise where the original skipped the store, and the tensor is "
+            "written with its own numbers where the original left it alone; the stored numbers are eager's).",
         ),
     ),
     Rule(
