@@ -412,6 +412,18 @@ def _fix_mask_drop(ctx: FileContext, diag: Diagnostic, node: cst.If, torch: str,
     return None
 
 
+def _lowered_tail(node: cst.If, facts: FunctionFacts, lower: _Lower,
+                  what: str = "the condition") -> tuple[list, str] | None:
+    """The test's static prefix (a Python test) and the rest lowered to a bool tensor, or None where the
+    test has no tensor part; declined where the rest has calls mend cannot prove side-effect free."""
+    static_prefix, tail = _split_static_prefix(node.test, facts)
+    if not tail:
+        return None
+    if not all(facts.is_pure(_drop_item(t)) for t in tail):
+        raise _Declined(f"{what} has calls mend cannot prove side-effect free")
+    return static_prefix, lower(tail[0] if len(tail) == 1 else parse_expr(_and_text(tail)))
+
+
 def _fix_store(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFacts, lower: _Lower,
                torch: str, imports: list) -> Plan | None:
     """One store into a tensor under the test: under compile, with gradients off, the element is stored
@@ -422,12 +434,10 @@ def _fix_store(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: Function
         return None
     if isinstance(found, str):
         raise _Declined(found)
-    static_prefix, tail = _split_static_prefix(node.test, facts)
-    if not tail:
+    lowered = _lowered_tail(node, facts, lower)
+    if lowered is None:
         raise _Declined("the condition has no tensor part mend can see")
-    if not all(facts.is_pure(_drop_item(t)) for t in tail):
-        raise _Declined("the condition has calls mend cannot prove side-effect free")
-    cond = lower(tail[0] if len(tail) == 1 else parse_expr(_and_text(tail)))
+    static_prefix, cond = lowered
     store = parse_stmt(store_select.compiled(found, cond, torch))
     chain = _Chain(node, [node.test], [], False, static_prefix, None, False)
     return Plan(diag, "a data-dependent store into a tensor: under compile (gradients off) the element is stored "
@@ -452,12 +462,10 @@ def _fix_fallback(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: Funct
         return None
     if isinstance(found, str):
         raise _Declined(found)
-    static_prefix, tail = _split_static_prefix(node.test, facts)
-    if not tail:
+    lowered = _lowered_tail(node, facts, lower, "the fallback's test")
+    if lowered is None:
         return None
-    if not all(facts.is_pure(_drop_item(t)) for t in tail):
-        raise _Declined("the fallback's test has calls mend cannot prove side-effect free")
-    cond = lower(tail[0] if len(tail) == 1 else parse_expr(_and_text(tail)))
+    static_prefix, cond = lowered
     return Plan(diag, "a data-dependent fallback that returns early: under compile (gradients off) both "
                       "results are computed and the final `return` selects with torch.where (eager keeps the "
                       "branch)", "unsafe", fallback_select.rewrite(ctx, found, _and_text(static_prefix), cond, torch),

@@ -37,3 +37,20 @@ def load_fixture(name: str, kind: str) -> dict:
     ns: dict = {"__name__": f"{name}_{kind}"}
     exec(compile(src, f"{name}.{kind}.py", "exec"), ns)  # noqa: S102 - the repository's own fixture
     return ns
+
+
+def graphs_and_breaks(fn, *args):
+    """``fn(*args)`` under torch.compile with a backend that counts Dynamo's graphs: (output, graphs, graph
+    breaks)."""
+    import torch
+
+    graphs: list = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    out = torch.compile(fn, backend=backend)(*args)
+    return out, len(graphs), sum(torch._dynamo.utils.counters["graph_break"].values())

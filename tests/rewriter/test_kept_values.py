@@ -8,7 +8,7 @@ import pytest
 
 from mend.rewriter.engine import FixOptions, fix_source
 from mend.rewriter.helpers import HELPER_SOURCES
-from tests.rewriter.conftest import FIXTURES, diag, load_fixture
+from tests.rewriter.conftest import FIXTURES, diag, graphs_and_breaks, load_fixture
 
 torch = pytest.importorskip("torch")
 
@@ -277,19 +277,6 @@ def chunked(x, chunk_size):
 '''
 
 
-def _graphs_and_breaks(fn, *args):
-    graphs: list = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    out = torch.compile(fn, backend=backend)(*args)
-    return out, len(graphs), sum(torch._dynamo.utils.counters["graph_break"].values())
-
-
 def _module(path, text: str) -> dict:
     """``text`` run as a module from the file ``path`` (TorchScript reads a function's source file)."""
     import importlib.util
@@ -311,13 +298,13 @@ def test_an_int32_literal_handed_to_a_scripted_function_compiles_whole(tmp_path,
     a, b = torch.randn(2, 8, 3), torch.randn(2, 8, 3)
     want = before["Wave"](4)(a, b)
     assert torch.equal(after["Wave"](4)(a, b), want)  # eager: TorchScript still gets its tensor
-    out, graphs, breaks = _graphs_and_breaks(after["Wave"](4), a, b)
+    out, graphs, breaks = graphs_and_breaks(after["Wave"](4), a, b)
     assert torch.equal(out, want) and (graphs, breaks) == (1, 0)
-    assert _graphs_and_breaks(before["Wave"](4), a, b)[2] >= 1  # the original breaks there
+    assert graphs_and_breaks(before["Wave"](4), a, b)[2] >= 1  # the original breaks there
     x = torch.randn(3, 6)
     assert torch.equal(after["chunked"](x, 4), before["chunked"](x, 4))
     assert capsys.readouterr().out == "tensor(4)\ntensor(4)\n"  # eager prints the tensor, as before
-    out, graphs, breaks = _graphs_and_breaks(after["chunked"], x, 4)
+    out, graphs, breaks = graphs_and_breaks(after["chunked"], x, 4)
     assert torch.equal(out, before["chunked"](x, 4)) and (graphs, breaks) == (1, 0)
 
 

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from mend.rewriter.engine import FixOptions, fix_source
-from tests.rewriter.conftest import diag
+from tests.rewriter.conftest import diag, graphs_and_breaks
 
 torch = pytest.importorskip("torch")
 
@@ -65,19 +65,6 @@ def test_declined(store: str, reason: str) -> None:
     assert any(reason in r.reason for r in res.remaining), [r.reason for r in res.remaining]
 
 
-def _graphs(fn, *args):
-    graphs: list = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    out = torch.compile(fn, backend=backend)(*args)
-    return out, len(graphs), sum(torch._dynamo.utils.counters["graph_break"].values())
-
-
 @pytest.mark.parametrize("store", ["keep[0] = True", "keep[-1:] = keep[:1] | True", "keep[0] = 1"])
 def test_compiled_store_equals_eager_on_both_paths(store: str) -> None:
     src, res = _fix(store=store)
@@ -90,10 +77,10 @@ def test_compiled_store_equals_eager_on_both_paths(store: str) -> None:
         with torch.no_grad():
             want = before["M"]()(x, want_keep)
             got_keep = keep.clone()
-            got, graphs, breaks = _graphs(after["M"](), x, got_keep)
+            got, graphs, breaks = graphs_and_breaks(after["M"](), x, got_keep)
         assert torch.equal(got, want) and torch.equal(got_keep, want_keep) and (graphs, breaks) == (1, 0)
         with torch.no_grad():
-            assert _graphs(before["M"](), x, keep.clone())[2] >= 1  # the original breaks at the test
+            assert graphs_and_breaks(before["M"](), x, keep.clone())[2] >= 1  # the original breaks at the test
 
 
 @pytest.mark.parametrize("shape", [(), (3, 1), (3, 2)])
