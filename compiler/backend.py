@@ -310,6 +310,11 @@ def mend_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     direct = _direct_inference(gm, example_inputs, cg, ac)
     if direct is not None:
         return direct
+    return _through_aot(gm, example_inputs, cg, ac, eager_bw=cuda is not None and eager_backward())
+
+
+def _through_aot(gm, example_inputs, cg: bool, ac: bool, eager_bw: bool = False):
+    """``gm`` through aot_autograd, each graph it traces compiled by mend; called with the arguments spread."""
     return compat.aot_module_simplified(
         gm,
         example_inputs,
@@ -317,7 +322,7 @@ def mend_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         bw_compiler=_compiler("backward", cg, ac),
         inference_compiler=_compiler("inference", cg, ac),
         decompositions=decomposition_table(),
-        eager_backward=cuda is not None and eager_backward(),
+        eager_backward=eager_bw,
     )
 
 
@@ -362,9 +367,7 @@ def _traced_compile(gm, fakes, dkey):
     as when compiled at once."""
     traced = compat.trace_inference(gm, fakes, decomposition_table())
     if traced is None:
-        plain = compat.aot_module_simplified(
-            gm, fakes, fw_compiler=_compiler("forward", False, True), bw_compiler=_compiler("backward", False, True),
-            inference_compiler=_compiler("inference", False, True), decompositions=decomposition_table())
+        plain = _through_aot(gm, fakes, cg=False, ac=True)
 
         def fn(args):
             return plain(*args)

@@ -82,16 +82,20 @@ def parse_stmt(text: str) -> cst.BaseStatement:
     return cst.parse_statement(text)
 
 
-def eager_else(torch: str, eager: Sequence[cst.BaseStatement],
-               compiled: Sequence[cst.BaseStatement] | None = None) -> cst.If:
+def eager_else(torch: str, eager: Sequence[cst.BaseStatement], compiled: Sequence[cst.BaseStatement] | None = None,
+               *, grad_gate: bool = False, prefix: str = "") -> cst.If:
     """``if not torch.compiler.is_compiling(): <eager> [else: <compiled>]``, to stand where ``eager`` stood:
     the shape of every repair that keeps the original code for eager. The first statement's leading lines
-    (its comments) move to the ``if``."""
+    (its comments) move to the ``if``. ``grad_gate``: the original also runs with gradients on (``... or
+    torch.is_grad_enabled()``); ``prefix``: a static test the compiled part still runs under (``elif``)."""
     first, *rest = eager
-    return cst.If(test=parse_expr(f"not {torch}.compiler.is_compiling()"),
-                  body=cst.IndentedBlock(body=[first.with_changes(leading_lines=[]), *rest]),
-                  orelse=None if compiled is None else cst.Else(body=cst.IndentedBlock(body=list(compiled))),
-                  leading_lines=first.leading_lines)
+    test = f"not {torch}.compiler.is_compiling()" + (f" or {torch}.is_grad_enabled()" if grad_gate else "")
+    orelse = None
+    if compiled is not None:
+        block = cst.IndentedBlock(body=list(compiled))
+        orelse = cst.If(test=parse_expr(prefix), body=block) if prefix else cst.Else(body=block)
+    return cst.If(test=parse_expr(test), body=cst.IndentedBlock(body=[first.with_changes(leading_lines=[]), *rest]),
+                  orelse=orelse, leading_lines=first.leading_lines)
 
 
 def _import_nodes(body: Sequence[cst.CSTNode], typing_only: bool = True) -> Iterator[cst.CSTNode]:

@@ -421,7 +421,7 @@ def _lowered_tail(node: cst.If, facts: FunctionFacts, lower: _Lower,
         return None
     if not all(facts.is_pure(_drop_item(t)) for t in tail):
         raise _Declined(f"{what} has calls mend cannot prove side-effect free")
-    return static_prefix, lower(tail[0] if len(tail) == 1 else parse_expr(_and_text(tail)))
+    return static_prefix, lower(_and_of(tail))
 
 
 def _fix_store(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFacts, lower: _Lower,
@@ -439,11 +439,10 @@ def _fix_store(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: Function
         raise _Declined("the condition has no tensor part mend can see")
     static_prefix, cond = lowered
     store = parse_stmt(store_select.compiled(found, cond, torch))
-    chain = _Chain(node, [node.test], [], False, static_prefix, None, False)
+    split = eager_else(torch, [node], [store], grad_gate=True, prefix=_and_text(static_prefix))
     return Plan(diag, "a data-dependent store into a tensor: under compile (gradients off) the element is stored "
                       "on every path, the torch.where-selected value (eager keeps the branch)", "unsafe",
-                [(node, _split_on_compile(chain, [store], torch, grad_gate=True))], imports=imports,
-                helpers=["_mend_where"])
+                [(node, split)], imports=imports, helpers=["_mend_where"])
 
 
 def _fix_fallback(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFacts, lower: _Lower,
@@ -608,7 +607,8 @@ def _where_plan(ctx: FileContext, diag: Diagnostic, chain: _Chain, facts: Functi
     speculated = chain.values() + [t for test in chain.tests for t in _speculated_tests(test)][1:]
     safe = not broadcast and all(facts.is_total(e, floating) for e in speculated)
     grad_gate = not all(facts.is_grad_safe(v) for v in chain.values())
-    split = _split_on_compile(chain, [parse_stmt(t + "\n") for t in compiled], torch, grad_gate)
+    split = eager_else(torch, [chain.node], [parse_stmt(t + "\n") for t in compiled], grad_gate=grad_gate,
+                       prefix=_and_text(chain.static_prefix))
     what = "returns" if chain.returns else "assignments"
     msg = f"data-dependent branch ({what}) -> torch.where under compile (eager keeps the branch"
     msg += "; also when grad is enabled)" if grad_gate else ")"
@@ -633,16 +633,6 @@ def _broadcast_update(value: cst.BaseExpression, name: str) -> bool:
         return False
     sides = [strip_parens(v.left), strip_parens(v.right)]
     return any(isinstance(x, cst.Name) and x.value == name for x in sides)
-
-
-def _split_on_compile(chain: _Chain, compiled: list, torch: str, grad_gate: bool) -> cst.If:
-    test = f"not {torch}.compiler.is_compiling()" + (f" or {torch}.is_grad_enabled()" if grad_gate else "")
-    if chain.static_prefix:
-        orelse = cst.If(test=parse_expr(_and_text(chain.static_prefix)), body=cst.IndentedBlock(body=compiled))
-    else:
-        orelse = cst.Else(body=cst.IndentedBlock(body=compiled))
-    return cst.If(test=parse_expr(test), body=cst.IndentedBlock(body=[chain.node.with_changes(leading_lines=[])]),
-                  orelse=orelse, leading_lines=chain.node.leading_lines)
 
 
 def _where_returns(chain: _Chain, facts: FunctionFacts, conds: list[str], torch: str) -> list[str]:

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from mend.rewriter.analysis import code, parse_expr, parse_stmt, strip_parens, walk
+from mend.rewriter.analysis import code, eager_else, parse_stmt, strip_parens, walk
 from mend.rewriter.engine import FileContext
 
 
@@ -113,11 +113,8 @@ def rewrite(ctx: FileContext, fb: Fallback, prefix: str, tail: str, torch: str) 
     result and its own."""
     value = ctx.fresh("fallback")
     taken = value.replace("_mend_fallback", "_mend_taken")
-    compiled = cst.IndentedBlock(body=[parse_stmt(f"{taken} = {tail}\n"),
-                                       parse_stmt(f"{value} = {code(strip_parens(fb.value))}\n")])
-    orelse = cst.If(test=parse_expr(prefix), body=compiled) if prefix else cst.Else(body=compiled)
-    split = cst.If(test=parse_expr(f"not {torch}.compiler.is_compiling() or {torch}.is_grad_enabled()"),
-                   body=cst.IndentedBlock(body=[fb.node.with_changes(leading_lines=[])]), orelse=orelse)
+    compiled = [parse_stmt(f"{taken} = {tail}\n"), parse_stmt(f"{value} = {code(strip_parens(fb.value))}\n")]
+    split = eager_else(torch, [fb.node], compiled, grad_gate=True, prefix=prefix).with_changes(leading_lines=[])
     init = parse_stmt(f"{taken} = None\n").with_changes(leading_lines=fb.node.leading_lines)
     own = fb.final.body[0].value
     own_text = code(own) if own.lpar or not isinstance(own, cst.Tuple) else f"({code(own)})"

@@ -148,9 +148,7 @@ def _sites_in(ctx: FileContext, func: cst.FunctionDef, names: set[str]) -> list[
             chain = _index_chain(n)
             if chain is not None and chain[0].value in names:
                 sites.append(chain)
-        elif isinstance(n, cst.Assign) and (unpack := _unpack_site(ctx, func, n)) and unpack[0].value in names:
-            sites.append(unpack)
-    return sites
+    return sites + [u for u in _unpacks(ctx, func) if u[0].value in names]
 
 
 def _unpack_site(ctx: FileContext, func: cst.FunctionDef, stmt: cst.Assign) -> tuple[cst.Name, int, list] | None:
@@ -165,14 +163,18 @@ def _unpack_site(ctx: FileContext, func: cst.FunctionDef, stmt: cst.Assign) -> t
     return stmt.value, 1, users
 
 
+def _unpacks(ctx: FileContext, func: cst.FunctionDef) -> list[tuple[cst.Name, int, list]]:
+    """Every ``a, b = shape`` of ``func`` (:func:`_unpack_site`), found once per function."""
+    return ctx.memo(f"kept_values.unpacks.{id(func)}", lambda: [
+        site for n in walk(func.body) if isinstance(n, cst.Assign) and (site := _unpack_site(ctx, func, n))])
+
+
 def _binding_unpack(ctx: FileContext, name: cst.Name) -> tuple[cst.Name, int, list] | None:
     """The ``a, b = shape`` of the enclosing function that binds ``name``."""
     func = ctx.enclosing_function(name)
     if func is None:
         return None
-    unpacks = ctx.memo(f"kept_values.unpacks.{id(func)}", lambda: [
-        site for n in walk(func.body) if isinstance(n, cst.Assign) and (site := _unpack_site(ctx, func, n))])
-    return next((site for site in unpacks if any(u is name for u in site[2])), None)
+    return next((site for site in _unpacks(ctx, func) if any(u is name for u in site[2])), None)
 
 
 def _inner_subscript(ctx: FileContext, sub: cst.Subscript) -> bool:

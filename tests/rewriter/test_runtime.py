@@ -24,12 +24,21 @@ def _load(name: str, kind: str, backend=None) -> dict:
     return ns
 
 
-def _compiled_run(name: str, kind: str, calls):
+def _compiled_run(name: str, kind: str, calls, inner=None, fail: bool = False):
+    """Dynamo's graphs for the first call and every call's outputs (an exception as its type and text);
+    ``inner``: the backend that compiles each graph (an AOTAutograd one traces it again, as Inductor does;
+    default: run it as it is); ``fail``: the backend raises after ``inner`` compiled the graph."""
+    from torch._dynamo.backends.registry import lookup_backend
+
     graphs = []
+    compile_graph = lookup_backend(inner) if inner else (lambda gm, example_inputs: gm.forward)
 
     def backend(gm, example_inputs):
         graphs.append(gm)
-        return gm.forward
+        compiled = compile_graph(gm, example_inputs)
+        if fail:
+            raise RuntimeError("a backend failure after its trace")
+        return compiled
 
     torch._dynamo.reset()
     fn = _load(name, kind, backend)["f"]
@@ -658,30 +667,6 @@ def test_a_failing_tensor_check_still_raises_under_compile(backend: str) -> None
         assert after == before or after[0] is RuntimeError, after
 
 
-def _aot_graphs(name: str, kind: str, calls, backend: str = "aot_eager", fail: bool = False):
-    """Graphs Dynamo hands to an AOTAutograd backend (which traces each graph again, as Inductor does) for
-    the first call, and every call's outputs; ``fail``: the backend raises after AOTAutograd's trace."""
-    from torch._dynamo.backends.registry import lookup_backend
-
-    inner, graphs = lookup_backend(backend), []
-
-    def counting(gm, example_inputs):
-        graphs.append(gm)
-        compiled = inner(gm, example_inputs)
-        if fail:
-            raise RuntimeError("a backend failure after its trace")
-        return compiled
-
-    torch._dynamo.reset()
-    fn = _load(name, kind, counting)["f"]
-    outs = []
-    for i, args in enumerate(calls):
-        outs.append(fn(*args))
-        if i == 0:
-            first = len(graphs)
-    return first, outs
-
-
 @pytest.mark.parametrize("name", ["capture_scoped", "capture_mask", "tensor_check", "capture"])
 def test_scoped_capture_holds_through_a_backend_that_traces_again(name: str) -> None:
     """AOTAutograd (Inductor's front end) traces Dynamo's graph again with the frame's ShapeEnv after Dynamo is
@@ -689,7 +674,7 @@ def test_scoped_capture_holds_through_a_backend_that_traces_again(name: str) -> 
     (before, the backend failed on the captured operator and the frame fell back to eager)."""
     calls = INPUTS[name]()
     eager = _eager(_load(name, "in")["f"], calls)
-    graphs, outs = _aot_graphs(name, "out", calls)
+    graphs, outs = _compiled_run(name, "out", calls, "aot_eager")
     assert graphs == 1
     _same(eager, outs)
 
@@ -699,5 +684,5 @@ def test_a_backend_failing_on_a_captured_frame_falls_back_instead_of_raising() -
     Dynamo takes it as a graph break and the call returns eager's result."""
     calls = INPUTS["capture_scoped"]()
     eager = _eager(_load("capture_scoped", "in")["f"], calls)
-    _, outs = _aot_graphs("capture_scoped", "out", calls, fail=True)
+    _, outs = _compiled_run("capture_scoped", "out", calls, "aot_eager", fail=True)
     _same(eager, outs)
