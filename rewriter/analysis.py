@@ -28,6 +28,7 @@ from mend.analyzers.static.torch_facts import (
     SHAPE_CHANGING,
     TENSOR_ATTRS,
     TENSOR_METHODS,
+    TORCH_ONLY_METHODS,
     TOTAL_ELEMENTWISE,
     TOTAL_REDUCTIONS,
     TRANSPOSES,
@@ -270,6 +271,7 @@ class FunctionFacts:
                     annotated.add(p.name.value)
         self.tensor_names |= annotated
         self._collect(func.body)
+        self.tensor_names |= {p for p in self.params - annotated if self._tensor_by_use(p)}
         # Names whose every store is a tensor-valued expression are tensors (two passes for chains).
         for _ in range(3):
             for name, values in self._store_values.items():
@@ -277,6 +279,19 @@ class FunctionFacts:
                     continue
                 if values and all(v is not None and self.is_tensor(v) for v in values):
                     self.tensor_names.add(name)
+
+    def _tensor_by_use(self, param: str) -> bool:
+        """``param`` holds a tensor: a method only tensors have is called on it (``lengths.long()``,
+        ``lengths.sum(dim=1)``: NumPy says ``axis=``), and every value bound to it again is a tensor."""
+        if any(v is None or not self.is_tensor(v) for v in self._store_values.get(param, ())):
+            return False
+        for name in self.loads.get(param, ()):
+            call = self._receivers.get(id(name))
+            if call is not None and (call.func.attr.value in TORCH_ONLY_METHODS or (
+                    call.func.attr.value in TENSOR_METHODS
+                    and any(a.keyword is not None and a.keyword.value == "dim" for a in call.args))):
+                return True
+        return False
 
     def _collect(self, body: cst.CSTNode) -> None:
         self._collect_stores(body)
@@ -321,10 +336,14 @@ class FunctionFacts:
                 target = node.name
             if target is not None:
                 stored |= {id(n) for n in _target_name_nodes(target)}
+        self._receivers: dict[int, cst.Call] = {}  # ``name.method(...)``: id of the name -> the call
         for node in _walk(body):
             for child in node.children:
                 if isinstance(child, cst.Name) and not _is_attr_or_keyword(node, child) and id(child) not in stored:
                     self.loads.setdefault(child.value, []).append(child)
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+                    and isinstance(node.func.value, cst.Name):
+                self._receivers[id(node.func.value)] = node
 
     # --- tensor-ness -------------------------------------------------------------------------
     def is_tensor(self, expr: cst.BaseExpression) -> bool:

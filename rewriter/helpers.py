@@ -324,6 +324,16 @@ def _mend_where(cond, new, old):
             return None
     return new if cond else old  # noqa: MND201
 ''',
+    "_mend_mask_if": '''
+def _mend_mask_if(cond, mask):
+    """The elements of the bool tensor ``mask`` where the test ``cond`` holds, none where it fails (added by
+    mend fix): ``if cond: t[mask] = v`` stores ``t[_mend_mask_if(cond, mask)] = v`` on every path while
+    torch.compile traces. A one-element tensor test is combined with ``torch.logical_and``; any other test
+    is asked as the original ``if`` asks it (a graph break there, or its error)."""
+    if isinstance(cond, torch.Tensor) and cond.numel() == 1:
+        return torch.logical_and(cond.reshape(()), mask)
+    return mask if cond else torch.zeros_like(mask)  # noqa: MND201
+''',
     "_mend_same": '''
 def _mend_same(cond, new, old):
     """``new if cond else old`` for a Python value such as a dtype (added by mend fix): ``old`` when

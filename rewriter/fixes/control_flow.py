@@ -442,7 +442,7 @@ def _fix_store(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: Function
     split = eager_else(torch, [node], [store], grad_gate=True, prefix=_and_text(static_prefix))
     return Plan(diag, "a data-dependent store into a tensor: under compile (gradients off) the element is stored "
                       "on every path, the torch.where-selected value (eager keeps the branch)", "unsafe",
-                [(node, split)], imports=imports, helpers=["_mend_where"])
+                [(node, split)], imports=imports, helpers=["_mend_mask_if" if found.mask is not None else "_mend_where"])
 
 
 def _fix_fallback(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: FunctionFacts, lower: _Lower,

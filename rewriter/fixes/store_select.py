@@ -14,9 +14,18 @@ on every path, of the value the original leaves there when the test is false::
         real_images_inds[0] = _mend_where(torch.logical_not(_mend_any(real_images_inds)),
                                           torch.full_like(real_images_inds[0], True), real_images_inds[0])
 
+A number stored through one bool mask (a comparison with a tensor side, a bool op such as ``.eq(0)``,
+``~`` of one) goes through the mask's elements where the test holds and none where it fails (fastspeech2,
+``if duration_labels.sum() == 0: duration_labels[duration_labels.sum(dim=1).eq(0)] = 1``)::
+
+    duration_labels[_mend_mask_if(duration_labels.sum() == 0, duration_labels.sum(dim=1).eq(0))] = 1
+
+a store through a bool mask, which Dynamo traces without a data-dependent shape; where the test holds the
+same elements get the same number, where it fails none is written.
+
 Matched: an ``if`` with no ``elif``/``else`` whose body is one assignment to ``name[index]``, ``name`` a
 plain name known to hold a tensor, every index a number, a slice of numbers, ``None`` or ``...`` (the element read back has a
-shape known while tracing), a value without calls mend cannot prove side-effect free. A number literal
+shape known while tracing) or one bool mask with a number stored, a value without calls mend cannot prove side-effect free. A number literal
 value becomes ``torch.full_like(name[index], value)``: the number cast to the tensor's dtype, as the store
 casts it. ``_mend_where`` selects with ``torch.where`` only when both sides agree in shape, dtype and device
 (decided while tracing), else as the original did (a graph break, never other numbers).
@@ -36,16 +45,21 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from mend.analyzers.static.torch_facts import BOOL_OPS, BOOL_TORCH
 from mend.rewriter.analysis import FunctionFacts, body_statements, code, is_number, strip_parens
+
+_COMPARE = (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
 
 
 @dataclass
 class Store:
-    """``target[index] = value`` under the test of ``node``."""
+    """``target[index] = value`` under the test of ``node``; ``mask``: the index, where it is one bool mask
+    and the value a number."""
 
     node: cst.If
     target: cst.Subscript
     value: cst.BaseExpression
+    mask: cst.BaseExpression | None = None
 
 
 def match(node: cst.If, facts: FunctionFacts, static_index) -> Store | str | None:
@@ -65,17 +79,50 @@ def match(node: cst.If, facts: FunctionFacts, static_index) -> Store | str | Non
         return "the store's tensor is not a plain name"
     if not facts.is_tensor(target.value):
         return f"cannot prove `{target.value.value}` is a tensor (a list takes no torch.where)"
-    if not static_index(facts, target):
-        return "the store's index is not made of numbers, slices, None or `...` (its shape depends on data)"
-    if not facts.is_pure(stmt.value):
-        return f"`{code(stmt.value)}` has calls mend cannot prove side-effect free"
-    return Store(node, target, stmt.value)
+    mask = _bool_mask(facts, target)
+    if mask is None and not static_index(facts, target):
+        return ("the store's index is not made of numbers, slices, None or `...`, nor one bool mask with a number "
+                "stored (its shape depends on data)")
+    if mask is not None and not (_is_number(strip_parens(stmt.value)) or facts.is_python_number(stmt.value)):
+        return f"a store through a bool mask of `{code(stmt.value)}`, not a number"
+    if not facts.is_pure(stmt.value) or (mask is not None and not facts.is_pure(mask)):
+        return f"`{code(stmt)}` has calls mend cannot prove side-effect free"
+    return Store(node, target, stmt.value, mask)
+
+
+def _bool_mask(facts: FunctionFacts, target: cst.Subscript) -> cst.BaseExpression | None:
+    """The one index of ``target`` when it is a bool tensor by its form: a comparison with a tensor side, a
+    bool op of torch or a tensor's (``lengths.sum(dim=1).eq(0)``), ``~`` of one; else None."""
+    if len(target.slice) != 1 or not isinstance(target.slice[0].slice, cst.Index):
+        return None
+    index = target.slice[0].slice.value
+    return index if _is_bool_tensor(facts, strip_parens(index)) else None
+
+
+def _is_bool_tensor(facts: FunctionFacts, e: cst.BaseExpression) -> bool:
+    if isinstance(e, cst.Comparison):
+        return len(e.comparisons) == 1 and isinstance(e.comparisons[0].operator, _COMPARE) and facts.is_tensor(e)
+    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.BitInvert):
+        return _is_bool_tensor(facts, strip_parens(e.expression))
+    if isinstance(e, cst.Call):
+        qual = facts.imports.qualify(e.func) or ""
+        if qual in BOOL_TORCH:
+            return True
+        return isinstance(e.func, cst.Attribute) and e.func.attr.value in BOOL_OPS \
+            and facts.is_tensor(e.func.value)
+    return False
+
+
+def _is_number(value: cst.BaseExpression) -> bool:
+    return is_number(value) or (isinstance(value, cst.Name) and value.value in ("True", "False"))
 
 
 def compiled(store: Store, cond: str, torch: str) -> str:
     """The statement run under compile: the store of the selected value."""
+    if store.mask is not None:  # the same elements where the test holds, none where it fails
+        return f"{code(store.target.value)}[_mend_mask_if({cond}, {code(store.mask)})] = {code(store.value)}\n"
     target = code(store.target)
     value = strip_parens(store.value)
-    number = is_number(value) or (isinstance(value, cst.Name) and value.value in ("True", "False"))
+    number = _is_number(value)
     new = f"{torch}.full_like({target}, {code(value)})" if number else code(value)
     return f"{target} = _mend_where({cond}, {new}, {target})\n"

@@ -660,7 +660,9 @@ def store_select(draw, env: _Env) -> tuple[str, list[str]]:
                                  f"{t}[:, 0] > 0"]))
     test = draw(st.sampled_from([f"not any({keep})", f"not {keep}.any()", f"{keep}.sum() == 0",
                                  f"{keep}.all()"]))
-    store = draw(st.sampled_from([f"{keep}[0] = True", f"{keep}[-1:] = {keep}[:1] | True", f"{keep}[0] = 0"]))
+    store = draw(st.sampled_from([f"{keep}[0] = True", f"{keep}[-1:] = {keep}[:1] | True", f"{keep}[0] = 0",
+                                  f"{keep}[{keep} == False] = True",  # a number through a bool mask
+                                  f"{t}[{t}.sum(-1).eq(0)] = 1"]))
     return "store-select", [f"{keep} = {made}", f"if {test}:", f"    {store}",
                             f"{t} = {t} * {keep}[:, None].to({t}.dtype)"]
 

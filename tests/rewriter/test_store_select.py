@@ -105,3 +105,72 @@ def test_any_of_a_tensor_that_is_not_1d_acts_as_pythons(shape: tuple) -> None:
     torch._dynamo.reset()
     with pytest.raises(type(compiled.value)):
         torch.compile(ns["_mend_any"], backend="eager")(t)
+
+
+_MASKED = '''
+import torch
+
+
+def regulate(x, durations):
+    if durations.sum() == 0:
+        durations[durations.sum(dim=1).eq(0)] = 1
+    return x * durations.sum(dim=1, keepdim=True)
+'''
+
+
+def test_a_number_stored_through_a_bool_mask_is_stored_where_the_test_holds() -> None:
+    """fastspeech2's ``length_regulator``: an unannotated parameter known as a tensor by its use
+    (``.sum(dim=1)``), a number stored through a bool mask under a data-dependent test. Under compile the
+    store goes through ``_mend_mask_if``: the same elements where the test holds, none where it fails;
+    the durations, changed in place, and the output are eager's bits, with one graph and no break."""
+    res = fix_source(_MASKED, "t.py", [diag("MND201", 6, 7)], FixOptions(unsafe=True))
+    assert res.applied, [r.reason for r in res.remaining]
+    assert "        durations[_mend_mask_if(durations.sum() == 0, durations.sum(dim=1).eq(0))] = 1\n" in res.fixed
+    assert fix_source(res.fixed, "t.py", [], FixOptions(unsafe=True)).fixed == res.fixed
+    before, after = {}, {}
+    exec(compile(_MASKED, "before.py", "exec"), before)
+    exec(compile(res.fixed, "after.py", "exec"), after)
+    cases = [torch.zeros(3, 4, dtype=torch.long),                       # test true: every row gets 1s
+             torch.tensor([[0, 0, 0], [2, 0, 1]]),                      # a zero row, test false: left alone
+             torch.tensor([[1, 2], [3, 4]])]                            # no zero row
+    for durations in cases:
+        x = torch.randn(durations.shape[0], 5)
+        want_d = durations.clone()
+        want = before["regulate"](x, want_d)
+        got_d = durations.clone()
+        with torch.no_grad():
+            got, graphs, breaks = graphs_and_breaks(after["regulate"], x, got_d)
+        assert torch.equal(got, want) and torch.equal(got_d, want_d) and (graphs, breaks) == (1, 0), durations
+        assert graphs_and_breaks(before["regulate"], x, durations.clone())[1] > 1  # the original splits there
+
+
+@pytest.mark.parametrize(("store", "reason"), [
+    ("keep[keep == False] = x[0, 0]", "not a number"),             # noqa: E712 (source text)
+    ("keep[x[:, 0] > 0] = self.pick(keep)", "not a number"),
+])
+def test_a_mask_store_declined(store: str, reason: str) -> None:
+    src, res = _fix(store=store)
+    assert res.fixed == src
+    assert any(reason in r.reason for r in res.remaining), [r.reason for r in res.remaining]
+
+
+@pytest.mark.parametrize("store", ["keep[keep == False] = True", "keep[~(x[:, 0] > 0)] = 0"])  # noqa: E712
+def test_compiled_mask_store_equals_eager_on_both_paths(store: str) -> None:
+    test_compiled_store_equals_eager_on_both_paths(store)
+
+
+@pytest.mark.parametrize(("body", "tensor"), [
+    ("return p.sum(dim=1)", True),            # ``dim=``: torch's spelling (NumPy says ``axis=``)
+    ("return p.long() + 1", True),            # a method no list, number or array has
+    ("return p.sum(axis=1)", False),          # NumPy's spelling
+    ("return p.sum()", False),                # arrays have it too
+    ("p = [1]\n    return p.long()", False),  # bound again to a list
+])
+def test_a_parameter_is_a_tensor_by_its_use(body: str, tensor: bool) -> None:
+    import libcst as cst
+
+    from mend.rewriter.analysis import FunctionFacts, ImportMap
+
+    module = cst.parse_module(f"import torch\n\n\ndef f(p):\n    {body}\n")
+    func = next(s for s in module.body if isinstance(s, cst.FunctionDef))
+    assert ("p" in FunctionFacts(func, ImportMap(module)).tensor_names) is tensor

@@ -127,7 +127,9 @@ register(
             "statement stores into a tensor at an index of numbers and slices (`if not any(real_images_inds): "
             "real_images_inds[0] = True`, smolvlm keeping one image) stores on every path under compile with "
             "gradients off: `t[i] = _mend_where(cond, value, t[i])`, a number literal as `torch.full_like(t[i], "
-            "v)` (cast as the store casts it); `any(t)`/`all(t)` become `_mend_any(t)`, `torch.any`/`torch.all` "
+            "v)` (cast as the store casts it); a number stored through one bool mask (`if durations.sum() == 0: "
+            "durations[durations.sum(dim=1).eq(0)] = 1`, fastspeech2) is stored through `_mend_mask_if(cond, "
+            "mask)`, the mask's elements where the test holds and none where it fails; `any(t)`/`all(t)` become `_mend_any(t)`, `torch.any`/`torch.all` "
             "of a 1-D tensor and Python's own otherwise (**unsafe**: the value, the test and the element are "
             "computed on both paths and can raise where the original skipped the store, and the tensor is "
             "written with its own numbers where the original left it alone; the stored numbers are eager's).",
