@@ -3,6 +3,7 @@
     python benchmarks/compiler_gpu_zoo.py --device cuda --dtype bf16|fp16|fp32 [--models a,b] [--out DIR]
                                           [--budget-s S] [--deadline-s S] [--jobs N] [--size real|tiny]
                                           [--compilers inductor,mend] [--profile]
+    python benchmarks/compiler_gpu_zoo.py --dtype fp32 --show part1.json,part2.json   (one table of parts)
     python benchmarks/compiler_zoo.py --device cuda ...            (the same: the GPU zoo)
 
 Transformers architectures (:data:`MODELS`: decoders, encoders, encoder-decoders, vision, speech) built from
@@ -30,7 +31,10 @@ Several model processes run at once (``--jobs``, default 2): imports and model b
 everything else (the warm-up, which starts compile workers, and everything timed) holds one lock, so no two
 timed regions share the GPU or the CPUs. ``--budget-s``: no model starts after that many seconds (the rest are listed as skipped), and
 ``--deadline-s`` stops a model process still running then, so a run fits a time limit. ``--profile`` adds
-each compiler's longest GPU kernels per model to the raw results (where mend trails, what to look at).
+each compiler's longest GPU kernels per model to the raw results (where mend trails, what to look at) and
+a table of each warm call's GPU time by kind of kernel: library (cuBLAS, cuDNN, attention: called alike by
+both compilers), matmul templates, other generated kernels, ATen, copies, with the floor mend's matrix
+products set on its runtime ratio.
 ``--out DIR``: ``zoo_<dtype>.json`` (raw results) and ``zoo_<dtype>.txt`` (the table).
 """
 
@@ -369,25 +373,91 @@ def _timed(runners: dict, device: str, rounds: int, reps: int) -> dict:
     return {k: statistics.median(v) * 1e3 for k, v in per.items()}
 
 
-def _profile(run, device: str, calls: int = 3, top: int = 15) -> list:
-    """The GPU kernels of ``calls`` warm calls, by total device time: [(name, microseconds per call, launches
-    per call)], the ``top`` longest (what to look at where one compiler trails the other)."""
+def _profile(run, device: str, calls: int = 3, top: int = 15) -> dict:
+    """The GPU kernels of ``calls`` warm calls: ``top``, the ``top`` longest by total device time [(name,
+    microseconds per call, launches per call)] (what to look at where one compiler trails the other), and
+    ``split``, microseconds per call of every kernel by :func:`_kernel_kind`."""
     from torch.profiler import ProfilerActivity, profile
 
     if device != "cuda":
-        return []
+        return {"top": [], "split": {}}
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
             run()
         _sync(device)
-    rows = []
+    rows, split = [], dict.fromkeys(KERNEL_KINDS, 0.0)
     for e in prof.key_averages():
         t = getattr(e, "device_time_total", None)
         if t is None:
             t = getattr(e, "cuda_time_total", 0)
+        if t > 0 and getattr(e, "device_type", None) is not None and "cpu" in str(e.device_type).lower():
+            continue  # a host-side entry that reports its kernels' time again
         if t > 0:
             rows.append((e.key[:100], round(t / calls, 1), e.count // calls))
-    return sorted(rows, key=lambda r: -r[1])[:top]
+            split[_kernel_kind(e.key)] += t / calls
+    return {"top": sorted(rows, key=lambda r: -r[1])[:top], "split": {k: round(v, 1) for k, v in split.items()}}
+
+
+KERNEL_KINDS = ("library", "matmul", "generated", "aten", "memory")
+
+
+def _kernel_kind(name: str) -> str:
+    """``matmul``: a compiler's own matrix-product kernels (mend's ``mend_mat_*`` templates, Inductor's
+    ``triton_tem_*``); ``generated``: its other kernels (``triton_*``, ``mend_*``); ``memory``: copies and
+    fills; ``aten``: ATen's own kernels (what a compiler left to eager); ``library``: the rest, cuBLAS, cuDNN,
+    CUTLASS and attention kernels, which both compilers call alike."""
+    if name.startswith(("mend_mat_", "triton_tem_")):
+        return "matmul"
+    if name.startswith(("triton_", "mend_", "triton__")):
+        return "generated"
+    if name.startswith(("Memset", "Memcpy", "[memory]")) or "memcpy" in name.lower():
+        return "memory"
+    if "at::native::" in name or name.startswith("void at::"):
+        return "aten"
+    return "library"
+
+
+def _gpu_lines(results: dict) -> list[str]:
+    """Where the GPU time of a warm call goes (rows run with ``--profile``): each compiler's kernels by kind,
+    and the floor of mend's runtime ratio its matrix products set (mend's library and matmul-template time
+    over Inductor's whole GPU time: the ratio mend would reach with its other kernels, ATen calls and copies
+    free, and no host time)."""
+    rows = {m: r["profile"] for m, r in results.items() if isinstance(r.get("profile", {}).get("mend"), dict)
+            and isinstance(r["profile"].get("inductor"), dict)}
+    older = [m for m, p in rows.items() if not _split_complete(p)]
+    rows = {m: p for m, p in rows.items() if m not in older}
+    note = ([f"(not shown: {', '.join(older)}, profiled before matrix-product templates were counted apart from "
+             "the other generated kernels)"] if older else [])
+    if not rows:
+        return [""] + note if note else []
+    head = (f"{'model':<16}{'ind lib us':>11}{'ind mm':>8}{'ind gen':>9}{'ind aten':>9}{'ind mem':>8}{'mend lib':>10}"
+            f"{'mend mm':>9}{'mend gen':>10}{'mend aten':>10}{'mend mem':>9}{'gen m/i':>8}{'gpu m/i':>8}{'floor':>7}")
+    lines = ["", "GPU time per warm call, microseconds, by kind of kernel (--profile)", head, "-" * len(head)]
+    cols = {"gen": [], "gpu": [], "floor": []}
+    for m, p in rows.items():
+        i = dict.fromkeys(KERNEL_KINDS, 0.0) | p["inductor"]["split"]
+        k = dict.fromkeys(KERNEL_KINDS, 0.0) | p["mend"]["split"]
+        ind_total, mend_total = sum(i.values()), sum(k.values())
+        gen = k["generated"] / i["generated"] if i["generated"] else math.nan
+        gpu, floor = mend_total / ind_total, (k["library"] + k["matmul"]) / ind_total
+        for key, v in (("gen", gen), ("gpu", gpu), ("floor", floor)):
+            cols[key].append(v)
+        lines.append(f"{m:<16}{i['library']:>11.0f}{i['matmul']:>8.0f}{i['generated']:>9.0f}{i['aten']:>9.0f}"
+                     f"{i['memory']:>8.0f}{k['library']:>10.0f}{k['matmul']:>9.0f}{k['generated']:>10.0f}"
+                     f"{k['aten']:>10.0f}{k['memory']:>9.0f}"
+                     f"{gen:>7.2f}x{gpu:>7.3f}x{floor:>6.3f}x")
+    lines.append("-" * len(head))
+    lines.append(f"geomean: mend's generated kernels {_geo(cols['gen']):.2f}x Inductor's; GPU time {_geo(cols['gpu']):.3f}x; "
+                 f"floor set by mend's matrix products {_geo(cols['floor']):.3f}x (its runtime ratio with its other "
+                 "kernels, ATen calls, copies and host time free)")
+    return lines + note
+
+
+def _split_complete(p: dict) -> bool:
+    """The split counts matrix-product templates apart, or (raw results written before it did) none is
+    among the longest kernels of either compiler."""
+    return all("matmul" in p[c]["split"] or not any(_kernel_kind(n) == "matmul" for n, _, _ in p[c]["top"])
+               for c in ("inductor", "mend"))
 
 
 def measure(row: str, device: str, dtype_name: str, size_name: str, compilers: tuple, lock: str | None,
@@ -558,7 +628,7 @@ def table(results: dict, a) -> str:
     ran = sum("skipped" not in r for r in results.values())
     lines.append(f"{ok}/{ran} rows ok (mend within the tolerance Inductor meets, nothing fell back); "
                  f"{len(results) - ran} skipped")
-    return "\n".join(lines)
+    return "\n".join(lines + _gpu_lines(results))
 
 
 def main(argv=None) -> int:
@@ -577,8 +647,16 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", type=Path, default=None, help="folder for zoo_<dtype>.json and zoo_<dtype>.txt")
+    ap.add_argument("--show", default=None, help="comma-separated raw results (json) of runs in parts: print their "
+                                                 "rows as one table (--dtype says theirs); run nothing")
     a = ap.parse_args(argv)
     a.size = a.size or ("real" if a.device == "cuda" else "tiny")
+    if a.show:
+        merged: dict = {}
+        for path in a.show.split(","):
+            merged.update(json.loads(Path(path).read_text()))
+        print(table(merged, a))
+        return 0
     groups = {"inference": list(INFERENCE), "training": list(TRAINING), "lm": list(LM)}
     rows = [r for m in (a.models or "inference,training,lm").split(",") for r in groups.get(m, [m])]
     unknown = [r for r in rows if r.split(":")[0] not in CONFIGS]
