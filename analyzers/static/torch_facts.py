@@ -114,13 +114,12 @@ TENSOR_METHODS = frozenset({
     "masked_select", "argwhere", "count_nonzero", "neg", "reciprocal", "square", "var", "std", "topk",
     "sort", "narrow", "select", "roll", "flip", "tril", "triu", "t", "cpu", "cuda", "numel_tensor",
 })
-# Tensor methods no list, tuple, dict, number or NumPy array has (NumPy spells reductions' ``dim=`` as
-# ``axis=``): a name they are called on holds a tensor where the call runs.
+# Tensor methods no list, tuple, dict, number, NumPy array or pandas frame has (NumPy and pandas spell
+# reductions' ``dim=`` as ``axis=``): a name they are called on holds a tensor where the call runs.
 TORCH_ONLY_METHODS = frozenset({
-    "float", "double", "half", "bfloat16", "long", "bool", "unsqueeze", "masked_fill", "eq", "ne", "gt", "ge",
-    "lt", "le", "logical_not", "logical_and", "logical_or", "isinf", "isnan", "isfinite", "expand", "expand_as",
-    "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as", "contiguous", "detach",
-    "index_select", "masked_select", "narrow", "numel", "dim", "size",
+    "float", "double", "half", "bfloat16", "long", "unsqueeze", "masked_fill", "logical_not", "logical_and",
+    "logical_or", "isinf", "isnan", "isfinite", "expand_as", "new_zeros", "new_ones", "new_full", "new_empty",
+    "new_tensor", "type_as", "contiguous", "detach", "index_select", "masked_select", "narrow", "numel", "dim",
 })
 # Methods that mutate their receiver or register effects (in-place ``add_``-style methods are
 # recognised by their trailing underscore).
