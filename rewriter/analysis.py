@@ -282,8 +282,12 @@ class FunctionFacts:
 
     def _tensor_by_use(self, param: str) -> bool:
         """``param`` holds a tensor: a method only tensors have is called on it (``lengths.long()``,
-        ``lengths.sum(dim=1)``: NumPy says ``axis=``), and every value bound to it again is a tensor."""
-        if any(v is None or not self.is_tensor(v) for v in self._store_values.get(param, ())):
+        ``lengths.sum(dim=1)``: NumPy says ``axis=``), and every value bound to it again is a tensor when it
+        is one (``x = x.contiguous()``)."""
+        self.tensor_names.add(param)
+        rebound = all(v is not None and self.is_tensor(v) for v in self._store_values.get(param, ()))
+        self.tensor_names.discard(param)
+        if not rebound:
             return False
         for name in self.loads.get(param, ()):
             call = self._receivers.get(id(name))

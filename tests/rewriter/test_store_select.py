@@ -165,6 +165,7 @@ def test_compiled_mask_store_equals_eager_on_both_paths(store: str) -> None:
     ("return p.sum(axis=1)", False),          # NumPy's spelling
     ("return p.sum()", False),                # arrays have it too
     ("p = [1]\n    return p.long()", False),  # bound again to a list
+    ("p = p.contiguous()\n    return p.long()", True),  # bound again to itself as a tensor
 ])
 def test_a_parameter_is_a_tensor_by_its_use(body: str, tensor: bool) -> None:
     import libcst as cst
