@@ -734,8 +734,6 @@ def programs(draw, blocks: tuple[str, ...] = tuple(BLOCKS), max_blocks: int = 3)
     annotate = draw(st.sampled_from([True, True, False]))
     env = _Env(names=["x", "y"], kind=kind, has_mask=has_mask)
     body: list[str] = []
-    if not annotate:  # a use that only a tensor has makes an unannotated parameter a tensor to the fixer
-        body += draw(st.sampled_from([[], [], ["x = x.contiguous()"], ["y = y.float()"]]))
     if draw(st.booleans()):
         body.append("z = x * 1")
         env.names.append("z")
