@@ -65,7 +65,8 @@ def test_declined(store: str, reason: str) -> None:
     assert any(reason in r.reason for r in res.remaining), [r.reason for r in res.remaining]
 
 
-@pytest.mark.parametrize("store", ["keep[0] = True", "keep[-1:] = keep[:1] | True", "keep[0] = 1"])
+@pytest.mark.parametrize("store", ["keep[0] = True", "keep[-1:] = keep[:1] | True", "keep[0] = 1",
+                                   "keep[keep == False] = True", "keep[~(x[:, 0] > 0)] = 0"])  # noqa: E712
 def test_compiled_store_equals_eager_on_both_paths(store: str) -> None:
     src, res = _fix(store=store)
     before, after = {}, {}
@@ -152,11 +153,6 @@ def test_a_mask_store_declined(store: str, reason: str) -> None:
     src, res = _fix(store=store)
     assert res.fixed == src
     assert any(reason in r.reason for r in res.remaining), [r.reason for r in res.remaining]
-
-
-@pytest.mark.parametrize("store", ["keep[keep == False] = True", "keep[~(x[:, 0] > 0)] = 0"])  # noqa: E712
-def test_compiled_mask_store_equals_eager_on_both_paths(store: str) -> None:
-    test_compiled_store_equals_eager_on_both_paths(store)
 
 
 @pytest.mark.parametrize(("body", "tensor"), [
