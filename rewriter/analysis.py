@@ -137,6 +137,19 @@ def _bindings(nodes: Iterator[cst.CSTNode]) -> dict[str, str]:
     return names
 
 
+def relative_import(module: cst.Module, name: str) -> tuple[int, str, str] | None:
+    """For ``from ..pkg.mod import orig as name`` at the top of ``module``: (2, "pkg.mod", "orig"), else None."""
+    for node in _import_nodes(module.body):
+        if not (isinstance(node, cst.ImportFrom) and node.relative and node.module is not None
+                and not isinstance(node.names, cst.ImportStar)):
+            continue
+        for alias in node.names:
+            bound = alias.asname.name if alias.asname is not None else alias.name
+            if isinstance(bound, cst.Name) and bound.value == name and isinstance(alias.name, cst.Name):
+                return len(node.relative), dotted(node.module) or "", alias.name.value
+    return None
+
+
 class ImportMap:
     """Local name -> qualified module path, from a module's top-level imports (``names``, for reading
     the code; ``runtime``: those bound when the module runs, without ``if TYPE_CHECKING:`` ones)."""

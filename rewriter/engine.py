@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterable, Sequence  # noqa: F401
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import libcst as cst
@@ -29,11 +30,13 @@ from mend.rewriter.analysis import (
     add_parents,
     dotted,
     range_contains_pos,
+    relative_import,
     strip_parens,
     walk,
 )
 
 SIDE_EFFECT_POLICIES = ("keep", "guard", "defer", "drop")
+_SIBLINGS: dict[tuple, FileContext | None] = {}  # (path, mtime, size) -> the parsed module, for :meth:`FileContext.imported`
 
 
 @dataclass
@@ -112,6 +115,23 @@ class FileResult:
     @property
     def changed(self) -> bool:
         return self.fixed != self.original
+
+
+def _sibling(path: str, level: int, module: str, options: FixOptions) -> FileContext | None:
+    """The module ``module`` imported ``level`` packages up from the file ``path``, parsed (cached)."""
+    base = Path(path).parent
+    for _ in range(level - 1):
+        base = base.parent
+    target = base.joinpath(*module.split(".")).with_suffix(".py")
+    try:
+        stat = target.stat()
+        key = (str(target.resolve()), stat.st_mtime_ns, stat.st_size)
+        if key not in _SIBLINGS:
+            _SIBLINGS[key] = FileContext(target.read_text(encoding="utf-8"), str(target), options)
+            _SIBLINGS[key].prepare_all()
+        return _SIBLINGS[key]
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, cst.ParserSyntaxError):
+        return None
 
 
 class FileContext:
@@ -244,6 +264,16 @@ class FileContext:
             attrs = module_attributes(cls, self.imports) if cls is not None else set()
             self._facts[key] = FunctionFacts(func, self.imports, attrs)
         return self._facts[key]
+
+    def imported(self, name: str) -> tuple[FileContext, str] | None:
+        """The parsed module and top-level name that ``from .module import name`` (a relative import at the
+        top of this file) binds ``name`` to, read from the file beside this one; None where there is no such
+        import or the file cannot be read or parsed. A module is parsed once per process and file version."""
+        found = relative_import(self.module, name)
+        if found is None:
+            return None
+        other = _sibling(self.path, found[0], found[1], self.options)
+        return (other, found[2]) if other is not None else None
 
     def statement_line(self, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
         for anc in [node, *self.ancestors(node)]:

@@ -25,10 +25,15 @@ Eager runs the original code on the original tensors: only the compiled graph se
 0-d integer tensors of the same value. The fix checks that every use of them is one where both act alike:
 a size or bound of a torch call or tensor method, an index or slice, ``+ - * // %`` among them and with
 tensors, a comparison, a name that sums them, a parameter of a ``@torch.jit.script`` function of the file
-(Dynamo traces its Python source; TorchScript, which would reject an int, runs only in eager). Uses in code
-that runs only in eager (``if not torch.compiler.is_compiling():``) are not checked. **Unsafe**: under
-compile, ``height - 0.5`` is a Python float (float64) where the tensor form was float32, equal below 2**24;
-an int32 product past 2**31 wraps in the tensor, not in Python; the copy is read without looking at the
+(Dynamo traces its Python source; TorchScript, which would reject an int, runs only in eager), a parameter
+of every function a ``self.`` attribute may hold (``self.rope_init_fn = ROPE_INIT_FUNCTIONS[kind]``: a dict
+of functions, here or in the module beside that a relative import names, checked there). A quotient or a
+power of them rounds apart (float64 against float32): it may meet tensors or be stored and passed on, never
+decide a size, an index or a test. Uses in code that runs only in eager (``if not
+torch.compiler.is_compiling():``) are not checked. **Unsafe**: under compile, ``height - 0.5`` is a Python
+float (float64) where the tensor form was float32, equal below 2**24 (a quotient within float32 rounding);
+against a 0-d tensor of a narrower type (int32, float16) the result keeps that type where eager promoted
+it; an int32 product past 2**31 wraps in the tensor, not in Python; the copy is read without looking at the
 tensor again, so a shape tensor changed in place after it was built is seen by eager but not by the
 compiled graph (a write in place that the fix can see declines it).
 """
@@ -56,8 +61,9 @@ from mend.rewriter.engine import Decline, FileContext, Plan
 
 _WHY = ("keep a Python copy of the numbers a shape tensor is built from, and read the copy under compile where "
         "the numbers are needed (unsafe: the compiled graph has Python ints where 0-d integer tensors were; "
-        "float arithmetic on them is float64 instead of float32, equal below 2**24; a shape tensor changed in "
-        "place is not seen under compile; eager reads the tensor)")
+        "float arithmetic on them is float64 instead of float32, equal below 2**24 for sums and products, a "
+        "quotient within float32 rounding; a shape tensor changed in place is not seen under compile; eager "
+        "reads the tensor)")
 _BUILDERS = {"torch.as_tensor", "torch.tensor"}
 _BUILDER_TEXT = re.compile(r"\b(as_tensor|tensor)\(\s*\w+\s*,[^)]*dtype|\barange\(|\b(as_tensor|tensor|IntTensor|LongTensor)\(\s*\[")
 _INT_DTYPES = {"torch.long", "torch.int64"}
@@ -468,26 +474,28 @@ def _is_target(ctx: FileContext, name: cst.Name, target: cst.CSTNode) -> bool:
 
 # --- the uses of the numbers ---------------------------------------------------------------------------
 
-def _check_uses(ctx: FileContext, func: cst.FunctionDef, users: list[cst.BaseExpression]) -> set[tuple]:
+def _check_uses(ctx: FileContext, func: cst.FunctionDef, users: list[cst.BaseExpression],
+                rounded: str | None = None) -> set[tuple]:
     """Raise :class:`_NoKeep` unless each expression holding a number is used where a Python int and a 0-d
-    int64 tensor act alike; followed through the names that hold the numbers, the parameters of the file's
-    functions they are passed to and the ``self.`` attributes they are stored to. Returns those holders:
-    (function, name) and (class, ``self.`` attribute)."""
+    int64 tensor act alike; followed through the names that hold the numbers, the parameters of the
+    functions they are passed to and the ``self.`` attributes they are stored to. ``rounded`` names the
+    division the numbers went through, if any (:func:`_sink`). Returns those holders: (function, name) and
+    (class, ``self.`` attribute)."""
     seen: set[tuple] = set()
-    work = [(func, expr) for expr in users]
+    work = [(func, expr, rounded) for expr in users]
     while work:
-        where, expr = work.pop()
+        where, expr, how = work.pop()
         if ctx.eager_only(expr):
             continue  # eager reads the tensor there: the copy is read only under compile
-        for holder in _sink(ctx, where, expr):
+        for holder in _sink(ctx, where, expr, how):
             if holder not in seen:
                 seen.add(holder)
-                work += _reads_of(ctx, holder)
-    return seen
+                work += [(f, e, holder[2]) for f, e in _reads_of(ctx, holder)]
+    return {h[:2] for h in seen}
 
 
 def _reads_of(ctx: FileContext, holder: tuple) -> list[tuple[cst.FunctionDef, cst.BaseExpression]]:
-    scope, name = holder
+    scope, name = holder[:2]
     if isinstance(scope, cst.FunctionDef):
         return [(scope, n) for n in walk(scope.body) if isinstance(n, cst.Name) and n.value == name
                 and _is_load(ctx, n)]
@@ -495,8 +503,11 @@ def _reads_of(ctx: FileContext, holder: tuple) -> list[tuple[cst.FunctionDef, cs
             for n in walk(method.body) if self_attr(n) == name and _is_load_attr(ctx, n)]
 
 
-def _sink(ctx: FileContext, func: cst.FunctionDef, expr: cst.BaseExpression) -> list[tuple]:
-    """Climb from ``expr`` (a number) to where its value ends; the holders it is stored to or passed to."""
+def _sink(ctx: FileContext, func: cst.FunctionDef, expr: cst.BaseExpression, rounded: str | None) -> list[tuple]:
+    """Climb from ``expr`` (a number) to where its value ends; the holders it is stored to or passed to, each
+    with the division its value went through (``rounded``): a quotient or power of the numbers is a float64
+    in Python where the tensor's was float32, the same value rounded apart, so it may only meet tensors or
+    be stored and passed on (where the same holds), never decide a size, an index or a test."""
     facts = ctx.facts(func)
     cur = expr
     while True:
@@ -506,10 +517,11 @@ def _sink(ctx: FileContext, func: cst.FunctionDef, expr: cst.BaseExpression) -> 
             if _is_tensor(facts, other):
                 return []  # a tensor op: an int and a 0-d int64 tensor promote alike
             if not isinstance(parent.operator, _SAME_OPS):
-                raise _NoKeep(f"`{code(parent)}` divides or raises it to a power (float64 in Python, "
-                              "float32 on the tensor)")
+                rounded = rounded or code(parent)
         elif isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Minus):
             pass
+        elif isinstance(parent, cst.IfExp) and parent.test is not cur:
+            pass  # a side of ``a if c else b``: the value is the number or the other side's
         elif isinstance(parent, cst.Subscript) and parent.value is cur:
             pass  # ``shapes[i]`` further indexed: the outer subscript is the number
         elif isinstance(parent, (cst.Element, cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)):
@@ -517,11 +529,22 @@ def _sink(ctx: FileContext, func: cst.FunctionDef, expr: cst.BaseExpression) -> 
         elif isinstance(parent, cst.Arg) and _extreme(ctx.parent(parent)):
             parent = ctx.parent(parent)  # ``max(n, m)`` of numbers: the larger number, either way
         else:
-            return _end(ctx, func, cur, parent)
+            if rounded is not None and not _carries(ctx, cur, parent):
+                raise _NoKeep(f"`{rounded}` divides or raises it to a power (float64 in Python, float32 on "
+                              f"the tensor), and `{code(parent)[:60]}` uses the result as a number")
+            return [(*h, rounded) for h in _end(ctx, func, cur, parent, rounded)]
         cur = parent
 
 
-def _end(ctx: FileContext, func: cst.FunctionDef, cur: cst.CSTNode, parent: cst.CSTNode | None) -> list[tuple]:
+def _carries(ctx: FileContext, cur: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
+    """``parent`` stores ``cur`` to a name or attribute or passes it to a function: its uses decide."""
+    if isinstance(parent, (cst.AugAssign, cst.Assign)):
+        return parent.value is cur
+    return isinstance(parent, cst.Arg) and not _sizes_call(ctx, ctx.parent(parent))
+
+
+def _end(ctx: FileContext, func: cst.FunctionDef, cur: cst.CSTNode, parent: cst.CSTNode | None,
+         rounded: str | None) -> list[tuple]:
     """Where the number ``cur`` ends in ``parent``: nothing more to check ([]), the holders whose reads are
     checked next, or :class:`_NoKeep`."""
     if isinstance(parent, (cst.Index, cst.Slice)):
@@ -535,7 +558,7 @@ def _end(ctx: FileContext, func: cst.FunctionDef, cur: cst.CSTNode, parent: cst.
         return []
     if isinstance(parent, cst.Arg):
         call = ctx.parent(parent)
-        return [] if _sizes_call(ctx, call) else _passed(ctx, call, parent)
+        return [] if _sizes_call(ctx, call) else _passed(ctx, call, parent, rounded)
     if isinstance(parent, (cst.AugAssign, cst.Assign)) and parent.value is cur:
         targets = [parent.target] if isinstance(parent, cst.AugAssign) else [t.target for t in parent.targets]
         if len(targets) == 1 and isinstance(targets[0], cst.Name):
@@ -557,10 +580,12 @@ def _extreme(call: cst.CSTNode | None) -> bool:
 _PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod"})
 
 
-def _passed(ctx: FileContext, call: cst.Call, arg: cst.Arg) -> list[tuple]:
+def _passed(ctx: FileContext, call: cst.Call, arg: cst.Arg, rounded: str | None) -> list[tuple]:
     """The parameters of the file's functions a number is passed to: by keyword from a call of a function
     of the file or through ``self.`` (a method or a submodule: every function of the file with that
-    parameter); by position as the reached tensors are (:func:`_positional`)."""
+    parameter); by position as the reached tensors are (:func:`_positional`). A call of a function stored
+    on ``self`` (:func:`_stored_callees`), whose functions may be in a module beside this one, has their
+    uses checked there."""
     functions = _functions(ctx)
     i = next(k for k, a in enumerate(call.args) if a is arg)
     if arg.star:
@@ -576,14 +601,78 @@ def _passed(ctx: FileContext, call: cst.Call, arg: cst.Arg) -> list[tuple]:
         targets = _positional(ctx, functions, call, i)
     else:
         targets = []
-    if not targets:
+    stored = [] if targets or arg.star else _stored_callees(ctx, call, arg, i)
+    if not targets and not stored:
         raise _NoKeep(f"`{code(call)[:60]}` may treat it as a tensor")
-    for f, _ in targets:
+    for where, f, param in [(ctx, f, p) for f, p in targets] + stored:
         wrapped = [code(d.decorator) for d in f.decorators if code(d.decorator) not in _PLAIN_DECORATORS
-                   and ctx.imports.qualify(d.decorator) != "torch.jit.script"]
+                   and where.imports.qualify(d.decorator) != "torch.jit.script"]
         if wrapped:  # ``@torch.jit.script`` is traced as Python by Dynamo; the copy is read only there
             raise _NoKeep(f"`{f.name.value}` is wrapped by `@{wrapped[0]}`, which may not take a Python number")
-    return targets
+        if where is not ctx:
+            _check_uses(where, f, [e for _, e in _reads_of(where, (f, param))], rounded)
+    return [(f, p) for where, f, p in stored if where is ctx] + targets
+
+
+def _stored_callees(ctx: FileContext, call: cst.Call, arg: cst.Arg, i: int) -> list[tuple]:
+    """``self.init_fn(config, n)`` where every ``self.init_fn = ...`` of the class stores a function or an
+    entry of a dict of functions (``ROPE_INIT_FUNCTIONS[self.rope_type]``), of this module or imported from
+    one beside it: (the function's module, the function, the parameter ``arg`` binds) for each; [] where one
+    store or function is not known."""
+    attr, cls = self_attr(call.func), ctx.enclosing_class(call)
+    if attr is None or cls is None:
+        return []
+    stored = [n.value for n in walk(cls.body) if isinstance(n, cst.Assign) and len(n.targets) == 1
+              and self_attr(n.targets[0].target) == attr]
+    out = []
+    for value in stored:
+        entry = isinstance(value, cst.Subscript)
+        name = value.value if entry else value
+        found = _module_functions(ctx, name.value, entry) if isinstance(name, cst.Name) else None
+        if not found:
+            return []
+        for where, f in found:
+            params = list(f.params.posonly_params) + list(f.params.params)
+            names = [p.name.value for p in params]
+            param = arg.keyword.value if arg.keyword is not None else (names[i] if i < len(names) else None)
+            if param not in names and not (arg.keyword is not None and param in
+                                           {p.name.value for p in f.params.kwonly_params}):
+                return []
+            out.append((where, f, param))
+    return out
+
+
+def _module_functions(ctx: FileContext, name: str, entry: bool) -> list[tuple] | None:
+    """The top-level function ``name`` (``entry``: every function of the top-level dict ``name``) of this
+    module, or of the module beside it that ``name`` is imported from: [(module, function)], or None."""
+    where, own = ctx, name
+    if not _top_level(ctx, name):
+        imported = ctx.imported(name)
+        if imported is None:
+            return None
+        where, own = imported
+    node = _top_level(where, own)
+    if isinstance(node, cst.FunctionDef) and not entry:
+        return [(where, node)]
+    if not (entry and isinstance(node, cst.Dict)):
+        return None
+    values = [strip_parens(e.value) for e in node.elements]
+    funcs = [_top_level(where, v.value) if isinstance(v, cst.Name) else None for v in values]
+    if not funcs or any(not isinstance(f, cst.FunctionDef) for f in funcs):
+        return None
+    return [(where, f) for f in funcs]
+
+
+def _top_level(ctx: FileContext, name: str) -> cst.CSTNode | None:
+    """The top-level ``def name`` of the module, or the value of its one top-level ``name = ...``."""
+    found = []
+    for stmt in ctx.module.body:
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
+            found.append(stmt)
+        elif isinstance(stmt, cst.SimpleStatementLine):
+            found += [s.value for s in stmt.body if isinstance(s, cst.Assign) and len(s.targets) == 1
+                      and isinstance(s.targets[0].target, cst.Name) and s.targets[0].target.value == name]
+    return found[0] if len(found) == 1 else None
 
 
 def _is_tensor(facts: FunctionFacts, expr: cst.BaseExpression) -> bool:

@@ -324,3 +324,127 @@ def test_without_unsafe_fixes_a_safe_branch_repair_is_not_displaced_by_the_kept_
     assert "_mend_where(" in safe.fixed and "_mend_kept" not in safe.fixed
     unsafe = fix_source(src, "t.py", [diag("MND201", line, 5)], FixOptions(unsafe=True))
     assert "if _mend_kept(positions, 1)[0] > 0:" in unsafe.fixed and "_mend_where(" not in unsafe.fixed
+
+
+_TABLE_SRC = '''
+import torch
+
+
+def _plain(config, device, seq_len=None):
+    return torch.ones(4, device=device), 1.0
+
+
+def _long(config, device, seq_len=None):
+    if seq_len and seq_len > config["original"]:
+        factors = torch.tensor(config["long"], device=device)
+    else:
+        factors = torch.tensor(config["short"], device=device)
+    return 1.0 / factors, 1.0
+
+
+def _dynamic(config, device, seq_len=None):
+    seq_len = seq_len if seq_len is not None and seq_len > config["original"] else config["original"]
+    base = 10000.0 * (3 * seq_len / config["original"] - 2) ** (8 / 6)
+    return 1.0 / (base ** (torch.arange(0, 8, 2, dtype=torch.int64).float() / 8)), 1.0
+{extra}
+
+TABLE = {{"plain": _plain, "long": _long, "dynamic": _dynamic{entry}}}
+'''
+
+_MODEL_SRC = '''
+import torch
+
+from .rope import TABLE
+
+
+class Rotary(torch.nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.init_fn = TABLE[config["kind"]]
+
+    def forward(self, x, seq_len=None):
+        scale = None
+        if self.config["kind"] == "long" and seq_len:
+            scale = 2.0 if seq_len > self.config["original"] else 0.5
+        inv_freq, factor = self.init_fn(self.config, x.device, seq_len)
+        t = torch.arange(seq_len, device=x.device, dtype=torch.float32)
+        return torch.outer(t, inv_freq) * (factor if scale is None else scale)
+
+
+class Model(torch.nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.rotary = Rotary(config)
+
+    def forward(self, h, cache_position=None):
+        if cache_position is None:
+            cache_position = torch.arange(0, h.shape[1], device=h.device)
+        return h.sum(1, keepdim=True) * self.rotary(h, seq_len=cache_position[-1] + 1)[-1]
+'''
+
+
+def _table_package(root, name: str, extra: str = "", entry: str = ""):
+    pkg = root / name
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "rope.py").write_text(_TABLE_SRC.format(extra=extra, entry=entry))
+    (pkg / "model.py").write_text(_MODEL_SRC)
+    return pkg
+
+
+def _import_model(root, name: str):
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(root))
+    try:
+        return importlib.import_module(f"{name}.model")
+    finally:
+        sys.path.remove(str(root))
+
+
+def test_a_number_passed_to_a_table_of_functions_in_a_module_beside(tmp_path) -> None:
+    """phimoe's LongRoPE: ``self.rope_init_fn = ROPE_INIT_FUNCTIONS[...]`` (modeling_rope_utils.py) takes
+    ``cache_position[-1] + 1``; every function of the table is checked in its own module: a test, a
+    comparison, and (dynamic NTK) a quotient that only meets a tensor. Eager is bitwise the original's;
+    compiled, one graph and eager's numbers (float64 where eager rounded the quotient in float32)."""
+    from mend.rewriter.api import fix_paths
+
+    _table_package(tmp_path, "tbl_before")
+    pkg = _table_package(tmp_path, "tbl_after")
+    run = fix_paths([pkg], FixOptions(unsafe=True), isolated=True)
+    fixed = (pkg / "model.py").read_text()
+    assert "self.rotary(h, seq_len=_mend_kept(cache_position, 1)[-1] + 1)" in fixed, fixed
+    assert (pkg / "rope.py").read_text() == _TABLE_SRC.format(extra="", entry="")  # only the caller changes
+    assert not run.errors
+    before, after = _import_model(tmp_path, "tbl_before"), _import_model(tmp_path, "tbl_after")
+    for kind in ("plain", "long", "dynamic"):
+        for length in (3, 6):
+            config = {"kind": kind, "original": 4, "long": [1.0, 2.0, 4.0, 8.0], "short": [1.0, 1.5, 2.0, 3.0]}
+            h = torch.randn(2, length, 1)
+            a, b = before.Model(config)(h), after.Model(config)(h)
+            assert a.dtype == b.dtype and torch.equal(a, b), (kind, length)
+            _, graphs_before, _ = graphs_and_breaks(before.Model(config), h)
+            out, graphs, breaks = graphs_and_breaks(after.Model(config), h)
+            assert graphs_before > 1 and (graphs, breaks) == (1, 0), (kind, length, graphs_before, graphs)
+            torch.testing.assert_close(out, a, rtol=1e-5, atol=0), (kind, length)
+
+
+@pytest.mark.parametrize(("extra", "entry", "reason"), [
+    ("\n\ndef _sized(config, device, seq_len=None):\n    return torch.ones(int(seq_len / 2)), 1.0\n",
+     ', "sized": _sized', "divides or raises it to a power"),
+    ("", ', "anon": lambda config, device, seq_len=None: (torch.ones(seq_len), 1.0)', "may treat it as a tensor"),
+])
+def test_a_table_of_functions_is_declined_where_one_entry_acts_differently(tmp_path, extra: str, entry: str,
+                                                                             reason: str) -> None:
+
+    pkg = _table_package(tmp_path, "tbl_declined", extra, entry)
+    line = next(i for i, text in enumerate(_MODEL_SRC.splitlines(), 1) if "seq_len=cache_position" in text)
+    col = _MODEL_SRC.splitlines()[line - 1].index("cache_position[-1]")
+    res = fix_source(_MODEL_SRC, str(pkg / "model.py"), [diag("MND310", line, col)], FixOptions(unsafe=True))
+    assert "_mend_kept(cache_position" not in res.fixed
+    assert any(reason in r.reason for r in res.remaining), [r.reason for r in res.remaining]
+    alone = fix_source(_MODEL_SRC, str(tmp_path / "elsewhere" / "model.py"), [diag("MND310", line, col)],
+                       FixOptions(unsafe=True))  # the module beside is not there: its functions are not known
+    assert "_mend_kept(" not in alone.fixed and "may treat it as a tensor" in alone.remaining[0].reason
