@@ -518,7 +518,7 @@ def _steps{i}(self, t, positions, cache=None):
     use_cache = cache is not None and positions[-1] > {limit}
     if use_cache:
         t = t * 2
-    return t.reshape(-1)[: n].sum() + positions[-1] * 2
+    return t.reshape(-1)[: n].sum() + positions[-1] * 2 + torch.ones_like(t) * ((positions[-1] + 1) / 3)
 """
 
 
