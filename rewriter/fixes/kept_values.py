@@ -578,6 +578,7 @@ def _extreme(call: cst.CSTNode | None) -> bool:
 
 
 _PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod"})
+_CHECKING: set[tuple] = set()  # the functions of other modules whose uses are being checked (:func:`_passed`)
 
 
 def _passed(ctx: FileContext, call: cst.Call, arg: cst.Arg, rounded: str | None) -> list[tuple]:
@@ -609,8 +610,12 @@ def _passed(ctx: FileContext, call: cst.Call, arg: cst.Arg, rounded: str | None)
                    and where.imports.qualify(d.decorator) != "torch.jit.script"]
         if wrapped:  # ``@torch.jit.script`` is traced as Python by Dynamo; the copy is read only there
             raise _NoKeep(f"`{f.name.value}` is wrapped by `@{wrapped[0]}`, which may not take a Python number")
-        if where is not ctx:
-            _check_uses(where, f, [e for _, e in _reads_of(where, (f, param))], rounded)
+        if where is not ctx and (key := (where.path, id(f), param, rounded)) not in _CHECKING:
+            _CHECKING.add(key)  # a module beside that passes the number back here is not checked twice
+            try:
+                _check_uses(where, f, [e for _, e in _reads_of(where, (f, param))], rounded)
+            finally:
+                _CHECKING.discard(key)
     return [(f, p) for where, f, p in stored if where is ctx] + targets
 
 
@@ -654,13 +659,27 @@ def _module_functions(ctx: FileContext, name: str, entry: bool) -> list[tuple] |
     node = _top_level(where, own)
     if isinstance(node, cst.FunctionDef) and not entry:
         return [(where, node)]
-    if not (entry and isinstance(node, cst.Dict)):
+    if not (entry and isinstance(node, cst.Dict)) or _changed_table(where, own) or _changed_table(ctx, name):
         return None
     values = [strip_parens(e.value) for e in node.elements]
     funcs = [_top_level(where, v.value) if isinstance(v, cst.Name) else None for v in values]
     if not funcs or any(not isinstance(f, cst.FunctionDef) for f in funcs):
         return None
     return [(where, f) for f in funcs]
+
+
+def _changed_table(ctx: FileContext, name: str) -> bool:
+    """The module writes entries into the dict ``name`` (``name[k] = f``, ``name.update(...)``): its
+    functions are not only those it is built with."""
+    def target(n: cst.CSTNode) -> bool:
+        return isinstance(n, cst.Subscript) and isinstance(n.value, cst.Name) and n.value.value == name
+    for n in walk(ctx.module):
+        if isinstance(n, cst.AssignTarget) and target(n.target) or isinstance(n, cst.AugAssign) and target(n.target):
+            return True
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and code(n.func.value) == name \
+                and n.func.attr.value in ("update", "setdefault", "__setitem__", "pop", "clear"):
+            return True
+    return False
 
 
 def _top_level(ctx: FileContext, name: str) -> cst.CSTNode | None:

@@ -435,6 +435,10 @@ def test_a_number_passed_to_a_table_of_functions_in_a_module_beside(tmp_path) ->
     ("\n\ndef _sized(config, device, seq_len=None):\n    return torch.ones(int(seq_len / 2)), 1.0\n",
      ', "sized": _sized', "divides or raises it to a power"),
     ("", ', "anon": lambda config, device, seq_len=None: (torch.ones(seq_len), 1.0)', "may treat it as a tensor"),
+    ("", '}\nTABLE.update(extra=lambda config, device, seq_len=None: (torch.ones(seq_len), 1.0))\n_UNUSED = {',
+     "may treat it as a tensor"),
+    ("", '}\nTABLE["extra"] = _plain  # an entry written later: a function the check did not see\n_UNUSED = {',
+     "may treat it as a tensor"),
 ])
 def test_a_table_of_functions_is_declined_where_one_entry_acts_differently(tmp_path, extra: str, entry: str,
                                                                              reason: str) -> None:
