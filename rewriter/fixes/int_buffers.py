@@ -39,6 +39,7 @@ _WHY = ("fold the module's integer buffers to Python numbers under compile (unsa
         "Dynamo traces; a later in-place write to them is not seen by the compiled graph)")
 _INT_DTYPES = {"torch.int64", "torch.long", "torch.int32", "torch.int"}
 _SHAPE_USES = {"shape", "size", "dim", "ndim"}
+_BUFFER_MARKERS = {"nn.Buffer", "torch.nn.Buffer"}  # assigned to a module attribute: a registered buffer
 # operators under which a buffer's number stays an exact integer (true division would round in float32)
 _INT_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide)
 
@@ -95,7 +96,8 @@ def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
 
 def _int_buffers(init: cst.FunctionDef) -> set[str]:
     """Names of the module's 0-d integer tensors built in ``__init__`` from Python numbers: registered
-    buffers and tensor attributes computed from them with ``+ - * //``."""
+    buffers (``register_buffer``, or ``nn.Buffer`` assigned to an attribute) and tensor attributes computed
+    from them with ``+ - * //``."""
     local: set[str] = set()  # locals holding such a tensor
     found: set[str] = set()
 
@@ -107,6 +109,8 @@ def _int_buffers(init: cst.FunctionDef) -> set[str]:
         if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, _INT_OPS):
             sides = [e.left, e.right]
             return any(built(s) for s in sides) and all(built(s) or isinstance(s, cst.Integer) for s in sides)
+        if isinstance(e, cst.Call) and code(e.func) in _BUFFER_MARKERS and e.args and e.args[0].keyword is None:
+            return built(e.args[0].value)  # ``self.stride = nn.Buffer(stride, persistent=False)`` (torch >= 2.5)
         if isinstance(e, cst.Call) and code(e.func) == "torch.tensor" and len(e.args) == 2 \
                 and e.args[1].keyword is not None and e.args[1].keyword.value == "dtype":
             return code(e.args[1].value) in _INT_DTYPES and not isinstance(e.args[0].value, (cst.List, cst.Tuple))

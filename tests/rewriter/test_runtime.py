@@ -118,6 +118,7 @@ INPUTS = {
     "moe_routing": lambda: [(torch.randn(6, 8),), (torch.randn(1, 8),), (_inf((5, 8)),)],
     "grouped_experts": lambda: [(torch.randn(6, 8),), (torch.randn(1, 8),), (torch.randn(9, 8),)],
     "int_buffers": lambda: [(torch.randn(1, 2, 16),), (torch.randn(1, 2, 5),), (torch.randn(2, 2, 17),)],
+    "int_buffers_attr": lambda: [(torch.randn(1, 2, 16),), (torch.randn(1, 2, 5),), (torch.randn(2, 2, 17),)],
     "small": lambda: [(torch.randn(3),)],
     "guard_print": lambda: [(torch.randn(3),)],
     "keep_warning": lambda: [(torch.randn(3),)],
