@@ -48,6 +48,8 @@ from .models import ResidualLN  # noqa: E402
 def _interpret(monkeypatch, tmp_path):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setenv("MEND_CACHE_DIR", str(tmp_path / "cache"))
+    torch.manual_seed(0)  # the same data every run: a float32 sum of 2048 values in another order can land
+    # 2e-5 off eager's, past the tolerance, for one draw in about ten (seen in y.sum((0, 1)) below)
 
 
 def scheduled(fn, *args):
@@ -359,6 +361,7 @@ def test_gpu_max_min_variant_propagates_nan(rmax, split_min):
     x[1, 7] = float("nan")
     x[2, 2000] = float("nan")
     x[0, 1500] = 9.0
+    x[0, 2090] = -9.0  # past 2048: a row this long is not split, and its one tile must cover it all
     sg, fns = check(lambda x: (x.amax(-1), x.amin(-1), x.amax(0), x * 2), x, rmax=rmax, split_min=split_min,
                     nan_combine=True)
     assert all(f.source.nan_combine for f, _ in fns.values())

@@ -325,16 +325,16 @@ def plan(k: ir.Kernel, persistent_rmax: int = PERSISTENT_RMAX, split_min_rnumel:
     if (template != "pointwise" and 0 < xnumel <= SPLIT_MAX_ROWS and rnumel >= split_min_rnumel
             and _splittable(k)):
         # few long rows: one program per row would leave most of the GPU idle
-        configs = _looped_configs(xnumel, rnumel, outer)
-        unit = max(c.RBLOCK for c in configs)
+        split_configs = _looped_configs(xnumel, rnumel, outer)
+        unit = max(c.RBLOCK for c in split_configs)
         want = next_pow2(max(2, -(-264 // xnumel)))
         want = min(want, 256, max(1, rnumel // (2 * unit)))
         if want >= 2:
             per_split = -(-rnumel // want)
             rchunk = -(-per_split // unit) * unit
             nsplit = -(-rnumel // rchunk)
-        if nsplit >= 2:
-            template = "split"
+        if nsplit >= 2:  # else the template and its configs stay (a persistent row needs RBLOCK >= its length)
+            template, configs = "split", split_configs
             sb = next_pow2(nsplit)
             xb2 = max(1, min(next_pow2(xnumel), max(1, 4096 // sb)))
             done = Config(xb2, sb, _warps(xb2 * sb, 1, 4))
