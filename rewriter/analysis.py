@@ -144,8 +144,7 @@ def relative_import(module: cst.Module, name: str) -> tuple[int, str, str] | Non
                 and not isinstance(node.names, cst.ImportStar)):
             continue
         for alias in node.names:
-            bound = alias.asname.name if alias.asname is not None else alias.name
-            if isinstance(bound, cst.Name) and bound.value == name and isinstance(alias.name, cst.Name):
+            if isinstance(alias.name, cst.Name) and (_asname(alias) or alias.name.value) == name:
                 return len(node.relative), dotted(node.module) or "", alias.name.value
     return None
 

@@ -32,15 +32,11 @@ from mend.analyzers.static.rules.context import ClassFacts, DriverScope, Functio
 from mend.analyzers.static.source import LineIndex
 from mend.analyzers.static.summary import CallSite, ClassInfo, CompileSite, FileSummary, FuncInfo, Ref
 from mend.analyzers.static.tensors import T, torch_call_kind
-from mend.analyzers.static.torch_facts import COMPILE_NAMES, DISABLE_NAMES, RNN_MODULES
+from mend.analyzers.static.torch_facts import COMPILE_NAMES, DISABLE_NAMES, PARAMETER_NAMES, RNN_MODULES
 from mend.analyzers.static.walker import FunctionWalker
 
 CONTEXTMANAGER_NAMES = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
 LOCK_NAMES = frozenset(f"threading.{n}" for n in ("Lock", "RLock", "Semaphore", "BoundedSemaphore", "Condition"))
-# tensors a module registers when assigned to an attribute (a parameter, or a buffer: ``self.stride =
-# nn.Buffer(t, persistent=False)``, torch >= 2.5, transformers 5's spelling of ``register_buffer``)
-PARAMETER_NAMES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer",
-                             "torch.nn.parameter.Buffer"})
 FACT_SETS = ("tensor_attrs", "module_attrs", "int_attrs", "logger_attrs", "lock_attrs", "rnn_attrs")
 
 

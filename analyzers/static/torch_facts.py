@@ -198,6 +198,10 @@ NON_TENSOR_MODULES = frozenset({
 })
 # torch.nn recurrent modules Dynamo refuses to wrap unless `torch._dynamo.config.allow_rnn` is set (GB0014).
 RNN_MODULES = frozenset({"LSTM", "GRU", "RNN"})
+# tensors a module registers when assigned to an attribute: a parameter, or a buffer (``self.stride =
+# nn.Buffer(t, persistent=False)``, torch >= 2.5, transformers 5's spelling of ``register_buffer``)
+BUFFER_NAMES = frozenset({"torch.nn.Buffer", "torch.nn.parameter.Buffer"})
+PARAMETER_NAMES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"}) | BUFFER_NAMES
 RNN_FLAG = "allow_rnn"
 # The helper `mend fix` adds for one call of such a module: `_mend_rnn(lambda: self.lstm(x))` sets the flag
 # while Dynamo traces that call only (rewriter/helpers.py).

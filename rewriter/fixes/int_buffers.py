@@ -32,6 +32,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
+from mend.analyzers.static.torch_facts import BUFFER_NAMES
 from mend.rewriter.analysis import code, eager_else, is_docstring, parse_expr, parse_stmt, self_attr, walk
 from mend.rewriter.engine import Decline, FileContext, Plan
 
@@ -39,7 +40,6 @@ _WHY = ("fold the module's integer buffers to Python numbers under compile (unsa
         "Dynamo traces; a later in-place write to them is not seen by the compiled graph)")
 _INT_DTYPES = {"torch.int64", "torch.long", "torch.int32", "torch.int"}
 _SHAPE_USES = {"shape", "size", "dim", "ndim"}
-_BUFFER_MARKERS = {"nn.Buffer", "torch.nn.Buffer"}  # assigned to a module attribute: a registered buffer
 # operators under which a buffer's number stays an exact integer (true division would round in float32)
 _INT_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide)
 
@@ -54,7 +54,7 @@ def int_buffer_plan(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode) -> Pl
     if cls is None:
         return None
     init = _method(cls, "__init__")
-    buffers = _int_buffers(init) if init is not None else set()
+    buffers = _int_buffers(init, ctx.imports.qualify) if init is not None else set()
     if not buffers or not _fed_by(ctx.enclosing_function(node), cls, buffers):
         return None
     try:
@@ -94,7 +94,7 @@ def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
 
 
 
-def _int_buffers(init: cst.FunctionDef) -> set[str]:
+def _int_buffers(init: cst.FunctionDef, qualify) -> set[str]:
     """Names of the module's 0-d integer tensors built in ``__init__`` from Python numbers: registered
     buffers (``register_buffer``, or ``nn.Buffer`` assigned to an attribute) and tensor attributes computed
     from them with ``+ - * //``."""
@@ -109,7 +109,7 @@ def _int_buffers(init: cst.FunctionDef) -> set[str]:
         if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, _INT_OPS):
             sides = [e.left, e.right]
             return any(built(s) for s in sides) and all(built(s) or isinstance(s, cst.Integer) for s in sides)
-        if isinstance(e, cst.Call) and code(e.func) in _BUFFER_MARKERS and e.args and e.args[0].keyword is None:
+        if isinstance(e, cst.Call) and qualify(e.func) in BUFFER_NAMES and e.args and e.args[0].keyword is None:
             return built(e.args[0].value)  # ``self.stride = nn.Buffer(stride, persistent=False)`` (torch >= 2.5)
         if isinstance(e, cst.Call) and code(e.func) == "torch.tensor" and len(e.args) == 2 \
                 and e.args[1].keyword is not None and e.args[1].keyword.value == "dtype":

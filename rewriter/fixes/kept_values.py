@@ -222,18 +222,21 @@ def _merged(reaches) -> dict[cst.FunctionDef, set[str]]:
 def _written(ctx: FileContext, reach: dict[cst.FunctionDef, set[str]]) -> str | None:
     """How a reached name is written in place (``pos.add_(1)``, ``pos[0] = 1``, ``pos += 1``), or None."""
     for func, names in reach.items():
-        written = ctx.memo(f"kept_values.written.{id(func)}", lambda f=func: _written_names(f))
+        written = ctx.memo(f"kept_values.written.{id(func)}", lambda f=func: _written_names(f.body))
         for name in sorted(names & written):
             return f"`{name}` is written in place in {func.name.value}()"
     return None
 
 
-def _written_names(func: cst.FunctionDef) -> set[str]:
+def _written_names(node: cst.CSTNode, methods: frozenset[str] = frozenset()) -> set[str]:
+    """Names written in place under ``node``: ``x.add_(1)``, ``x[i] = v``, ``x += v``, and ``x.<m>(...)`` for
+    ``m`` in ``methods``."""
     out = set()
-    for n in walk(func.body):
+    for n in walk(node):
         target = None
-        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value.endswith("_") \
-                and not n.func.attr.value.endswith("__"):
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and (
+                n.func.attr.value in methods
+                or n.func.attr.value.endswith("_") and not n.func.attr.value.endswith("__")):
             target = n.func.value
         elif isinstance(n, cst.AugAssign):
             target = n.target
@@ -578,6 +581,7 @@ def _extreme(call: cst.CSTNode | None) -> bool:
 
 
 _PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod"})
+_DICT_WRITES = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__"})
 _CHECKING: set[tuple] = set()  # the functions of other modules whose uses are being checked (:func:`_passed`)
 
 
@@ -671,15 +675,7 @@ def _module_functions(ctx: FileContext, name: str, entry: bool) -> list[tuple] |
 def _changed_table(ctx: FileContext, name: str) -> bool:
     """The module writes entries into the dict ``name`` (``name[k] = f``, ``name.update(...)``): its
     functions are not only those it is built with."""
-    def target(n: cst.CSTNode) -> bool:
-        return isinstance(n, cst.Subscript) and isinstance(n.value, cst.Name) and n.value.value == name
-    for n in walk(ctx.module):
-        if isinstance(n, cst.AssignTarget) and target(n.target) or isinstance(n, cst.AugAssign) and target(n.target):
-            return True
-        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and code(n.func.value) == name \
-                and n.func.attr.value in ("update", "setdefault", "__setitem__", "pop", "clear"):
-            return True
-    return False
+    return name in ctx.memo("kept_values.tables_written", lambda: _written_names(ctx.module, _DICT_WRITES))
 
 
 def _top_level(ctx: FileContext, name: str) -> cst.CSTNode | None:
