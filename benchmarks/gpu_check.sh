@@ -9,6 +9,9 @@
 #   bash benchmarks/gpu_check.sh 5   # the repair zoo on the machine's own transformers: every type, original
 #   FROM=fixzoo_all_bf16.json bash benchmarks/gpu_check.sh 6   # its breaking rows: original, safe, unsafe
 #                                    # (SOURCES=original,unsafe, ZOO_ARGS=--no-second-fix: less to fit the limit)
+#   ROWS=gpt2,bert bash benchmarks/gpu_check.sh 7   # host time per call: what the wrapper's calls cost, then
+#                                    # each row under Inductor, mend and mend's switches (COMPILERS), and the GPU tests
+#                                    # (TESTS=0: none)
 #
 # PROFILE=0 leaves out the zoo's per-model kernel profile (more rows fit a part).
 # Each part stops starting work at its deadline (PART_SECONDS, default 520) so the command ends within 9
@@ -116,8 +119,18 @@ case "$PART" in
         --timeout 240 ${ZOO_ARGS:-} --json "$OUT/fixzoo_breaking_$D.json" > "$OUT/fixzoo_breaking_$D.txt" 2>&1
     echo "zoo exit $?"; grep -v "^\[" "$OUT/fixzoo_breaking_$D.txt" | tail -60
     ;;
+7)
+    "$PY" benchmarks/host_profile.py --primitives
+    timeout $(( $(left) - ${TESTS_SECONDS:-150} )) "$PY" benchmarks/host_profile.py "${ROWS:?ROWS=a,b names the rows}" \
+        --dtype "${DTYPE:-bf16}" --compilers "${COMPILERS:-inductor,mend,mend:MEND_FOLD=0}" --top "${TOP:-0}"
+    [ "${TESTS:-1}" = 0 ] && exit 0
+    echo "== GPU tests ($(left) s left)"
+    timeout $(( $(left) - 10 )) "$PY" -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/compiler/test_triton_gpu.py \
+        tests/compiler/test_gpu_models.py tests/compiler/test_gpu_zoo_split.py > "$OUT/gpu_tests.log" 2>&1
+    echo "pytest exit $?"; tail -5 "$OUT/gpu_tests.log"
+    ;;
 *)
-    echo "usage: gpu_check.sh 1|2|3|4|5|6"; exit 2
+    echo "usage: gpu_check.sh 1|2|3|4|5|6|7"; exit 2
     ;;
 esac
 echo "== done in $(( $(date +%s) - START )) s"

@@ -57,7 +57,9 @@ The graph
 ---------
 :class:`GraphIR` is the lowered graph (inputs, nodes in topological order, outputs). :class:`ScheduledGraph`
 is what generators get: a list of steps, each a :class:`Kernel` or an :class:`ExternKernel` (an ATen call
-on real tensors), plus buffer declarations. Both print (``str()``) for debug dumps and golden tests.
+on real tensors), plus buffer declarations; ``once`` names the steps that read no graph input, run at the
+first call only (their buffers that later steps read are kept). Both print (``str()``) for debug dumps and
+golden tests.
 """
 
 from __future__ import annotations
@@ -480,14 +482,31 @@ class ScheduledGraph:
     steps: tuple  # Kernel | ExternKernel in execution order
     outputs: tuple
     device: str = "cpu"
+    once: tuple = ()  # names of the steps run at the first call only (``schedule/fold.py``)
 
     @property
     def kernels(self) -> list[Kernel]:
         return [s for s in self.steps if isinstance(s, Kernel)]
 
+    def kept(self) -> list[str]:
+        """The buffers that steps run once write and the other steps read (kept from the first call)."""
+        written = [n for s in self.steps if s.name in self.once for n in step_writes(s)]
+        read = {n for s in self.steps if s.name not in self.once for n in step_reads(s)}
+        return [n for n in written if n in read]
+
     def __str__(self) -> str:
         lines = [str(i) for i in self.inputs] + [str(c) for c in self.constants]
         lines += [f"alloc {b.name}: {b.layout}" for b in self.buffers]
-        lines += [str(s) for s in self.steps]
+        lines += [("once " if s.name in self.once else "") + str(s) for s in self.steps]
         lines.append("return " + ", ".join(str(o) for o in self.outputs))
         return "\n".join(lines)
+
+
+def step_reads(step) -> list[str]:
+    """The buffers a step (a :class:`Kernel` or an :class:`ExternKernel`) reads."""
+    return step.input_names() if isinstance(step, ExternKernel) else list(step.inputs)
+
+
+def step_writes(step) -> list[str]:
+    """The buffers a step writes."""
+    return step.output_names() if isinstance(step, ExternKernel) else list(step.outputs)

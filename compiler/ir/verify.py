@@ -41,6 +41,8 @@ from . import (
     Reduction,
     ScheduledGraph,
     TensorRef,
+    step_reads,
+    step_writes,
     walk,
 )
 from .ops import OPS
@@ -240,9 +242,28 @@ def verify_scheduled(sg: ScheduledGraph) -> None:
                 dtypes[name] = lay.dtype
         else:
             c.fail(f"{type(step).__name__} is not a step")
+    c.where = "once"
+    _once(c, sg, names)
     c.where = "outputs"
     _outputs(c, sg.outputs, dtypes)
     c.done()
+
+
+def _once(c: _Check, sg: ScheduledGraph, names: set) -> None:
+    """Steps run at the first call only read what other such steps write, and hand nothing to the caller."""
+    written: set = set()
+    for step in sg.steps:
+        if step.name not in sg.once:
+            continue
+        outside = [n for n in step_reads(step) if n not in written]
+        if outside:
+            c.fail(f"{step.name} runs once but reads {outside}, which are not computed once")
+        written.update(step_writes(step))
+    for name in set(sg.once) - names:
+        c.fail(f"runs once a step that does not exist: {name}")
+    returned = written & {o.buf for o in sg.outputs if isinstance(o, TensorRef)}
+    if returned:
+        c.fail(f"returns buffers computed once: {sorted(returned)}")
 
 
 def _kernel(c: _Check, k: Kernel, defined: dict, decl: dict) -> None:

@@ -15,7 +15,8 @@ remaining realized nodes into kernels, greedily in topological order:
 * candidates are the kernels the node reads from (vertical) or shares an input with (siblings, multi-output),
   latest first, within a window of 64 steps; a kernel holds at most 64 stages.
 
-A fused value that nobody outside its kernel reads and that is not a graph output gets no buffer.
+A fused value that nobody outside its kernel reads and that is not a graph output gets no buffer. Last,
+the steps that read no graph input are marked to run once (``fold.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .. import ir
 from ..ir import ComputedBuffer, ExternKernel, Kernel, Load, Local, Stage
 from ..ir.contraction import contraction
 from ..ir.symbolic import simplify_index, unravel, variables
+from .fold import fold_once
 from .matmul import matmul_epilogues
 from .split import split_reductions
 
@@ -184,7 +186,8 @@ def schedule(g: ir.GraphIR, device: str = "cpu"):
             decisions.append(f"{k.name}: no buffer for {', '.join(eliminated)} (kernel-local)")
     sg = ir.ScheduledGraph(tuple(g.inputs), tuple(g.constants), tuple(buffers), tuple(steps), tuple(g.outputs),
                            device)
-    return sg, decisions
+    sg, notes = fold_once(sg)
+    return sg, decisions + notes
 
 
 def _is_product(node: ComputedBuffer) -> bool:

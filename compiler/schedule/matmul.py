@@ -42,6 +42,12 @@ def enabled() -> bool:
     return os.environ.get("MEND_MATMUL_EPILOGUE", "1") != "0"
 
 
+def with_bias() -> bool:
+    """Whether a product with a bias (``addmm``) becomes a kernel too; ``MEND_MATMUL_EPILOGUE=mm`` keeps
+    those ATen calls (cuBLASLt adds the bias in its own epilogue)."""
+    return os.environ.get("MEND_MATMUL_EPILOGUE", "1") != "mm"
+
+
 def matmul_epilogues(g: ir.GraphIR, device: str) -> tuple[ir.GraphIR, list[str]]:
     """``g`` with every product that has a pointwise epilogue rewritten as a contraction (GPU only)."""
     if device != "cuda" or not enabled():
@@ -115,6 +121,8 @@ def _as_contraction(node: ExternKernel):
     if args is None:
         return None
     bias, a, b = args
+    if bias is not None and not with_bias():
+        return None
     out = node.out_layouts[0]
     dt = out.dtype
     if dt not in HALF or a.layout.dtype != dt or b.layout.dtype != dt or not out.is_contiguous():

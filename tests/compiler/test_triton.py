@@ -956,3 +956,29 @@ def test_a_product_with_unaligned_rows_runs_into_padded_rows_and_returns_eager_s
     aligned = scheduled(lambda x, w: x @ w, x, torch.randn(16, 16, dtype=torch.bfloat16))[1]
     monkeypatch.setattr(wrapper, "_pads", lambda device: True)
     assert all(wrapper._padded_columns(s, "cuda") is None for s in aligned.steps if isinstance(s, ir.ExternKernel))
+
+
+def test_a_mask_from_the_shape_runs_once_in_triton():
+    """Steps that read no input (``schedule/fold.py``) run at the first call only: the Triton kernels of a
+    causal mask built from the sequence length, the per-call kernel reading what they kept."""
+    def f(x):
+        pos = torch.arange(x.shape[-1])
+        seg = torch.cumsum((pos % 3 == 0).to(torch.int64), -1)
+        mask = torch.where((pos[:, None] >= pos[None, :]) & (seg[:, None] == seg[None, :]), 0.0, float("-inf"))
+        return (x + mask).softmax(-1)
+
+    x = torch.randn(2, 12, 12)
+    gm, sg = scheduled(f, x)
+    assert sg.once and [k for k in sg.kernels if k.name not in sg.once]
+    gen = TritonGenerator()
+    fns = gen.compile(sg.kernels, Dump("t"))
+    launched = []
+    counted = {n: (lambda *a, _f=fn, _n=n: (launched.append(_n), _f(*a))[1], style) for n, (fn, style) in fns.items()}
+    call, _ = wrapper.build(sg, counted, {}, torch.device("cpu"))
+    for i in range(2):
+        x = torch.randn(2, 12, 12)
+        assert_same(call([x])[0], f(x), None)
+        if i == 0:
+            assert set(sg.once) & set(launched)
+            launched.clear()
+    assert launched and not set(sg.once) & set(launched)
