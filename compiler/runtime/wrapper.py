@@ -25,7 +25,9 @@ def _allocators(device) -> tuple:
     argument-parsing-free allocator (what Inductor's wrappers call: 1.2 against 2.0 us a buffer on an H200's
     host), which allocates on the current device; ``any`` names ``device`` (another device is current)."""
     device = torch.device(device)
-    fast = getattr(torch._C._dynamo.guards, f"_empty_strided_{device.type}", None)
+    fast = None
+    if device.type in ("cpu", "cuda"):  # the devices mend generates code for (allocator() checks a GPU's index)
+        fast = getattr(torch._C._dynamo.guards, f"_empty_strided_{device.type}", None)
 
     def any_device(size, stride, dtype):
         return torch.empty_strided(size, stride, dtype=dtype, device=device)
@@ -165,7 +167,7 @@ class _Emitter:
         """The lines that choose ``_empty`` for this call: the fast allocator where it allocates on the
         graph's device (the CPU; a GPU that is the current device), else the one that names the device."""
         dev = torch.device(self.device)
-        if dev.type != "cuda":
+        if dev.type != "cuda" or self.g["_fast_empty"] is self.g["_any_empty"]:
             return ["    _empty = _fast_empty"]
         self.g["_getdev"] = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
         index = dev.index if dev.index is not None else torch.cuda.current_device()
