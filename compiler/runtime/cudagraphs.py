@@ -28,6 +28,7 @@ import os
 import torch
 
 from ..debug import warn_once
+from ..lowering import graph_device
 
 STATS = {"captured": 0, "replays": 0, "fallback_calls": 0, "declined": 0}
 MAX_CAPTURES = 4
@@ -99,9 +100,10 @@ class CudaGraphCall:
 
     _boxed_call = True
 
-    def __init__(self, call, name: str) -> None:
+    def __init__(self, call, name: str, device=None) -> None:
         self.call = call
         self.name = name
+        self.device = device  # the graph's device: what a graph without tensor inputs synchronizes
         self.warmed = False
         self.graph = None
         self.disabled = False
@@ -158,7 +160,9 @@ class CudaGraphCall:
             static[i] = buf.as_strided(a.shape, a.stride())
         self.static_inputs = static
         self._copy_in(args)
-        dev = next(a.device for a in args if isinstance(a, torch.Tensor))
+        dev = next((a.device for a in args if isinstance(a, torch.Tensor)), self.device)
+        if dev is None:
+            raise NotImplementedError("no tensor input and no device given")
         torch.cuda.synchronize(dev)
         settle = getattr(self.call, "mend_settle", None)
         if settle is not None:  # kernels tuning in the background choose now: the capture keeps what it records
@@ -233,4 +237,4 @@ def wrap(call, gm, sg, example_inputs, name: str):
         STATS["declined"] += 1
         warn_once(f"mend: no CUDA graph for {name}: {why}")
         return call
-    return CudaGraphCall(call, name)
+    return CudaGraphCall(call, name, graph_device(gm, example_inputs))

@@ -199,3 +199,30 @@ def test_an_expanded_input_is_captured_and_copied_once_per_replay(monkeypatch):
     assert cg.graph is not None and cg.captures == 1 and not cg.disabled
     (buf, _), = cg.buffers.values()
     assert buf.numel() == 1 and cg.static_inputs[0].stride() == (0, 0)
+
+
+def test_a_graph_without_tensor_inputs_is_captured_on_its_own_device(monkeypatch):
+    """A graph whose inputs are all numbers (or none: everything it computes comes from constants) has no
+    input to take the device from; the capture takes the graph's (it raised StopIteration and ran without
+    CUDA graphs: BART's fp16 graphs on an H200)."""
+    _fake_cuda(monkeypatch)
+    synced = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: synced.append(a))
+
+    def call(args):
+        args.clear()
+        return [torch.arange(4) * 2]
+
+    cg = cudagraphs.CudaGraphCall(call, "test graph", torch.device("cpu"))
+    orig_capture = cg._capture
+
+    def capture(args):
+        orig_capture(args)
+        cg.graph.fn = lambda: call([])
+        cg.graph.outs = cg.static_outputs
+
+    monkeypatch.setattr(cg, "_capture", capture)
+    for _ in range(3):
+        assert torch.equal(cg([])[0], torch.arange(4) * 2)
+    assert cg.graph is not None and not cg.disabled and cg.captures == 1
+    assert (torch.device("cpu"),) in synced
