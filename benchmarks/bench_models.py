@@ -8,7 +8,7 @@ Every model is built from a config with random weights (nothing is downloaded). 
 because they break the graph under torch.compile on torch 2.13 with transformers 5.23 *and* `mend fix
 --unsafe-fixes` removes at least one of those breaks (measured with mend's runtime recorder,
 backend="eager", the ``tiny`` harnesses below, no_grad; the choice came from a hand-picked survey of ~50
-architectures, since replaced by the model zoo, ``benchmarks/zoo.py``):
+architectures, since replaced by the model zoo, ``python -m benchmarks.zoo``):
 
 | model | graph breaks (original) | after `mend fix --unsafe-fixes` |
 |---|---|---|

@@ -3,7 +3,7 @@
     python benchmarks/compiler_zoo.py [--models a,b] [--jobs N]
     python benchmarks/compiler_zoo.py --device cuda --dtype bf16|fp16|fp32 ...   (the GPU zoo: compiler_gpu_zoo.py)
 
-Transformers architectures built by the model zoo (``mend.zoo``: small configs, random weights, no
+Transformers architectures built by the model zoo (``benchmarks.zoo``: small configs, random weights, no
 downloads; :data:`MODELS` by default, any zoo row with ``--models``) run once eagerly and once under
 ``torch.compile(backend="mend")`` (graph breaks allowed), each model in its own process. The table shows the largest absolute difference of the first output, the
 graphs, kernels and ATen calls mend compiled, what fell back (graphs run eagerly, kernels interpreted),
@@ -38,9 +38,9 @@ MODELS = ("longformer", "led", "bart", "bert", "gpt2", "t5", "big_bird", "bigbir
 def measure(name: str, device: str) -> dict:
     import torch
 
+    from benchmarks.zoo import build_model, make_inputs, profile, spec_by_name
+    from benchmarks.zoo.compare import flatten
     from mend.compiler import backend
-    from mend.zoo import build_model, make_inputs, profile, spec_by_name
-    from mend.zoo.compare import flatten
 
     spec, p = spec_by_name(name), profile("tiny")
     model, config = build_model(spec, "fp32", p)
@@ -60,7 +60,9 @@ def measure(name: str, device: str) -> dict:
 
 
 def run(name: str, device: str, timeout: int) -> dict:
-    code = (f"import json, sys; sys.path.insert(0, {str(HERE.parent)!r}); import compiler_zoo as z; "
+    # this folder (``import compiler_zoo``) and the repository root (``benchmarks.zoo``, not installed)
+    code = (f"import json, sys; sys.path[:0] = [{str(HERE.parent)!r}, {str(HERE.parents[1])!r}]; "
+            f"import compiler_zoo as z; "
             f"print('RESULT ' + json.dumps(z.measure({name!r}, {device!r})))")
     env = dict(os.environ, TRANSFORMERS_VERBOSITY="error", PYTHONWARNINGS="ignore")
     try:

@@ -102,11 +102,11 @@ case "$PART" in
     while [ $# -gt 0 ]; do zoo "$1" "${ROWS:?ROWS=a,b names the rows}" $(( ($# - 1) * $(left) / $# )); shift; done
     ;;
 5)
-    # the repair zoo (python benchmarks/zoo.py) on this machine's own transformers, every model type, original
+    # the repair zoo (python -m benchmarks.zoo) on this machine's own transformers, every model type, original
     # source only: which rows break (DTYPE, default bf16); needs libcst (carried as a wheel)
     "$PY" -c "import libcst" || { echo "FATAL: libcst does not import (carry it as a wheel)"; exit 2; }
     D=${DTYPE:-bf16}
-    timeout $(( $(left) - 15 )) "$PY" benchmarks/zoo.py --sources original --device cuda --dtype "$D" \
+    timeout $(( $(left) - 15 )) "$PY" -m benchmarks.zoo --sources original --device cuda --dtype "$D" \
         --jobs "${JOBS:-14}" --timeout 240 --json "$OUT/fixzoo_all_$D.json" > "$OUT/fixzoo_all_$D.txt" 2>&1
     echo "zoo exit $?"; grep -v "^\[" "$OUT/fixzoo_all_$D.txt" | tail -40
     ;;
@@ -114,7 +114,7 @@ case "$PART" in
     # the rows that break (FROM: part 5's json), original against the safe and the unsafe repair
     "$PY" -c "import libcst" || { echo "FATAL: libcst does not import (carry it as a wheel)"; exit 2; }
     D=${DTYPE:-bf16}
-    timeout $(( $(left) - 15 )) "$PY" benchmarks/zoo.py --subset breaking --from-json "${FROM:?FROM=part 5 json}" \
+    timeout $(( $(left) - 15 )) "$PY" -m benchmarks.zoo --subset breaking --from-json "${FROM:?FROM=part 5 json}" \
         --sources "${SOURCES:-original,safe,unsafe}" --scope traced --device cuda --dtype "$D" --jobs "${JOBS:-14}" \
         --timeout 240 ${ZOO_ARGS:-} --json "$OUT/fixzoo_breaking_$D.json" > "$OUT/fixzoo_breaking_$D.txt" 2>&1
     echo "zoo exit $?"; grep -v "^\[" "$OUT/fixzoo_breaking_$D.txt" | tail -60

@@ -1,6 +1,6 @@
 """The import hook against the repaired copy, row by row, on the model zoo.
 
-    python benchmarks/zoo.py --subset breaking --sources original,safe,hook --jobs 1 --json zoo.json
+    python -m benchmarks.zoo --subset breaking --sources original,safe,hook --jobs 1 --json zoo.json
     python benchmarks/zoo_hook.py zoo.json [--reference safe --candidate hook]
 
 Source ``safe`` is a copy of transformers repaired by ``mend fix``; source ``hook`` is the installed package
@@ -16,6 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks.zoo: the harness is not installed
+
 
 def _sites(rec) -> list[tuple]:
     return sorted((b.path, b.line, b.gb_type, b.count, b.frame_skip) for b in rec.breaks)
@@ -29,7 +31,7 @@ def _outputs(a, b) -> tuple[str, str]:
     """(eager, compiled): 'same' (bit for bit), 'differs', or '-' when a side has no outputs."""
     import torch
 
-    from mend.zoo.compare import compare
+    from benchmarks.zoo.compare import compare
 
     if not (a.outputs and b.outputs and Path(a.outputs).exists() and Path(b.outputs).exists()):
         return "-", "-"
@@ -44,10 +46,10 @@ def _outputs(a, b) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mend.zoo import records as R
+    from benchmarks.zoo import records as R
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("json", type=Path, help="a zoo result (benchmarks/zoo.py --json) with both sources")
+    ap.add_argument("json", type=Path, help="a zoo result (python -m benchmarks.zoo --json) with both sources")
     ap.add_argument("--reference", default="safe")
     ap.add_argument("--candidate", default="hook")
     a = ap.parse_args(argv)

@@ -255,29 +255,12 @@ def crosscheck(
     list_models: bool = typer.Option(False, "--list", help="List the available models and exit."),
     output_format: str = typer.Option("table", "--format", "-f", help="table or json."),
     data_file: Optional[Path] = typer.Option(None, "--data-file", help="Also write the recorded runs to this data file."),
-    zoo: Optional[Path] = typer.Option(None, "--zoo", help="Score `mend check` on the installed transformers against "
-                                                           "the break sites of a model-zoo result file instead."),
-    package: Optional[Path] = typer.Option(None, "--package", help="With --zoo: the package folder the zoo ran "
-                                                                   "(default: the installed transformers)."),
-    source: str = typer.Option("original", "--source", help="With --zoo: which source's records to score."),
-    tolerance: int = typer.Option(0, "--tolerance", min=0, help="With --zoo: lines either side of a finding's span "
-                                                                "that still confirm a site."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="With --zoo: worker processes of mend check."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="With --zoo: mend check's result cache "
-                                                                       "(default: none, a cold run)."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=0, help="With --zoo: list at most this many misses and "
-                                                                     "unconfirmed findings."),
 ) -> None:
     """Run real models under the recorder and score `mend check` against the recorded break sites.
 
     Precision: of the static findings on lines the models executed inside compiled code, how many
     Dynamo really broke on. Recall: of the recorded break sites, how many the static analyzer flags.
-    With --zoo RESULTS.json nothing runs: the break sites and traced functions come from the zoo's
-    records (see docs/crosscheck.md).
     """
-    if zoo is not None:
-        _crosscheck_zoo(zoo, package, source, tolerance, jobs, cache_dir, limit, output_format)
-        return
     from mend.analyzers.runtime import crosscheck as cc
 
     if list_models:
@@ -294,21 +277,6 @@ def crosscheck(
     else:
         cc.print_table(result)
     raise typer.Exit(0)
-
-
-def _crosscheck_zoo(results: Path, package: Optional[Path], source: str, tolerance: int, jobs: Optional[int],
-                    cache_dir: Optional[Path], limit: Optional[int], output_format: str) -> None:
-    from mend.analyzers.runtime import zoo_score as zs
-
-    if output_format not in ("table", "json"):
-        _err(f"unknown format {output_format!r}; one of table, json")
-        raise typer.Exit(2)
-    try:
-        result = zs.run(results, package, source, tolerance, jobs, cache_dir)
-    except zs.ZooScoreError as exc:
-        _err(str(exc))
-        raise typer.Exit(2) from None
-    typer.echo(zs.to_json(result) if output_format == "json" else zs.render(result, limit))
 
 
 def register(app: typer.Typer) -> None:

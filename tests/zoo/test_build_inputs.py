@@ -7,9 +7,9 @@ import pytest
 pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
-from mend.zoo import build_model, make_inputs, model_types, profile, spec_by_name, specs  # noqa: E402
-from mend.zoo.inputs import InputError, special_ids  # noqa: E402
-from mend.zoo.specs import ModelSpec  # noqa: E402
+from benchmarks.zoo import build_model, make_inputs, model_types, profile, spec_by_name, specs  # noqa: E402
+from benchmarks.zoo.inputs import InputError, special_ids  # noqa: E402
+from benchmarks.zoo.specs import ModelSpec  # noqa: E402
 
 TINY = profile("tiny")
 

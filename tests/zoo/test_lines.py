@@ -1,11 +1,11 @@
-"""The lines of a package that ran (``mend.zoo.lines``): only the package's files, only lines that ran."""
+"""The lines of a package that ran (``benchmarks.zoo.lines``): only the package's files, only lines that ran."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-from mend.zoo.lines import LineRecorder, from_ranges, to_ranges
+from benchmarks.zoo.lines import LineRecorder, from_ranges, to_ranges
 
 PKG = '''\
 def helper(x, flag):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mend.zoo.reasons import CLASSES, REASON_CLASSES, reason_class
+from benchmarks.zoo.reasons import CLASSES, REASON_CLASSES, reason_class
 
 
 @pytest.mark.parametrize("gb_type, message, expected", [

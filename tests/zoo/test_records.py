@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from mend.zoo import records as R
-from mend.zoo.table import render, summarize
+from benchmarks.zoo import records as R
+from benchmarks.zoo.table import render, summarize
 
 
 def _rec(name, source, status=R.OK, breaks=(), **kw):

@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from mend.zoo import records as R  # noqa: E402
-from mend.zoo.runner import Settings, Worker, WorkerDied, run_zoo  # noqa: E402
-from mend.zoo.sources import prepare  # noqa: E402
-from mend.zoo.specs import ModelSpec, specs  # noqa: E402
+from benchmarks.zoo import records as R  # noqa: E402
+from benchmarks.zoo.runner import Settings, Worker, WorkerDied, run_zoo  # noqa: E402
+from benchmarks.zoo.sources import prepare  # noqa: E402
+from benchmarks.zoo.specs import ModelSpec, specs  # noqa: E402
 
 
 @pytest.mark.slow
@@ -57,7 +57,7 @@ def test_dynamo_capture_setting_switches_capture_on_in_the_workers(tmp_path):
 ])
 def test_a_cuda_error_retires_the_worker(error, broken):
     """A CUDA error sticks to the worker's device context: every later row of that worker would fail with it."""
-    from mend.zoo.runner import _device_broken
+    from benchmarks.zoo.runner import _device_broken
 
     rec = R.Record(name="m", model_type="m", variant=None, source="original", dtype="bf16", profile="tiny",
                    status=R.EAGER_ERROR if error else R.OK, error=error or None)

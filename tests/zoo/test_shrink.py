@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mend.zoo.profiles import profile
-from mend.zoo.shrink import IfPresent, apply_overrides, shrink, token_ids
+from benchmarks.zoo.profiles import profile
+from benchmarks.zoo.shrink import IfPresent, apply_overrides, shrink, token_ids
 
 TINY = profile("tiny")
 

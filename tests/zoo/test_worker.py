@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mend.zoo.worker import _copy  # noqa: E402
+from benchmarks.zoo.worker import _copy  # noqa: E402
 
 
 def test_the_compiled_model_is_a_copy_as_built() -> None:
@@ -40,7 +40,7 @@ def test_a_model_that_cannot_be_copied_is_compiled_itself() -> None:
 
 def test_inputs_move_to_the_device_also_inside_lists_and_dicts():
     torch = pytest.importorskip("torch")
-    from mend.zoo.worker import _to_device
+    from benchmarks.zoo.worker import _to_device
 
     t = torch.ones(2)
     moved = _to_device({"a": t, "b": [t, (t, 3)], "c": {"d": t}, "e": "text"}, "meta")

@@ -1,6 +1,6 @@
 """The zoo end to end on the rows that break the graph: original vs `mend fix` (safe), in worker processes.
 
-The rows come from ``zoo/breaking.json`` (written by a full run with ``--write-breaking``). The repaired copy
+The rows come from ``benchmarks/zoo/breaking.json`` (written by a full run with ``--write-breaking``). The repaired copy
 fixes the files Dynamo traced for these rows (``scope="traced"``), not the whole package: the same repairs
 of the code these rows run, at a fraction of the time. It asserts what the zoo exists to show: every row
 builds and runs, no safe fix changed an eager output (or made a row fail), and compiled outputs match eager.
@@ -12,10 +12,10 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from mend.zoo import records as R  # noqa: E402
-from mend.zoo.cli import ci_rows  # noqa: E402
-from mend.zoo.runner import Settings, run_zoo  # noqa: E402
-from mend.zoo.specs import specs  # noqa: E402
+from benchmarks.zoo import records as R  # noqa: E402
+from benchmarks.zoo.cli import ci_rows  # noqa: E402
+from benchmarks.zoo.runner import Settings, run_zoo  # noqa: E402
+from benchmarks.zoo.specs import specs  # noqa: E402
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ encoder-decoders, pixel values sized from the (vision) config, audio features or
 multimodal models the image tokens the model expects, as many as its vision tower produces per image
 (counted by running ``get_image_features`` once). Only the required parameters and the common optional
 ones above are filled; a required parameter that cannot be generated raises :class:`InputError`.
-A family's input hook (``mend.zoo.families``) edits the result where the generic rules are wrong.
+A family's input hook (``benchmarks.zoo.families``) edits the result where the generic rules are wrong.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import inspect
 import math
 from typing import Any
 
-from mend.zoo.profiles import Profile
-from mend.zoo.specs import ModelSpec, family
+from benchmarks.zoo.profiles import Profile
+from benchmarks.zoo.specs import ModelSpec, family
 
 IMAGE_TOKEN_ATTRS = ("image_token_index", "image_token_id")
 # the modality of each token (transformers 5's mm_token_type_ids): 1 image, 2 video, 3 audio, else 0 (text)
@@ -51,7 +51,7 @@ def config_attr(config: Any, *names: str, default: Any = None) -> Any:
 
 
 def special_ids(config: Any) -> set[int]:
-    from mend.zoo.shrink import token_ids
+    from benchmarks.zoo.shrink import token_ids
 
     return token_ids(config.to_dict())
 

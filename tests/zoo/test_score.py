@@ -1,15 +1,22 @@
-"""`mend crosscheck --zoo`: scoring `mend check` against a zoo result file, on small synthetic records."""
+"""`python -m benchmarks.zoo.score`: scoring `mend check` against a zoo result file, on small synthetic records."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
-from typer.testing import CliRunner
+from benchmarks.zoo import records as R
+from benchmarks.zoo import score as zs
 
-from mend.analyzers.runtime import zoo_score as zs
-from mend.cli.app import app
-from mend.zoo import records as R
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _score(*args: str | Path) -> subprocess.CompletedProcess:
+    """The scorer as a user runs it: ``python -m benchmarks.zoo.score`` from the repository root."""
+    return subprocess.run([sys.executable, "-m", "benchmarks.zoo.score", *map(str, args)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
 
 
 def _record(name: str, breaks: list[R.Break], traced: list[list], status: str = R.OK) -> R.Record:
@@ -102,34 +109,32 @@ def _results(tmp_path: Path, breaks: list[R.Break], version: str = "1.0") -> Pat
 def test_cli_scores_a_package_against_a_result_file(tmp_path):
     pkg = _package(tmp_path)
     results = _results(tmp_path, [_brk("m/a.py", 8), _brk("m/a.py", 10, "data-dependent operator")])
-    runner = CliRunner()
-    got = runner.invoke(app, ["crosscheck", "--zoo", str(results), "--package", str(pkg), "-j", "1",
-                              "--format", "json"])
-    assert got.exit_code == 0, got.output
-    data = json.loads(got.output)
+    got = _score(results, "--package", pkg, "-j", "1", "--format", "json")
+    assert got.returncode == 0, got.stderr
+    data = json.loads(got.stdout)
     assert (data["recorded_sites"], data["sites_found"], data["judged_findings"]) == (2, 2, 2)
     assert data["precision"] == 1.0 and data["recall"] == 1.0
     assert {r["code"] for r in data["by_rule"]} == {"MND201", "MND310"}
-    table = runner.invoke(app, ["crosscheck", "--zoo", str(results), "--package", str(pkg), "-j", "1"])
-    assert table.exit_code == 0
-    assert "| MND310 | 1 | 1 | 1 | 1.00 | 1 |" in table.output
-    assert "precision 1.000 (2/2), recall 1.000 (2/2)" in table.output
+    table = _score(results, "--package", pkg, "-j", "1")
+    assert table.returncode == 0, table.stderr
+    assert "| MND310 | 1 | 1 | 1 | 1.00 | 1 |" in table.stdout
+    assert "precision 1.000 (2/2), recall 1.000 (2/2)" in table.stdout
 
 
 def test_cli_refuses_a_package_of_another_version(tmp_path):
     pkg = _package(tmp_path)
     results = _results(tmp_path, [_brk("m/a.py", 8)], version="2.0")
-    got = CliRunner().invoke(app, ["crosscheck", "--zoo", str(results), "--package", str(pkg)])
-    assert got.exit_code == 2
-    assert "line numbers would not match" in got.output
+    got = _score(results, "--package", pkg)
+    assert got.returncode == 2
+    assert "line numbers would not match" in got.stderr and not got.stdout
 
 
 def test_cli_reports_an_unreadable_result_file(tmp_path):
     bad = tmp_path / "zoo.json"
     bad.write_text("{}")
-    got = CliRunner().invoke(app, ["crosscheck", "--zoo", str(bad), "--package", str(_package(tmp_path))])
-    assert got.exit_code == 2
-    assert "not a mend-zoo result" in got.output
+    got = _score(bad, "--package", _package(tmp_path))
+    assert got.returncode == 2
+    assert "not a mend-zoo result" in got.stderr
 
 
 def test_with_recorded_lines_a_finding_is_judged_only_where_its_lines_ran():

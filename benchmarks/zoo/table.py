@@ -12,9 +12,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from mend.zoo import records as R
-from mend.zoo.reasons import CLASSES
-from mend.zoo.records import Record, Results
+from benchmarks.zoo import records as R
+from benchmarks.zoo.reasons import CLASSES
+from benchmarks.zoo.records import Record, Results
 
 
 @dataclass

@@ -1,6 +1,8 @@
-"""Score ``mend check`` against the break sites the model zoo recorded (``mend crosscheck --zoo``).
+"""Score ``mend check`` against the break sites the model zoo recorded.
 
-The zoo (:mod:`mend.zoo`) runs every transformers model type under ``torch.compile`` with mend's
+    python -m benchmarks.zoo.score zoo.json -j 2 [--package DIR] [--source original] [--format json]
+
+The zoo (:mod:`benchmarks.zoo`) runs every transformers model type under ``torch.compile`` with mend's
 recorder and keeps, per row, every break site (path inside the package, line, Dynamo's reason and its
 class, whether the frame was skipped) and the functions Dynamo traced. This module runs ``mend check``
 on the package the zoo ran (the static analyzer reads it from disk; torch is never imported) and
@@ -32,14 +34,19 @@ synthetic records.
 
 from __future__ import annotations
 
+import argparse
 import bisect
 import json
 import os
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from benchmarks.zoo import records as R
+from benchmarks.zoo.lines import from_ranges
 
 # codes that predict no graph break: recompile triggers and mend's own diagnostics
 NON_BREAK_PREFIXES = ("MND4", "MND9")
@@ -252,11 +259,8 @@ class _RowLines:
     """One row's lines: those it ran (or its traced functions' lines) and those a frame skip hid."""
 
     def __init__(self, rec: Any) -> None:
-        from mend.zoo.lines import from_ranges
-        from mend.zoo.records import COMPILE_ERROR
-
         raw = getattr(rec, "lines", None)
-        failed = getattr(rec, "status", "") == COMPILE_ERROR
+        failed = getattr(rec, "status", "") == R.COMPILE_ERROR
         if failed:  # Dynamo raised part way, at a line the record does not keep: nothing of the row is judged
             raw = {}
         self.lines = None if raw is None else {p: set(from_ranges(r)) for p, r in raw.items() if in_package(p)}
@@ -355,8 +359,6 @@ def _ran(f: StaticFinding, ran: RanIndex) -> bool:
 
 def load_records(results_file: str | os.PathLike[str], source: str = "original") -> tuple[list[Any], dict[str, Any]]:
     """The records of ``source`` in a zoo result file, and the file's versions and sources."""
-    from mend.zoo import records as R
-
     try:
         results = R.load(results_file)
     except R.ResultFileError as exc:
@@ -485,3 +487,29 @@ def _judging(result: ZooScore) -> str:
 
 def to_json(result: ZooScore) -> str:
     return json.dumps(result.to_dict(), indent=2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the score; exit 0, or 2 when the result file or the package cannot be scored."""
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.zoo.score", description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", type=Path, help="a zoo result file (python -m benchmarks.zoo --json)")
+    ap.add_argument("--package", type=Path, help="the package folder the zoo ran (default: the installed transformers)")
+    ap.add_argument("--source", default="original", help="which source's records to score")
+    ap.add_argument("--tolerance", type=int, default=0, help="lines either side of a finding's span that still "
+                                                             "confirm a site")
+    ap.add_argument("--jobs", "-j", type=int, help="worker processes of mend check")
+    ap.add_argument("--cache-dir", type=Path, help="mend check's result cache (default: none, a cold run)")
+    ap.add_argument("--limit", type=int, help="list at most this many misses and unconfirmed findings")
+    ap.add_argument("--format", "-f", choices=("table", "json"), default="table")
+    a = ap.parse_args(argv)
+    try:
+        result = run(a.results, a.package, a.source, a.tolerance, a.jobs, a.cache_dir)
+    except ZooScoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(to_json(result) if a.format == "json" else render(result, a.limit))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

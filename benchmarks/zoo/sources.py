@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from mend.zoo.records import FixSummary, SourceInfo
+from benchmarks.zoo.records import FixSummary, SourceInfo
 
 PACKAGE = "transformers"
 # source name -> mend fix options (None: the installed package); "hook": the installed package repaired at

@@ -1,6 +1,6 @@
 """The zoo's worker process: serves rows of one source in sequence (torch imported once).
 
-    python -m mend.zoo.worker --source NAME --out DIR [--dtype fp32] [--profile tiny] [--backend eager]
+    python -m benchmarks.zoo.worker --source NAME --out DIR [--dtype fp32] [--profile tiny] [--backend eager]
 
 Protocol: one row name per line on stdin; one JSON record per line back on the original stdout. The model's
 own printing goes to stderr (fd 1 is pointed there), so it never mixes with the protocol. The worker runs
@@ -8,7 +8,7 @@ with the ``PYTHONPATH`` of its source, so ``import transformers`` finds the sour
 the installed package through mend's import hook); the record says which folder it imported.
 
 Per row: build (seeded), inputs, a copy of the model as built, two eager forwards (seeded; are they the same
-bits? the first records the package's lines that ran, :mod:`mend.zoo.lines`), one forward of
+bits? the first records the package's lines that ran, :mod:`benchmarks.zoo.lines`), one forward of
 ``torch.compile(copy, backend=...)`` under mend's recorder (the copy: a model whose forward changes its own
 state, such as BigBird switching to full attention for a short input, or a rotary cache growing, meets the
 compiler as a user's fresh model would; the model itself where it cannot be copied) (breaks are decided by Dynamo, not the backend;
@@ -29,9 +29,9 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from mend.zoo import records as R  # noqa: E402
-from mend.zoo.lines import LineRecorder  # noqa: E402
-from mend.zoo.reasons import reason_class  # noqa: E402
+from benchmarks.zoo import records as R  # noqa: E402
+from benchmarks.zoo.lines import LineRecorder  # noqa: E402
+from benchmarks.zoo.reasons import reason_class  # noqa: E402
 
 _DTYPE_HINTS = ("not implemented for 'Half'", "not implemented for 'BFloat16'", '"Half"', '"BFloat16"')
 
@@ -87,7 +87,7 @@ class Runner:
         return self.backend
 
     def run(self, name: str) -> R.Record:
-        from mend.zoo.specs import spec_by_name
+        from benchmarks.zoo.specs import spec_by_name
 
         spec = spec_by_name(name)
         rec = R.Record(name=name, model_type=spec.model_type, variant=spec.variant, source=self.source,
@@ -108,10 +108,10 @@ class Runner:
             rec.seconds[stage] = round(time.perf_counter() - t0, 3)
 
     def _run(self, spec: Any, rec: R.Record) -> None:
-        from mend.zoo.build import build_model, model_class_name, torch_dtype
-        from mend.zoo.compare import compare, flatten
-        from mend.zoo.inputs import make_inputs
-        from mend.zoo.profiles import profile
+        from benchmarks.zoo.build import build_model, model_class_name, torch_dtype
+        from benchmarks.zoo.compare import compare, flatten
+        from benchmarks.zoo.inputs import make_inputs
+        from benchmarks.zoo.profiles import profile
 
         p = profile(self.profile_name)
         stage = "build"
@@ -141,8 +141,8 @@ class Runner:
         rec.outputs = str(path)
 
     def _compile(self, model: Any, inputs: dict[str, Any], rec: R.Record) -> list | None:
+        from benchmarks.zoo.compare import flatten
         from mend.analyzers.runtime.recorder import Recorder
-        from mend.zoo.compare import flatten
 
         t0 = time.perf_counter()
         compiled = None
@@ -187,7 +187,7 @@ def serve(runner: Runner, requests: Any, reply: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="mend zoo worker (spoken to by mend.zoo.runner)")
+    ap = argparse.ArgumentParser(description="mend zoo worker (spoken to by benchmarks.zoo.runner)")
     ap.add_argument("--source", required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--dtype", default="fp32")

@@ -1,7 +1,7 @@
 """The generic config shrinker: a transformers config dict in, the same config at a size profile out.
 
 It works on ``config.to_dict()`` (plain Python, no transformers or torch import), so it is cheap and
-testable on its own; :func:`mend.zoo.build.build_config` turns the result back into a config object.
+testable on its own; :func:`benchmarks.zoo.build.build_config` turns the result back into a config object.
 
 What it changes, by attribute name (one table, :data:`RULES`), in the config and in every nested
 sub-config (the ``text_config``/``vision_config``/``audio_config``/``encoder``/``decoder``/``backbone_config``
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mend.zoo.profiles import Profile
+from benchmarks.zoo.profiles import Profile
 
 _PREFIX = r"^((encoder|decoder|vision|text|audio|speech|t2u|qformer|cross|fusion|prompt|mask|unit|adapter)_)?"
 

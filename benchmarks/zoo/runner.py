@@ -25,12 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mend.zoo import records as R
-from mend.zoo.records import Record, Results, SourceInfo
-from mend.zoo.sources import prepare
-from mend.zoo.specs import ModelSpec
+from benchmarks.zoo import records as R
+from benchmarks.zoo.records import Record, Results, SourceInfo
+from benchmarks.zoo.sources import prepare
+from benchmarks.zoo.specs import ModelSpec
 
 STARTUP_TIMEOUT = 300.0  # importing torch and transformers on a loaded machine
+# the repository root: workers import this harness as ``benchmarks.zoo`` (it is not part of the installed mend)
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -72,13 +74,13 @@ def _readline(fd: int, buf: bytearray, deadline: float) -> bytes | None:
 
 
 class Worker:
-    """One ``python -m mend.zoo.worker`` process serving rows of one source."""
+    """One ``python -m benchmarks.zoo.worker`` process serving rows of one source."""
 
     def __init__(self, source: SourceInfo, settings: Settings, out: Path, log: Path) -> None:
         env = dict(os.environ, HF_HUB_OFFLINE="1")
-        if source.pythonpath:
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (source.pythonpath, env.get("PYTHONPATH")) if p)
-        cmd = [sys.executable, "-m", "mend.zoo.worker", "--source", source.name, "--out", str(out),
+        # the source's copy first (it must win over the installed package), then the harness
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (source.pythonpath, str(REPO), env.get("PYTHONPATH")) if p)
+        cmd = [sys.executable, "-m", "benchmarks.zoo.worker", "--source", source.name, "--out", str(out),
                "--dtype", settings.dtype, "--profile", settings.profile, "--backend", settings.backend,
                "--device", settings.device, "--threads", str(settings.threads)] + (["--capture"] if settings.capture else [])
         self.source = source
@@ -186,7 +188,7 @@ def compare_sources(records: list[Record], reference: str = "original") -> None:
     """Fill ``eager_same``/``eager_max_abs_diff`` of every repaired record against the reference source."""
     import torch
 
-    from mend.zoo.compare import compare
+    from benchmarks.zoo.compare import compare
 
     ref = {r.name: r for r in records if r.source == reference}
     for r in records:

@@ -58,7 +58,7 @@ class Break:
     gb_type: str
     registry_id: str | None
     reason: str  # Dynamo's explanation
-    reason_class: str  # mend.zoo.reasons.CLASSES
+    reason_class: str  # benchmarks.zoo.reasons.CLASSES
     count: int = 1
     frame_skip: bool = False
     source_line: str = ""
@@ -95,7 +95,7 @@ class Record:
     breaks: list[Break] = field(default_factory=list)
     recompiles: list[Recompile] = field(default_factory=list)
     traced: list[list[Any]] = field(default_factory=list)  # [path, first line, last line, function] Dynamo traced
-    # the package's lines the first eager forward ran, {path: [[first, last], ...]} (mend.zoo.lines);
+    # the package's lines the first eager forward ran, {path: [[first, last], ...]} (benchmarks.zoo.lines);
     # None: not recorded (a version-1 file, or a row that did not reach the eager forward)
     lines: dict[str, list[list[int]]] | None = None
     eager_deterministic: bool | None = None  # two eager runs gave the same bits

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mend.zoo.families import FAMILIES, GENERIC, Family
+from benchmarks.zoo.families import FAMILIES, GENERIC, Family
 
 
 @dataclass(frozen=True)

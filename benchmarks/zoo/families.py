@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mend.zoo.shrink import IfPresent
+from benchmarks.zoo.shrink import IfPresent
 
 
 @dataclass(frozen=True)
@@ -34,11 +34,11 @@ class Family:
     image_tokens: Callable[..., list[int]] | None = None
 
 
-# ---- input hooks (imports inside: mend.zoo.inputs imports this module)
+# ---- input hooks (imports inside: benchmarks.zoo.inputs imports this module)
 
 
 def _ids(config: Any, shape: tuple[int, ...], gen: Any) -> Any:
-    from mend.zoo.inputs import token_ids
+    from benchmarks.zoo.inputs import token_ids
 
     return token_ids(config, shape, gen)
 
@@ -165,7 +165,7 @@ def _qformer_inputs(frames: int, token: str) -> Callable[..., dict[str, Any]]:
     def hook(out, *, config, gen, sizes, **_):
         import torch
 
-        from mend.zoo.inputs import with_image_tokens
+        from benchmarks.zoo.inputs import with_image_tokens
 
         b, s = sizes["batch"], sizes["seq"]
         ids = with_image_tokens(out["input_ids"], getattr(config, token), [config.num_query_tokens * frames] * b)
@@ -267,7 +267,7 @@ def _packed_image_tokens(model, config, inputs):
 
     import torch
 
-    from mend.zoo.inputs import config_attr, feature_counts
+    from benchmarks.zoo.inputs import config_attr, feature_counts
 
     inner = getattr(model, "model", model)
     strategy = config_attr(config, "vision_feature_select_strategy")
@@ -294,7 +294,7 @@ def _qwen_vl(out, *, config, gen, sizes, **_):
     """Qwen2-VL's flattened patches and the grid (t, h, w) of each image; h * w / merge**2 tokens per image."""
     import torch
 
-    from mend.zoo.inputs import with_image_tokens
+    from benchmarks.zoo.inputs import with_image_tokens
 
     v = config.vision_config
     b, grid = sizes["batch"], 8
@@ -314,7 +314,7 @@ def _audio_tokens(out, *, model, config, gen, sizes, **_):
     """Whisper-style features with their mask, and the audio tokens the encoder's output replaces."""
     import torch
 
-    from mend.zoo.inputs import with_image_tokens
+    from benchmarks.zoo.inputs import with_image_tokens
 
     feats = out["input_features"]
     b, frames = feats.shape[0], feats.shape[-1]
@@ -329,7 +329,7 @@ def _audio_tokens(out, *, model, config, gen, sizes, **_):
 def _kosmos2(out, *, config, **_):
     import torch
 
-    from mend.zoo.inputs import with_image_tokens
+    from benchmarks.zoo.inputs import with_image_tokens
 
     n = config.latent_query_num
     ids = with_image_tokens(out["input_ids"], 4, [n] * out["input_ids"].shape[0])

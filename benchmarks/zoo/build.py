@@ -10,9 +10,9 @@ import inspect
 import os
 from typing import Any
 
-from mend.zoo.profiles import Profile, profile
-from mend.zoo.shrink import apply_overrides, is_subconfig, shrink
-from mend.zoo.specs import ModelSpec, family
+from benchmarks.zoo.profiles import Profile, profile
+from benchmarks.zoo.shrink import apply_overrides, is_subconfig, shrink
+from benchmarks.zoo.specs import ModelSpec, family
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -1,10 +1,10 @@
-"""``python benchmarks/zoo.py`` / ``python -m mend.zoo``: run the model zoo and print its table.
+"""``python -m benchmarks.zoo`` (from the repository root): run the model zoo and print its table.
 
-    python benchmarks/zoo.py --jobs 2 --json zoo.json                  # every type, 3 sources, fp32
-    python benchmarks/zoo.py --models sam,phi3:longrope --sources original,safe
-    python benchmarks/zoo.py --subset breaking --sources original,safe  # the rows that break (checked-in list)
-    python benchmarks/zoo.py --subset breaking --from-json zoo.json     # ... as found by a previous run
-    python benchmarks/zoo.py --show zoo.json [--markdown]               # print a previous result
+    python -m benchmarks.zoo --jobs 2 --json zoo.json                  # every type, 3 sources, fp32
+    python -m benchmarks.zoo --models sam,phi3:longrope --sources original,safe
+    python -m benchmarks.zoo --subset breaking --sources original,safe  # the rows that break (checked-in list)
+    python -m benchmarks.zoo --subset breaking --from-json zoo.json     # ... as found by a previous run
+    python -m benchmarks.zoo --show zoo.json [--markdown]               # print a previous result
 
 Exit code 1 when a safe fix changed an eager output (or made a row fail that ran before).
 """
@@ -16,11 +16,11 @@ import json
 import sys
 from pathlib import Path
 
-from mend.zoo import records as R
-from mend.zoo.runner import Settings, run_zoo
-from mend.zoo.sources import SOURCES
-from mend.zoo.specs import ModelSpec, specs
-from mend.zoo.table import render, summarize
+from benchmarks.zoo import records as R
+from benchmarks.zoo.runner import Settings, run_zoo
+from benchmarks.zoo.sources import SOURCES
+from benchmarks.zoo.specs import ModelSpec, specs
+from benchmarks.zoo.table import render, summarize
 
 BREAKING = Path(__file__).resolve().parent / "breaking.json"
 
@@ -65,7 +65,7 @@ def select(a: argparse.Namespace) -> list[ModelSpec]:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="zoo", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.zoo", description=__doc__.splitlines()[0])
     ap.add_argument("--models", help="comma-separated types or rows (type:variant); default: every type")
     ap.add_argument("--variants", action=argparse.BooleanOptionalAction, default=True,
                     help="add each type's variants after its base row (default: on)")

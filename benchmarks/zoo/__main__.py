@@ -1,0 +1,3 @@
+from benchmarks.zoo.cli import main
+
+raise SystemExit(main())

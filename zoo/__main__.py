@@ -1,3 +1,0 @@
-from mend.zoo.cli import main
-
-raise SystemExit(main())
