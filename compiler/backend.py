@@ -101,12 +101,13 @@ def _fallback(gm, dump, exc: Exception):
 
 
 def _bake_scalars(gm, example_inputs):
-    """Non-tensor graph inputs (the sizes of a graph specialized to one shape, ``specialize.py``) become
-    constants of a copy of the graph. Returns (graph, tensor inputs, {input index: value}) ."""
+    """Non-tensor graph inputs (the sizes of a graph specialized to one shape, ``specialize.py``; the
+    ``None`` that aot_autograd passes for an effect token at run time) become constants of a copy of the
+    graph. Returns (graph, tensor inputs, {input index: value}) ."""
     scalars = {i: a for i, a in enumerate(example_inputs) if not isinstance(a, torch.Tensor)}
     if not scalars:
         return gm, example_inputs, {}
-    bad = {i: type(a).__name__ for i, a in scalars.items() if not isinstance(a, (int, float, bool))}
+    bad = {i: type(a).__name__ for i, a in scalars.items() if not isinstance(a, (int, float, bool, type(None)))}
     if bad:
         raise GraphFallback(f"graph inputs that are neither tensors nor numbers: {bad}")
     graph = copy.deepcopy(gm.graph)

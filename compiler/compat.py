@@ -284,3 +284,21 @@ def raw_stream_getter():
     if raw is not None:
         return raw
     return lambda index: torch.cuda.current_stream(index).cuda_stream
+
+
+def is_with_effects(target) -> bool:
+    """``target`` is the ``with_effects`` higher-order op (aot_autograd's form of an effectful op's call)."""
+    return target is getattr(getattr(torch.ops, "higher_order", None), "with_effects", None)
+
+
+def is_effectful(op) -> bool:
+    """``op`` has a registered side effect (``print``, an operator registered as an ordered effect): it must
+    run on every call, in program order, and is never folded or dropped."""
+    try:
+        from torch._higher_order_ops.effects import _get_effect
+    except ImportError:
+        return False
+    try:
+        return _get_effect(op) is not None
+    except Exception:
+        return False

@@ -27,7 +27,7 @@ import torch
 import torch.fx
 import torch.utils._pytree
 
-from .. import ir
+from .. import compat, ir
 from ..ir import Const, IndexValue, Layout, Load, Op, TensorRef
 from ..ir.ops import MAX_INLINE_COST, REALIZE_COST
 from ..ir.symbolic import FloorDiv, IMod, clamp, contiguous_strides, simplify_index, unravel, variables
@@ -361,6 +361,8 @@ class Lowering:
         if target is operator.getitem:
             seq, i = node.args
             return self.with_eager_layout(self.env[seq][i], node)
+        if compat.is_with_effects(target):
+            return self.with_effects(node)
         fn = LOWERINGS.get(target)
         if fn is None and isinstance(target, torch._ops.OpOverload):
             fn = LOWERINGS.get(target.overloadpacket)
@@ -425,8 +427,20 @@ class Lowering:
         return a
 
     # ------------------------------------------------------------------------------- extern
-    def extern(self, node) -> object:
-        target = node.target
+    def with_effects(self, node) -> tuple:
+        """``with_effects(token, op, *args)``, an operator with an ordered side effect (``print``, a message
+        kept by ``mend fix``): an ATen call of ``op`` in program order (never folded or dropped: see
+        ``schedule/fold.py``), the token handed on unchanged."""
+        token, op, *args = node.args
+        meta = meta_of(node)
+        result = self.extern(node, op, tuple(args), meta[1] if isinstance(meta, (tuple, list)) else None)
+        return (self.env[token] if isinstance(token, torch.fx.Node) else token, result)
+
+    def extern(self, node, target=None, node_args=None, val=None) -> object:
+        """``node`` as an ATen call at run time (``target``, ``node_args``, ``val``: another op, its arguments
+        and its value's metadata, for a call wrapped in a higher-order op)."""
+        if target is None:
+            target, node_args, val = node.target, node.args, meta_of(node)
         if not isinstance(target, torch._ops.OpOverload):
             raise LoweringError(f"cannot lower call to {target!r} (not an ATen op)")
         log_once(f"mend: no lowering for {target}; calling ATen")
@@ -451,9 +465,8 @@ class Lowering:
             return conv(a)
 
         names = {i: k for k, i in aligned.items()}
-        args = tuple(arg(a, names.get(i)) for i, a in enumerate(node.args))
+        args = tuple(arg(a, names.get(i)) for i, a in enumerate(node_args))
         kwargs = tuple(sorted((k, arg(v, k)) for k, v in node.kwargs.items()))
-        val = meta_of(node)
         layouts = []
 
         def bind(v):

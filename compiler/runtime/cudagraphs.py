@@ -16,7 +16,7 @@ What stays exactly as without CUDA graphs:
 * **Outputs that are inputs or views of inputs** (a training forward returns its inputs for the
   backward) are rebuilt at each replay as the same view of the caller's own tensor, not of the static copy.
 * **Fallbacks**, each logged once, run the plain compiled graph: a graph that mutates its inputs, a graph
-  with CPU tensors, a capture that fails (e.g. an op that synchronizes), and a
+  with a side effect (a print or message a replay would not make again), a graph with CPU tensors, a capture that fails (e.g. an op that synchronizes), and a
   call whose inputs differ from the captured ones in shape, stride, dtype or device. A static input that
   moved (a parameter replaced) triggers a new capture.
 """
@@ -27,6 +27,7 @@ import os
 
 import torch
 
+from .. import compat
 from ..debug import warn_once
 from ..lowering import graph_device
 
@@ -66,6 +67,8 @@ def decline_reason(gm: torch.fx.GraphModule, sg, example_inputs) -> str | None:
     """Why this graph cannot be replayed as a CUDA graph (None: it can)."""
     for n in gm.graph.nodes:
         if n.op == "call_function":
+            if compat.is_with_effects(n.target) or compat.is_effectful(n.target):
+                return "it has a side effect a replay would not repeat (a print or a kept message)"
             schema = getattr(n.target, "_schema", None)
             if schema is not None and schema.is_mutable:
                 return f"it mutates a tensor in place ({n.target})"

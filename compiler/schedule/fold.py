@@ -30,7 +30,7 @@ import os
 
 import torch
 
-from .. import ir
+from .. import compat, ir
 
 MAX_KEPT_BYTES = 64 << 20
 
@@ -78,7 +78,7 @@ def _nbytes(lay: ir.Layout) -> int:
 def _pure(op) -> bool:
     """An ATen call whose result depends on its arguments alone and which writes none of them."""
     schema = getattr(op, "_schema", None)
-    if schema is None or schema.is_mutable:
+    if schema is None or schema.is_mutable or compat.is_effectful(op):
         return False
     return torch.Tag.nondeterministic_seeded not in getattr(op, "tags", ())
 
