@@ -364,45 +364,146 @@ def _mend_truth(cond):
     if isinstance(cond, torch.Tensor) and cond.numel() != 1:
         bool(cond)  # noqa: MND302
 ''',
-    "_mend_emit": '''
-@torch.compiler.disable
-def _mend_emit(spec, *args):
-    """Call the reporting function ``spec`` names with ``args`` (added by mend fix).
+    "_mend_emit": """
+def _mend_emit(module, spec, *args):
+    \"\"\"Make the reporting call ``spec`` names (``logger.info``, ``print``: a global of the module named
+    ``module``, or a builtin) from compiled code, with ``args`` (added by mend fix).
 
-    ``spec``: the callee, a global of this module or a builtin (``logger.info``, ``print``), then
-    ``:name`` for each keyword argument (their values end ``args``), then `` i.view`` where argument
-    ``i`` is a tensor whose shape is reported (``shape``, ``tuple``, ``list``) or, for ``global``, the
-    name of a builtin or imported object (a warning category). Registered with Dynamo
-    as a reorderable logging function: in a compiled graph the call runs right after the graph, with
-    the arguments as they were at the call (tensors that could change later are passed as copies).
-    Disabled for Dynamo itself, so the replayed call runs as plain Python."""
+    Through the ordered-effect operator ``torch.ops.mend.emit`` the call runs inside the compiled graph
+    where it stood, on every call, also from an inlined submodule or helper. An argument the operator
+    cannot carry (a tensor that requires grad, whose text would lose its ``grad_fn``; another object)
+    makes the call as written instead, at a graph break. ``spec``: the callee, then ``:name`` for each
+    keyword argument (their values end ``args``), then `` i.view`` for argument ``i``: ``shape``,
+    ``tuple``, ``list`` (a tensor whose shape is reported), ``global`` (the name of a builtin or imported
+    object), ``format.N`` (a ``str.format`` template of the next ``N`` arguments), ``when`` (a condition:
+    the call is made only where it holds; it is not an argument).\"\"\"
+    packed = _mend_emit_pack(spec, args)
+    if packed is None:
+        _mend_emit_now(module, spec, *args)  # noqa: MND504 - only for what the graph cannot carry
+    else:
+        torch.ops.mend.emit(module, *packed)
+
+
+def _mend_emit_pack(spec, args):
+    \"\"\"``(spec, strs, ints, floats, tensors)``: ``args`` as the operator's lists, their kinds appended to
+    ``spec`` after ``|``; None where one cannot travel. Runs while Dynamo traces.\"\"\"
+    views = dict(v.split(".", 1) for v in spec.split(" ")[1:])
+    kinds, strs, ints, floats, tensors = [], [], [], [], []
+    for i, a in enumerate(args):
+        if views.get(str(i)) in ("shape", "tuple", "list"):
+            dims = list(a.shape)
+            kinds.append("S" + str(len(dims)))
+            ints.extend(dims)
+        elif isinstance(a, str):
+            kinds.append("s")
+            strs.append(a)
+        elif isinstance(a, torch.Tensor):
+            if a.requires_grad and torch.is_grad_enabled() and views.get(str(i)) != "when":
+                return None
+            kinds.append("t")
+            tensors.append(a)
+        elif isinstance(a, bool):
+            kinds.append("b")
+            ints.append(int(a))
+        elif isinstance(a, int):
+            kinds.append("i")
+            ints.append(a)
+        elif isinstance(a, float):
+            kinds.append("f")
+            floats.append(a)
+        elif a is None:
+            kinds.append("n")
+        else:
+            return None
+    return spec + "|" + ",".join(kinds), strs, ints, floats, tensors
+
+
+def _mend_emit_run(module, spec, strs, ints, floats, tensors):
+    \"\"\"The operator's body, run by the compiled graph: the arguments rebuilt, then the call.\"\"\"
+    spec, kinds = spec.split("|")
+    pools = {"s": iter(strs), "i": iter(ints), "f": iter(floats), "t": iter(tensors)}
+    args = []
+    for kind in filter(None, kinds.split(",")):
+        if kind[0] == "S":
+            args.append(torch.Size([next(pools["i"]) for _ in range(int(kind[1:]))]))
+        elif kind in ("b", "n"):
+            args.append(bool(next(pools["i"])) if kind == "b" else None)
+        else:
+            args.append(next(pools[kind]))
+    _mend_emit_call(module, spec, args)
+
+
+@torch.compiler.disable
+def _mend_emit_now(module, spec, *args):
+    \"\"\"The call as written, outside the graph (Dynamo breaks the graph here).\"\"\"
+    views = dict(v.split(".", 1) for v in spec.split(" ")[1:])
+    shaped = {"shape", "tuple", "list"}
+    _mend_emit_call(module, spec, [a.shape if views.get(str(i)) in shaped else a for i, a in enumerate(args)])
+
+
+def _mend_emit_call(module, spec, args):
+    \"\"\"The reporting call of ``spec`` with ``args`` (shapes already taken), its views applied.\"\"\"
     import builtins
+    import sys
+    import warnings as w
+
+    scope = vars(torch.ops.mend).get("scopes", {}).get(module) or vars(sys.modules[module])
 
     def find(name):
         head, *path = name.split(".")
-        obj = globals()[head] if head in globals() else getattr(builtins, head)
+        obj = scope[head] if head in scope else getattr(builtins, head)
         for part in path:
             obj = getattr(obj, part)
         return obj
 
     call, *views = spec.split(" ")
     name, *keywords = call.split(":")
-    fn = find(name)
     args = list(args)
-    for view in views:
-        i, how = view.split(".")
-        if how == "global":  # the object travels as its name: Dynamo reorders strings, not classes
-            args[int(i)] = find(args[int(i)])
-            continue
-        shape = args[int(i)].shape
-        args[int(i)] = shape if how == "shape" else tuple(shape) if how == "tuple" else list(shape)
+    for view in sorted(views, key=lambda v: -int(v.split(".")[0])):  # right to left: indices stay valid
+        i, how = view.split(".", 1)
+        i = int(i)
+        if how == "when":
+            if not bool(args.pop(i)):
+                return
+        elif how == "global":
+            args[i] = find(args[i])
+        elif how in ("tuple", "list"):
+            args[i] = tuple(args[i]) if how == "tuple" else list(args[i])
+        elif how.startswith("format."):
+            n = int(how.split(".")[1])
+            args[i : i + n + 1] = [args[i].format(*args[i + 1 : i + n + 1])]
     cut = len(args) - len(keywords)
-    fn(*args[:cut], **dict(zip(keywords, args[cut:])))
+    args, kwargs = args[:cut], dict(zip(keywords, args[cut:]))
+    name, _, line = name.partition("@")
+    fn = find(name)
+    if fn is w.warn and line:  # attributed to the call's own line, as the original call was
+        category = kwargs.get("category", args[1] if len(args) > 1 else None)
+        w.warn_explicit(args[0], category or UserWarning, scope.get("__file__", module), int(line), module,
+                        scope.setdefault("__warningregistry__", {}), scope)
+        return
+    fn(*args, **kwargs)
 
 
-if hasattr(torch._dynamo.config, "reorderable_logging_functions"):
-    torch._dynamo.config.reorderable_logging_functions.add(_mend_emit)
-''',
+def _mend_emit_define(module, scope):
+    \"\"\"``torch.ops.mend.emit``, defined once per process (every repaired file shares it) and registered as an
+    ordered effect: compilers keep it, in program order, and run it on every call. ``scope``: the globals of
+    ``module``, where its calls find their callee (also for a module loaded outside ``sys.modules``).\"\"\"
+    vars(torch.ops.mend).setdefault("scopes", {})[module] = scope
+    try:
+        return torch.ops.mend.emit.default
+    except (AttributeError, RuntimeError):
+        pass
+    torch.library.custom_op("mend::emit", _mend_emit_run, mutates_args=(), schema=(
+        "(str module, str spec, str[] strs, SymInt[] ints, float[] floats, Tensor[] tensors) -> ()"))
+    torch.library.register_fake("mend::emit", lambda *args: None)
+    from torch._higher_order_ops import effects
+
+    effects._register_effectful_op(torch.ops.mend.emit.default, effects._EffectType.ORDERED)
+    return torch.ops.mend.emit.default
+
+
+_mend_emit_define(__name__, globals())
+""",
     "_mend_restore_exceptions": '''
 def _mend_restore_exceptions(compiled):
     """Re-raise checks that mend moved into the graph with their original exception type and

@@ -32,7 +32,7 @@ from mend.analyzers.static.rules.context import ClassFacts, DriverScope, Functio
 from mend.analyzers.static.source import LineIndex
 from mend.analyzers.static.summary import CallSite, ClassInfo, CompileSite, FileSummary, FuncInfo, Ref
 from mend.analyzers.static.tensors import T, torch_call_kind
-from mend.analyzers.static.torch_facts import COMPILE_NAMES, DISABLE_NAMES, PARAMETER_NAMES, RNN_MODULES
+from mend.analyzers.static.torch_facts import COMPILE_NAMES, DISABLE_NAMES, EMIT_HELPER, PARAMETER_NAMES, RNN_MODULES
 from mend.analyzers.static.walker import FunctionWalker
 
 CONTEXTMANAGER_NAMES = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
@@ -74,7 +74,7 @@ class ModuleAnalyzer:
         if "_dynamo" in self.source:
             self.config_flags = self._module_config()
         self._collect(self.tree.body, None, None, self.scope)
-        if "reorderable_logging_functions" in self.source:
+        if "reorderable_logging_functions" in self.source or EMIT_HELPER in self.source:
             self._mark_reorderable()
         self._nodes = {info.id: node for info, node, _scope, _env in self.func_nodes}
         for info, node, scope, env in self.func_nodes:
@@ -180,7 +180,11 @@ class ModuleAnalyzer:
     # -- module level ----------------------------------------------------------------------
     def _mark_reorderable(self) -> None:
         """Module-level ``torch._dynamo.config.reorderable_logging_functions.add(f)`` (also under an
-        ``if``): Dynamo runs calls of ``f`` after the graph instead of tracing them."""
+        ``if``): Dynamo runs calls of ``f`` after the graph instead of tracing them. mend's own reporting
+        helper (:data:`EMIT_HELPER`) does not break the graph either: it calls an operator of the graph."""
+        info = self.summary.functions.get(EMIT_HELPER)
+        if info is not None:
+            info.reorderable = True
         for stmt in self._module_stmts(self.tree.body):
             call = stmt.value if isinstance(stmt, ast.Expr) else None
             if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "add"

@@ -352,6 +352,8 @@ class Project:
         self._break_memo[key] = None  # cycle guard
         result = None
         for f in self.findings_of(s, fn.id):
+            if s.suppressions.suppressed(f.code, f.line):  # marked as known not to break (a helper's guarded line)
+                continue
             if RULES[f.code].kind in ("break", "frame-skip") and "mode" not in f.data and all(
                     self.ref_is(ref, what, s, fn) for what, ref in f.requires):
                 result = (s.path.removeprefix("<dependency>"), f.line, f.code)

@@ -64,8 +64,8 @@ class FuncInfo:
     compiled: bool = False  # decorated with torch.compile (a root)
     compile_line: int = 0  # where that decorator is
     disabled: bool = False  # @torch.compiler.disable / @torch._dynamo.disable
-    # registered with torch._dynamo.config.reorderable_logging_functions: Dynamo neither traces the call
-    # nor breaks on it (it runs the call after the graph)
+    # registered with torch._dynamo.config.reorderable_logging_functions (Dynamo runs the call after the
+    # graph), or mend's reporting helper (an operator of the graph): a call of it does not break the graph
     reorderable: bool = False
     contextmanager: bool = False  # @contextlib.contextmanager
     parent: str | None = None  # enclosing function id for nested functions

@@ -292,6 +292,10 @@ def is_compiling_call(qual: str) -> bool:
 # --------------------------------------------------------------------------------------------
 # logging
 
+# mend's helper for a message kept under compile (``mend fix``, side-effects = keep): it calls the ordered-effect
+# operator ``torch.ops.mend.emit``, so a call of it does not break the graph.
+EMIT_HELPER = "_mend_emit"
+
 # logging.Logger methods (and transformers' ``warning_once``/``info_once``/``warning_advice``).
 LOGGER_METHODS = frozenset(
     "debug info warning warn error exception critical fatal log warning_once info_once warning_advice".split()

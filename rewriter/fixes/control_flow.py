@@ -856,11 +856,14 @@ def _fix_reporting_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: F
                       imports: list) -> Plan | None:
     """``if <tensor cond>: print/log/warn(...)``: the check only decides whether to report.
 
-    Guarded like the report itself (the ``guard`` side-effect policy): eager evaluates the condition and
-    reports exactly as before; under compile neither runs, so nothing leaves the graph. **Safe** when the
-    condition has no side effects. None when the body is not only reporting calls.
+    Eager evaluates the condition and reports exactly as before. Under compile, with the ``keep``
+    side-effect policy, each report becomes ``_mend_emit(__name__, "... 0.when", <condition as a bool
+    tensor>, ...)``: the graph makes the call where it stood, when the condition holds at run time;
+    with ``guard``, nothing is reported under compile. Either way the condition is also checked where
+    it would raise in eager (``_mend_truth``). **Safe** when the condition has no side effects. None
+    when the body is not only reporting calls.
     """
-    from mend.rewriter.fixes.side_effects import _guard_test, _is_reporting_call
+    from mend.rewriter.fixes.side_effects import _emit_call, _guard_test, _is_reporting_call
 
     stmts = body_statements(node.body)
     if not stmts:
@@ -874,14 +877,27 @@ def _fix_reporting_if(ctx: FileContext, diag: Diagnostic, node: cst.If, facts: F
     test, more = _guard_test(ctx)
     torch, _ = ctx.torch_name()
     lower = _Lower(facts, torch)
-    check = _truth_check(facts, node.test, lower)
+    compiled = [parse_stmt(_truth_check(facts, node.test, lower))]
+    helpers = ["_mend_truth"]
+    what = "under compile nothing is reported"
+    if ctx.options.side_effects == "keep":
+        prefix, rest = _split_static_prefix(node.test, facts)
+        cond = lower(rest[0]) if len(rest) == 1 else lower(parse_expr(_and_text(rest)))
+        for report in reports:
+            emit = _emit_call(ctx, node, report.value, when=cond)
+            if isinstance(emit, str):
+                raise _Declined(f"the message cannot be kept under compile: {emit}")
+            line = f"_mend_emit({', '.join(emit)})"
+            compiled.append(parse_stmt(f"if {_and_text(prefix)}: {line}\n" if prefix else line + "\n"))
+        helpers.append("_mend_emit")
+        what = "under compile the graph reports where the condition holds (`_mend_emit`)"
     guarded = cst.If(test=parse_expr(test), body=cst.IndentedBlock(body=[node.with_changes(leading_lines=[])]),
-                     orelse=cst.Else(body=cst.IndentedBlock(body=[parse_stmt(check)])),
+                     orelse=cst.Else(body=cst.IndentedBlock(body=compiled)),
                      leading_lines=node.leading_lines)
     return Plan(diag, f"the check only decides whether to report: guard the whole `if` with `if {test}:` "
-                      "(eager unchanged; under compile nothing is reported and the condition is only checked "
-                      "to raise where it raises in eager)", "safe", [(node, guarded)],
-                imports=imports + more, helpers=["_mend_truth", *lower.helpers])
+                      f"(eager unchanged; {what}, and the condition is checked to raise where it raises "
+                      "in eager)", "safe", [(node, guarded)],
+                imports=imports + more, helpers=[*helpers, *lower.helpers])
 
 
 # Reductions over every element (no arguments): their result has one element.

@@ -2,13 +2,15 @@
 
 Policies (``[tool.mend] side-effects``, ``mend fix --side-effects``):
 
-* ``keep`` (default): ``if not torch.compiler.is_compiling(): <statement> else: _mend_emit("logger.info",
-  *args)``. Eager runs exactly as before; under torch.compile ``_mend_emit`` (a helper added to the
-  file, registered in ``torch._dynamo.config.reorderable_logging_functions``) is reordered by Dynamo
-  to right after the graph: same text, same order among the call's messages, arguments as they were
-  at the call. Where Dynamo cannot reorder (the callee is not a module global or builtin, a container
-  or non-literal keyword argument, ``logger.exception`` or a call in an ``except``), the call is
-  guarded instead and the fix message says the message is dropped under compile.
+* ``keep`` (default): ``if not torch.compiler.is_compiling(): <statement> else: _mend_emit(__name__,
+  "logger.info", *args)``. Eager runs exactly as before; under torch.compile ``_mend_emit`` (a helper
+  added to the file) makes the same call through ``torch.ops.mend.emit``, an operator registered as an
+  ordered effect: the compiled graph makes the call where it stood, on every call, in order with the
+  graph's other effects, also from an inlined submodule or helper (Dynamo's own reordering of logging
+  calls drops calls made in inlined frames). Where the call cannot travel through the operator (the
+  callee is not a module global or builtin, a container or non-literal keyword argument,
+  ``logger.exception`` or a call in an ``except``), the finding is declined: guarding would skip the
+  message under compile, which ``keep`` does not do.
 * ``guard``: ``if not torch.compiler.is_compiling(): <statement>``. Eager runs exactly as
   before; under torch.compile the statement is skipped (no output from inside the graph).
 * ``drop``: the statement is removed (eager output is lost too), so this policy is an unsafe fix.
@@ -19,7 +21,8 @@ Policies (``[tool.mend] side-effects``, ``mend fix --side-effects``):
 
 A time call whose value is assigned (``t0 = time.perf_counter()``) is guarded as an expression,
 ``time.perf_counter() if not torch.compiler.is_compiling() else 0.0``; this is safe only when every
-use of the name is itself inside an output call (print/log), which is then guarded too.
+use of the name is itself inside an output call (print/log) and the policy is ``guard``, which skips
+those calls under compile too (under ``keep`` they would report 0.0).
 
 ``random.random()`` (MND105) becomes ``torch.rand(())`` only on request (``--torch-rng``, unsafe);
 ``copy.deepcopy(t)`` (MND108) becomes ``t.clone()`` when ``t`` is provably a tensor (declined otherwise:
@@ -114,12 +117,12 @@ def _fix_statement(ctx: FileContext, diag: Diagnostic, stmt: cst.SimpleStatement
             imports.append(("mend.rewriter.runtime", "boundary", "_mend_boundary"))
         return Plan(diag, "defer the call until after the graph (side-effects = defer)", "unsafe",
                     edits, imports=imports)
-    dropped = ""
     if policy == "keep" and diag.code in {"MND101", "MND102", "MND103"}:
         emit = _emit_call(ctx, stmt, call)
-        if not isinstance(emit, str):
-            return _keep_plan(ctx, diag, stmt, emit)
-        dropped = f" (message dropped under compile: {emit})"
+        if isinstance(emit, str):  # guarding would lose the message under compile: not the policy's promise
+            return Decline(diag, f"the message cannot be kept under compile: {emit} (`--side-effects guard` "
+                                 "skips it under compile)")
+        return _keep_plan(ctx, diag, stmt, emit)
     test, imports = _guard_test(ctx)
     guarded = cst.If(
         test=parse_expr(test),
@@ -127,30 +130,35 @@ def _fix_statement(ctx: FileContext, diag: Diagnostic, stmt: cst.SimpleStatement
         leading_lines=stmt.leading_lines,
     )
     what = {"MND106": "debugger stop"}.get(diag.code, "call")
-    return Plan(diag, f"guard the {what} with `if {test}:` (eager unchanged, skipped under compile){dropped}",
+    why = " (side-effects = guard)" if diag.code in {"MND101", "MND102", "MND103"} else ""
+    return Plan(diag, f"guard the {what} with `if {test}:` (eager unchanged, skipped under compile){why}",
                 "safe", [(stmt, guarded)], imports=imports)
 
 
 def _keep_plan(ctx: FileContext, diag: Diagnostic, stmt: cst.SimpleStatementLine, emit: list[str]) -> Plan:
-    """Eager keeps the call; compiled code calls ``_mend_emit(spec, *args)``, which Dynamo reorders."""
+    """Eager keeps the call; compiled code calls ``_mend_emit(__name__, spec, *args)``, an ordered effect of
+    the graph."""
     torch, imports = ctx.torch_name()
     split = eager_else(torch, [stmt], [parse_stmt(f"_mend_emit({', '.join(emit)})\n")])
-    return Plan(diag, "keep the message: eager unchanged, under compile Dynamo emits it right after the graph "
+    return Plan(diag, "keep the message: eager unchanged, under compile the graph makes the call where it stood "
                       "(`_mend_emit`)", "safe", [(stmt, split)], imports=imports, helpers=["_mend_emit"])
 
 
 SHAPE_VIEWS = {"tuple": "tuple", "list": "list"}  # tuple(t.shape) / list(t.shape); bare t.shape is "shape"
 
 
-def _emit_call(ctx: FileContext, stmt: cst.SimpleStatementLine, call: cst.Call) -> list[str] | str:
-    """The arguments of ``_mend_emit`` for ``call`` (source texts: the spec, then the values), or the
-    reason Dynamo could not reorder it.
+def _emit_call(ctx: FileContext, stmt: cst.SimpleStatementLine, call: cst.Call, when: str | None = None
+               ) -> list[str] | str:
+    """The arguments of ``_mend_emit`` for ``call`` (source texts: ``__name__``, the spec, then the
+    values), or the reason the message cannot be kept under compile. ``when``: the source of a condition
+    (a tensor or bool) the call is made under.
 
-    The spec names the callee (``logger.info``, ``print``), then ``:kw`` for each keyword argument
-    (Dynamo's replay drops keyword arguments, so their values travel last among the positional
-    ones), then `` i.view`` for each argument that is a shape of a tensor (``tuple(x.shape)``): the
-    tensor travels and the shape is taken at the replay (Dynamo does not reorder containers). A tensor
-    the code could change in place later (a name, attribute or index) travels as a copy."""
+    The spec names the callee (``logger.info``, ``print``), then ``:kw`` for each keyword argument (their
+    values travel last among the positional ones), then `` i.view`` for each argument that is a tensor's
+    shape (``tuple(x.shape)``: the tensor's dims travel), names an object (``i.global``: a warning
+    category, ``sys.stderr``), is a format template (``i.format.N``: an f-string or ``"...".format(...)``
+    whose ``N`` values follow it, so that a size that is symbolic under compile is formatted at run
+    time), or is the condition (``i.when``)."""
     name = dotted(call.func)
     if name is None:
         return "the callee is not a plain name or attribute chain"
@@ -160,39 +168,113 @@ def _emit_call(ctx: FileContext, stmt: cst.SimpleStatementLine, call: cst.Call) 
         return f"`{head}` is not a module global, by which the helper finds the callee"
     if name.endswith(".exception") or any(isinstance(a, (cst.ExceptHandler, cst.ExceptStarHandler))
                                           for a in ctx.ancestors(stmt)):
-        return "a report of the exception being handled needs that exception, which is gone after the graph"
-    values, keywords, views = [], [], []
+        return "a report of the exception being handled needs that exception, which the graph does not carry"
+    if _old_emit(ctx):
+        return "the file's `_mend_emit` predates the graph operator (`torch.ops.mend.emit`); remove it to refresh it"
+    values: list[str] = []
+    keywords: list[str] = []
+    views: list[str] = []
+    if when is not None:
+        views.append(f"{len(values)}.when")
+        values.append(when)
     for arg in sorted(call.args, key=lambda a: a.keyword is not None):  # positional first, as in the call
         if arg.star:
             return "`*args`/`**kwargs` unpacking"
-        if not facts.is_pure(arg.value):
-            return f"`{code(arg.value)}` calls what Dynamo cannot trace (a clock, a Python function)"
         if arg.keyword is not None:
-            if arg.keyword.value in {"exc_info", "stack_info", "extra", "file"} or not _literal(arg.value):
-                return f"keyword `{arg.keyword.value}` needs a value Dynamo does not reorder"
-            keywords.append(arg.keyword.value)
-        view = _shape_view(arg.value)
-        if view is not None:
-            views.append(f"{len(values)}.{view[1]}")
-            values.append(code(view[0]))
-        elif _named_object(ctx, facts, arg.value):
-            if _old_emit(ctx):
-                return "the file's `_mend_emit` predates named arguments (`i.global`); remove it to refresh it"
-            views.append(f"{len(values)}.global")
-            values.append(f'"{code(arg.value)}"')
-        elif _container(arg.value):
-            return f"`{code(arg.value)}` is a container, which Dynamo does not reorder"
-        elif facts.is_tensor(arg.value) and isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
-            values.append(f"{code(arg.value)}.clone()")  # the replay comes after the graph: snapshot it now
-        else:
-            values.append(code(arg.value))
+            kw = arg.keyword.value
+            if kw in {"exc_info", "stack_info", "extra", "stacklevel"} or not (
+                    _literal(arg.value) or _named_object(ctx, facts, arg.value, any_case=True)):
+                return f"keyword `{kw}` needs a value the graph cannot carry"
+            keywords.append(kw)
+        why = _emit_value(ctx, facts, arg.value, values, views, top=arg.keyword is None)
+        if why is not None:
+            return why
+    if (ctx.imports.qualify(call.func) or "") == "warnings.warn":  # attributed to this line under compile too
+        name += f"@{ctx.line_of(call)}"
     spec = " ".join([":".join([name, *keywords]), *views])
-    return [f'"{spec}"', *values]  # names, colons, digits and spaces: no quoting needed
+    return ["__name__", f'"{spec}"', *values]  # names, colons, digits, dots and spaces: no quoting needed
 
 
-def _named_object(ctx: FileContext, facts, expr: cst.BaseExpression) -> bool:
-    """``FutureWarning``, ``warnings.DeprecationWarning``: a class (or other object Dynamo cannot reorder)
-    named by a builtin or an import, which the replay finds again by name."""
+def _emit_value(ctx: FileContext, facts, expr: cst.BaseExpression, values: list[str], views: list[str],
+                top: bool = True) -> str | None:
+    """Append ``expr`` (one argument of the reporting call) to ``values``, with its view; or the reason it
+    cannot travel."""
+    view = _shape_view(expr)
+    if view is not None:
+        views.append(f"{len(values)}.{view[1]}")
+        values.append(code(view[0]))
+        return None
+    if _named_object(ctx, facts, expr, any_case=not top):
+        views.append(f"{len(values)}.global")
+        values.append(f'"{code(expr)}"')
+        return None
+    template = _format_template(expr) if top else None
+    if isinstance(template, str):
+        return template
+    if template is not None:
+        text, parts = template
+        at = len(values)
+        values.append(text)
+        for part in parts:
+            why = _emit_value(ctx, facts, part, values, views, top=False)
+            if why is not None:
+                return why
+        views.append(f"{at}.format.{len(values) - at - 1}")
+        return None
+    if _container(expr):
+        return f"`{code(expr)}` is a container, which the graph does not carry"
+    if not facts.is_pure(expr):
+        return f"`{code(expr)}` calls what Dynamo cannot trace (a clock, a Python function)"
+    values.append(code(expr))
+    return None
+
+
+def _format_template(expr: cst.BaseExpression) -> tuple[str, list[cst.BaseExpression]] | str | None:
+    """An f-string or ``"...".format(*values)`` as (a ``str.format`` template literal, its values); a reason
+    for a form it cannot take apart; None for anything else."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "format" \
+            and isinstance(expr.func.value, cst.SimpleString):
+        if any(a.keyword is not None or a.star for a in expr.args):
+            return "a `str.format` call with keyword or unpacked arguments"
+        return code(expr.func.value), [a.value for a in expr.args]
+    if not isinstance(expr, cst.FormattedString):
+        return None
+    text: list[str] = []
+    parts: list[cst.BaseExpression] = []
+
+    def field(part: cst.FormattedStringExpression) -> str | None:
+        if part.equal is not None:
+            return "an f-string `=` field"
+        parts.append(part.expression)
+        out = "{" + (f"!{part.conversion}" if part.conversion else "")
+        if part.format_spec:
+            out += ":"
+            for spec in part.format_spec:
+                if isinstance(spec, cst.FormattedStringText):
+                    out += spec.value
+                else:
+                    if spec.format_spec or spec.conversion or spec.equal is not None:
+                        return "a nested f-string field with its own format"
+                    parts.append(spec.expression)
+                    out += "{}"
+        text.append(out + "}")
+        return None
+
+    for part in expr.parts:
+        if isinstance(part, cst.FormattedStringText):
+            text.append(part.value)
+        else:
+            why = field(part)
+            if why is not None:
+                return why
+    prefix = expr.prefix.replace("f", "").replace("F", "")
+    return f"{prefix}{expr.start[len(expr.prefix):]}{''.join(text)}{expr.end}", parts
+
+
+def _named_object(ctx: FileContext, facts, expr: cst.BaseExpression, any_case: bool = False) -> bool:
+    """``FutureWarning``, ``warnings.DeprecationWarning``: a class (or other object the graph cannot carry)
+    named by a builtin or an import, which the call finds again by name at run time. ``any_case``: any
+    attribute of an import (a keyword value: ``file=sys.stderr``)."""
     name = dotted(expr)
     if name is None:
         return False
@@ -201,15 +283,15 @@ def _named_object(ctx: FileContext, facts, expr: cst.BaseExpression) -> bool:
         return False
     last = name.split(".")[-1]
     if head in ctx.imports.names:  # `warnings.DeprecationWarning`, an imported class: CamelCase by convention
-        return last[:1].isupper() and not last.isupper()
+        return (any_case and "." in name) or (last[:1].isupper() and not last.isupper())
     return head not in _module_globals(ctx) and isinstance(getattr(builtins, head, None), type) and "." not in name
 
 
 def _old_emit(ctx: FileContext) -> bool:
-    """The file already has a ``_mend_emit`` from before the ``global`` view (helpers are added once)."""
+    """The file already has a ``_mend_emit`` from before the graph operator (helpers are added once)."""
     for stmt in ctx.module.body:
         if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "_mend_emit":
-            return '"global"' not in code(stmt)
+            return "_mend_emit_pack" not in code(stmt)
     return False
 
 
@@ -282,10 +364,15 @@ def _fix_assigned_time(ctx: FileContext, diag: Diagnostic, stmt: cst.SimpleState
     new_value = parse_expr(f"({code(value)} if not {torch}.compiler.is_compiling() else 0.0)").with_changes(
         lpar=(), rpar=())
     new_small = small.with_changes(value=new_value)
-    applic = "safe" if only_reported else "unsafe"
+    # only reported, and the reports are skipped under compile (guard): nothing can see the placeholder 0.0;
+    # under keep the reports are made under compile too, and would show it
+    guarded_reports = only_reported and ctx.options.side_effects == "guard"
+    applic = "safe" if guarded_reports else "unsafe"
     msg = f"read the clock only in eager: `{name} = ... if not {torch}.compiler.is_compiling() else 0.0`"
     if not only_reported:
         msg += f" (`{name}` feeds more than output calls, so compiled results may change)"
+    elif not guarded_reports:
+        msg += f" (the messages that report `{name}` show 0.0 under compile)"
     return Plan(diag, msg, applic, [(small, new_small)], imports=imports)
 
 

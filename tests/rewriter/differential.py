@@ -160,6 +160,7 @@ def _diff(a: str, b: str) -> str:
 # The kind of a repair, from its message (one row per repair the fixers write).
 FIX_KINDS: list[tuple[str, str]] = [
     (r"^keep the message", "keep"),
+    (r"^the check only decides whether to report.*`_mend_emit`", "report-keep"),
     (r"^the check only decides whether to report", "report-guard"),
     (r"^guard the ", "guard"),
     (r"^defer the call", "defer"),
@@ -587,12 +588,12 @@ class Allowance:
 
 ALLOWANCES: list[Allowance] = [
     Allowance("guard", "safe", "compiled", "output", _output_dropped,
-              "docs/fix.md: policy guard, and keep where Dynamo cannot reorder the call (message dropped under compile)"),
+              "docs/fix.md: policy guard (message skipped under compile)"),
     Allowance("keep", "safe", "compiled", "output", _output_lost_on_error,
-              "docs/rules/MND101.md: Dynamo emits the kept messages after the graph, so a compiled call that "
-              "raises emits none of those recorded before the error"),
+              "docs/rules/MND101.md: the graph makes the kept calls when it runs, so a compiled call that raises "
+              "while Dynamo traces it emits none of those before the error"),
     Allowance("report-guard", "safe", "compiled", "output", _output_dropped,
-              "docs/rules/MND201.md: the report does not run under compile"),
+              "docs/rules/MND201.md: policy guard: the report does not run under compile"),
     Allowance("defer", "unsafe", "compiled", "output", _output_moved,
               "docs/fix.md, defer policy: output keeps its content but moves to after the graph"),
     Allowance("drop", "unsafe", "both", "output", _output_dropped,

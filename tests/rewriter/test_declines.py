@@ -518,9 +518,10 @@ def test_slice_by_a_data_count_beside_integer_buffers_is_captured() -> None:
     assert not [d for d in diagnose(res.fixed) if d.code == "MND311"]
 
 
-def test_named_warning_category_needs_a_current_emit_helper() -> None:
-    """A file fixed before arguments could travel by name keeps its `_mend_emit`: a new call passing
-    `FutureWarning` would reach the old helper, which cannot look it up: the call is only guarded."""
+def test_keep_declines_with_a_stale_emit_helper() -> None:
+    """A file fixed by an older mend keeps its `_mend_emit`, whose calling convention differs: a new call
+    would reach the old helper. Guarding instead would skip the message under compile, which the keep
+    policy never does: the finding is declined and the file left as it is."""
     src = textwrap.dedent("""
         import warnings
         import torch
@@ -533,12 +534,11 @@ def test_named_warning_category_needs_a_current_emit_helper() -> None:
             return x
         """).lstrip("\n")
     res = fix_source(src, "t.py", [diag("MND103", 8, 5)], FixOptions())
-    assert "_mend_emit(" not in res.fixed.split("def f")[1]
-    assert "    if not torch.compiler.is_compiling():\n        warnings.warn(" in res.fixed
-    assert [a.message for a in res.applied] == [
-        "guard the call with `if not torch.compiler.is_compiling():` (eager unchanged, skipped under compile) "
-        "(message dropped under compile: the file's `_mend_emit` predates named arguments (`i.global`); "
-        "remove it to refresh it)"]
+    assert res.fixed == src
+    assert res.applied == []
+    assert [r.reason for r in res.remaining] == [
+        "the message cannot be kept under compile: the file's `_mend_emit` predates the graph operator "
+        "(`torch.ops.mend.emit`); remove it to refresh it (`--side-effects guard` skips it under compile)"]
 
 
 @pytest.mark.parametrize("line", [

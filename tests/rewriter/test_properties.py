@@ -306,7 +306,7 @@ def test_generated_programs_mixed_families(compiled: bool) -> None:
     check()
 
 
-REPAIRS = {"keep", "report-guard", "where", "where-return", "where-ternary", "where-buffer", "cond", "validation",
+REPAIRS = {"keep", "report-keep", "where", "where-return", "where-ternary", "where-buffer", "cond", "validation",
            "item-tensor", "item-assert", "capture", "capture-scoped", "float", "tolist", "masked", "mask-store", "deepcopy",
            "int-fold", "numpy-numbers", "eager-only"}
 

@@ -15,18 +15,21 @@ SIDE_EFFECT_FIX_DOC = """\
 Policy `[tool.mend] side-effects` (or `mend fix --side-effects`):
 
 - `keep` (default, **safe**): `if not torch.compiler.is_compiling(): <the call> else:
-  _mend_emit("logger.info", *args)`. Eager runs exactly as before; under `torch.compile` Dynamo
-  reorders `_mend_emit` (a helper added to the file, registered in
-  `torch._dynamo.config.reorderable_logging_functions`) to right after the graph: the same text,
-  in the same order among the call's messages, with tensor arguments as they were at the call
-  (copied when the code could change them later). No graph break; the repaired file needs only
-  torch. One-shot reports (`logger.warning_once`) stay one-shot (the logger keeps its own memory).
-  Where Dynamo cannot reorder the call (the callee is not a module global or `print`, a container or
-  non-literal keyword argument, `*args`, `logger.exception` or any call inside `except`), it is
-  guarded as below and the fix message says "message dropped under compile". Under compile a
-  warning is attributed to the helper's line and a log record's `funcName`/`lineno` to the helper,
-  and a compiled call that raises emits none of the messages recorded before the error (Dynamo emits
-  them after the graph, which did not finish; eager emits them, then raises).
+  _mend_emit(__name__, "logger.info", *args)`. Eager runs exactly as before; under `torch.compile`
+  `_mend_emit` (a helper added to the file) makes the same call through `torch.ops.mend.emit`, an
+  operator registered as an ordered effect: the compiled graph makes the call where it stood, on
+  every call, in order with the graph's other effects, also from an inlined submodule or helper
+  (Dynamo's `reorderable_logging_functions` drops calls made in inlined frames). Sizes that are
+  symbolic under compile are passed as numbers and formatted when the graph runs (f-strings and
+  `"...".format(...)` travel as a template and its values). No graph break; the repaired file needs
+  only torch. One-shot reports (`logger.warning_once`) stay one-shot. A tensor argument that requires
+  grad would print without its `grad_fn` inside the graph: that call is made as written, at a graph
+  break (the text the original compiled program printed). Where the call cannot travel (the callee is
+  not a module global or `print`, a container or non-literal keyword argument, `*args`,
+  `logger.exception` or any call inside `except`), the finding is declined with the reason: `keep`
+  never skips a message. Under compile a warning is attributed to the call's line before the repair
+  (its file's warning registry too) and a log record's `funcName`/`lineno` to the helper; a compiled call that fails while Dynamo traces it emits
+  none of the messages before the error.
 - `guard` (**safe**): wraps the statement in `if not torch.compiler.is_compiling():`.
   Eager runs exactly as before and program results are unchanged; under `torch.compile` the
   statement does not run (no output from inside the graph).
@@ -40,7 +43,8 @@ Policy `[tool.mend] side-effects` (or `mend fix --side-effects`):
 
 A time call whose value is assigned (`t0 = time.perf_counter()`) becomes
 `time.perf_counter() if not torch.compiler.is_compiling() else 0.0`: safe when the name only feeds
-output calls (which are guarded too), unsafe otherwise.
+output calls and the policy is `guard` (those calls are skipped under compile too); unsafe otherwise
+(under `keep` the messages would report 0.0).
 Declines: a call whose value is used elsewhere, several statements on one line, `*args` with defer.
 """
 
