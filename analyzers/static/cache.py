@@ -1,26 +1,32 @@
 """The per-file result cache of ``mend check``.
 
-One pickle per mend version under ``<cache dir>/check/``, mapping each file path to the key of its
-last analysis and the resulting :class:`FileSummary`. The key is a hash of the file's bytes, its
+One JSON file per mend version under ``<cache dir>/check/``, mapping each file path to the key of its
+last analysis and the resulting :class:`FileSummary`, in the tagged form of
+:mod:`mend.analyzers.static.datacodec` (a cache in the repository is data that anyone with a commit
+wrote: nothing read from it can run code). The key is a hash of the file's bytes, its
 module name, the analysis-relevant configuration and a fingerprint of mend's analyzer sources (so
 editing a rule invalidates the cache even without a version bump). Rule selection, ``noqa`` and
 ``per-file-ignores`` are applied after the cache, so changing them never needs a re-analysis.
 
 The cache directory defaults to ``.mend_cache/`` beside the configuration root (the folder holding
 the ``pyproject.toml`` with ``[tool.mend]``), else the current directory; it gets its own
-``.gitignore``. Writes are atomic (temporary file + rename); a corrupt or unreadable cache is
-treated as empty.
+``.gitignore``. Writes are atomic (temporary file + rename); a cache that cannot be read or decoded, or
+holds anything but what mend writes (a non-regular file, another type, a wrong field), is treated as
+empty and written again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
-import pickle
+import stat
 import tempfile
 from pathlib import Path
 
 from mend import __version__
+from mend.analyzers.diagnostic import Diagnostic
+from mend.analyzers.static import datacodec
 from mend.analyzers.static.summary import FileSummary
 
 _FINGERPRINT: str | None = None
@@ -49,19 +55,17 @@ def file_key(data: bytes, module: str, config_fingerprint: str) -> str:
 class ResultCache:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.file = directory / "check" / f"v{__version__}.pickle"
+        self.file = directory / "check" / f"v{__version__}.json"
         self.entries: dict[str, tuple[str, FileSummary]] = {}
         self.dirty = False
         self.hits = 0
 
     def load(self) -> None:
-        try:
-            with open(self.file, "rb") as fh:
-                data = pickle.load(fh)
-            if isinstance(data, dict):
-                self.entries = data
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, ValueError, TypeError):
-            self.entries = {}
+        data = _read(self.file)
+        ok = isinstance(data, dict) and all(
+            isinstance(k, str) and isinstance(e, tuple) and len(e) == 2 and isinstance(e[0], str)
+            and isinstance(e[1], FileSummary) for k, e in data.items())
+        self.entries = data if ok else {}
 
     def get(self, path: str, key: str) -> FileSummary | None:
         e = self.entries.get(path)
@@ -82,11 +86,8 @@ class ResultCache:
             gi = self.directory / ".gitignore"
             if not gi.exists():
                 gi.write_text("# Automatically created by mend.\n*\n")
-            fd, tmp = tempfile.mkstemp(dir=self.file.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(self.entries, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, self.file)
-        except OSError:
+            _write(self.file, self.entries)
+        except (OSError, datacodec.DataError):
             pass  # a cache that cannot be written only costs time
 
 
@@ -98,15 +99,15 @@ class RunCache:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.file = directory / "check" / f"runs-v{__version__}.pickle"
+        self.file = directory / "check" / f"runs-v{__version__}.json"
 
     def _load(self) -> dict:
-        try:
-            with open(self.file, "rb") as fh:
-                data = pickle.load(fh)
-            return data if isinstance(data, dict) else {}
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, ValueError, TypeError):
-            return {}
+        data = _read(self.file)
+        ok = isinstance(data, dict) and all(
+            isinstance(k, str) and isinstance(v, dict) and isinstance(v.get("deps"), list)
+            and isinstance(v.get("lines"), int) and isinstance(v.get("diagnostics"), list)
+            and all(isinstance(d, Diagnostic) for d in v["diagnostics"]) for k, v in data.items())
+        return data if ok else {}
 
     def get(self, key: str) -> dict | None:
         return self._load().get(key)
@@ -122,9 +123,41 @@ class RunCache:
             gi = self.directory / ".gitignore"
             if not gi.exists():
                 gi.write_text("# Automatically created by mend.\n*\n")
-            fd, tmp = tempfile.mkstemp(dir=self.file.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(runs, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, self.file)
-        except OSError:
+            _write(self.file, runs)
+        except (OSError, datacodec.DataError):
             pass
+
+
+MAX_BYTES = 256 << 20  # a cache file larger than this is not read (it is not one mend wrote for a real tree)
+
+
+def _read(path: Path):
+    """The value in ``path``, or None: a missing, non-regular (a FIFO would block), oversized, unreadable
+    or undecodable file is no cache."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return datacodec.loads(fh.read())
+    except (OSError, datacodec.DataError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def _write(path: Path, value) -> None:
+    text = datacodec.dumps(value)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

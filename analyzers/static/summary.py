@@ -1,8 +1,8 @@
 """What one file tells the project index: functions, classes, compile sites and candidate findings.
 
 A :class:`FileSummary` is the cacheable result of the single pass over one file. It holds only
-plain data (strings, ints, tuples, dicts), so it pickles quickly for the result cache and for the
-worker processes of ``-j``. Call references are symbolic (``("qual", "pkg.mod.fn")``,
+plain data (strings, ints, tuples, dicts), so it travels quickly to and from the worker processes of
+``-j`` and is stored as JSON in the result cache (:mod:`mend.analyzers.static.datacodec`). Call references are symbolic (``("qual", "pkg.mod.fn")``,
 ``("self", "method")``, ...) and are resolved across files by :mod:`mend.analyzers.static.regions`.
 """
 
