@@ -13,11 +13,13 @@ An entry's key is a hash of
 * the recorded sites inside this file, with ``--from-run``.
 
 An entry is one JSON file (``entries/ab/<key>.json``: status, the repaired text, the fixes applied at their
-original lines, the line map) plus the compiled code for this Python (``<key>.<cache_tag>.code``,
-``marshal``). Every file is written to a temporary name in the same folder and renamed over its final
+original lines, the line map, its signature) plus the compiled code for this Python
+(``<key>.<cache_tag>.code``: its signature, then ``marshal``). Both are signed with a key only their
+writers hold and checked before use (:mod:`mend.imports.trust`): a tampered, replaced or planted entry is
+a miss, never executed. Every file is written to a temporary name in the same folder and renamed over its final
 name (``os.replace``), so a reader sees a whole file or none, and two processes that repair the same
 module at once write the same bytes: the last rename wins and nothing is ever half-written. An entry that
-cannot be read is a miss. Standard library only: the warm path of every import runs here.
+cannot be read, decoded or verified, or is not a regular file, is a miss. Standard library only: the warm path of every import runs here.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
-FORMAT = 1
+from mend.imports import trust
+
+FORMAT = 2  # 2: signed entries
 UNCHANGED, REPAIRED, FAILED = "unchanged", "repaired", "failed"
 
 
@@ -79,10 +83,30 @@ class Entry:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> Entry:
+    def from_json(cls, text: str | bytes) -> Entry:
+        """The entry :meth:`to_json` wrote; ValueError for anything else (another shape, a wrong type)."""
         raw = json.loads(text)
-        raw["applied"] = [AppliedChange(**a) for a in raw.get("applied", [])]
+        if not isinstance(raw, dict) or not set(raw) <= _FIELDS or not _REQUIRED <= set(raw):
+            raise ValueError("not a repair-cache entry")
+        for name, types in _TYPES.items():
+            if name in raw and (not isinstance(raw[name], types) or isinstance(raw[name], bool)):
+                raise ValueError(f"entry field {name} has the wrong type")
+        if raw["status"] not in (UNCHANGED, REPAIRED, FAILED) or not all(
+                type(n) is int for n in raw.get("line_map", [])):
+            raise ValueError("not a repair-cache entry")
+        changes = raw.get("applied", [])
+        if not all(isinstance(a, dict) and set(a) == _CHANGE_FIELDS for a in changes):
+            raise ValueError("not a repair-cache entry")
+        raw["applied"] = [AppliedChange(**a) for a in changes]
         return cls(**raw)
+
+
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "key": str, "module": str, "path": str, "source_sha256": str, "status": str, "text": str, "applied": list,
+    "remaining": int, "error": str, "line_map": list, "seconds": (int, float), "mend": str, "format": int}
+_FIELDS = set(_TYPES)
+_REQUIRED = {"key", "module", "path", "source_sha256", "status"}
+_CHANGE_FIELDS = {"code", "line", "col", "message", "applicability"}
 
 
 def _stat_fingerprint(h: Any, places: list[Path]) -> None:
@@ -155,46 +179,77 @@ def entry_key(source: bytes, path: str, *parts: str) -> tuple[str, str]:
 
 class RepairCache:
     """The cache folder: ``entries/`` (see the module docstring) and ``static/`` (the analyzer's own cache
-    of per-file summaries, used when a package's call graph is built)."""
+    of per-file summaries, used when a package's call graph is built). Every entry and every compiled
+    module is signed (:mod:`mend.imports.trust`): one that does not verify is a miss. ``untrusted`` says
+    why the cache is not used at all (its key cannot be trusted), else None."""
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
         self.entries = self.folder / "entries"
+        try:
+            self.key, self.shared = trust.load_key()
+            self.untrusted: str | None = None
+        except (OSError, trust.UntrustedCache) as exc:
+            self.key, self.shared, self.untrusted = b"", False, str(exc)
 
     def _paths(self, key: str) -> tuple[Path, Path]:
         base = self.entries / key[:2] / key
         return base.with_suffix(".json"), base.with_name(f"{key}.{sys.implementation.cache_tag}.code")
 
-    def get(self, key: str) -> Entry | None:
-        meta, _ = self._paths(key)
-        try:
-            entry = Entry.from_json(meta.read_text(encoding="utf-8"))
-        except (OSError, ValueError, TypeError):
+    def _read_entry(self, meta: Path) -> Entry | None:
+        data = trust.read_regular(meta) if not self.untrusted else None
+        if data is None:
             return None
-        return entry if entry.key == key and entry.format == FORMAT else None
+        try:
+            raw = json.loads(data)
+            mac = raw.pop("mac", None) if isinstance(raw, dict) else None
+            entry = Entry.from_json(json.dumps(raw))
+        except (ValueError, TypeError, RecursionError):
+            return None
+        return entry if trust.verify(self.key, mac, entry.to_json().encode()) else None
+
+    def get(self, key: str) -> Entry | None:
+        entry = self._read_entry(self._paths(key)[0])
+        return entry if entry is not None and entry.key == key and entry.format == FORMAT else None
 
     def put(self, entry: Entry) -> None:
-        meta, _ = self._paths(entry.key)
-        atomic_write(meta, entry.to_json().encode("utf-8"))
+        if self.untrusted:
+            return
+        text = entry.to_json()
+        signed = json.dumps({**json.loads(text), "mac": trust.sign(self.key, text.encode())}, sort_keys=True)
+        atomic_write(self._paths(entry.key)[0], signed.encode("utf-8"), self._mode())
 
     def get_code(self, key: str) -> CodeType | None:
-        _, code = self._paths(key)
+        data = trust.read_regular(self._paths(key)[1]) if not self.untrusted else None
+        if data is None or len(data) < 65 or data[64:65] != b"\n":
+            return None
+        body = data[65:]
+        if not trust.verify(self.key, data[:64].decode("ascii", "replace"), key.encode(), body):
+            return None
         try:
-            return marshal.loads(code.read_bytes())
-        except (OSError, EOFError, ValueError, TypeError):
+            return marshal.loads(body)
+        except (EOFError, ValueError, TypeError):
             return None
 
     def put_code(self, key: str, code: CodeType) -> None:
-        atomic_write(self._paths(key)[1], marshal.dumps(code))
+        if self.untrusted:
+            return
+        body = marshal.dumps(code)
+        atomic_write(self._paths(key)[1], trust.sign(self.key, key.encode(), body).encode() + b"\n" + body,
+                     self._mode())
+
+    def _mode(self) -> int:
+        """Entries of a shared cache are readable by the group (the team holding its key)."""
+        return 0o640 if self.shared else 0o600
 
     def iter_entries(self) -> Iterator[Entry]:
+        """The entries that verify (a damaged or foreign one is left out)."""
         if not self.entries.is_dir():
             return
         for meta in sorted(self.entries.glob("*/*.json")):
-            try:
-                yield Entry.from_json(meta.read_text(encoding="utf-8"))
-            except (OSError, ValueError, TypeError):
-                continue
+            entry = self._read_entry(meta)
+            if entry is not None:
+                yield entry
 
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file()) if self.folder.is_dir() else 0
@@ -214,13 +269,15 @@ class RepairCache:
         return count
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        if mode != 0o600:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -58,6 +58,9 @@ class RepairHook:
         self._parts: dict[str, str] = {}
         self._lock = threading.RLock()
         self._busy = threading.local()
+        if self.cache.untrusted:  # modules are still repaired, in memory, at every start
+            self.errors.append(("<repair cache>", f"not used: {self.cache.untrusted}"))
+            sys.stderr.write(f"mend: the repair cache is not used: {self.cache.untrusted}\n")
 
     # -- the finder --------------------------------------------------------------------------------
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:

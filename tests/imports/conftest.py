@@ -80,3 +80,10 @@ def toy(tmp_path, monkeypatch):
     mi.uninstall()
     for name in [m for m in sys.modules if m == pkg or m.startswith(pkg + ".")]:
         del sys.modules[name]
+
+
+@pytest.fixture(autouse=True)
+def _own_repair_key(tmp_path_factory, monkeypatch):
+    """The repair cache's signing key in a folder of the test run, never the user's."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "mend-config"))
+    monkeypatch.delenv("MEND_REPAIR_CACHE_KEY", raising=False)
