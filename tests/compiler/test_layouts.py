@@ -17,6 +17,9 @@ from .helpers import assert_same, check, same_strides, sum_backward_step
 
 
 def _inputs():
+    # seeded: a layer norm over 3 elements is ill-conditioned when they nearly agree (rstd up to 1/sqrt(eps));
+    # about 1 random input in 1,500 then rounds 2e-5 away from eager's reduction order
+    torch.manual_seed(0)
     base = torch.randn(6, 10, 8)
     return {
         "transposed": base[0].t(),  # (8, 10) strides (1, 8)

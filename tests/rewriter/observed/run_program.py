@@ -2,9 +2,11 @@
 
 Every message goes to one stream in order: stdout and stderr (the caller merges them), logging records
 as ``LEVEL name message``, warnings as ``WARN Category: message``. BACKEND ``none`` runs eagerly; the
-graph breaks Dynamo counted are written to ``DIR/<MODULE>.<BACKEND>.breaks``."""
+first line of each graph break's reason (and of each frame Dynamo gave up on) goes to
+``DIR/<MODULE>.<BACKEND>.breaks`` as a JSON list."""
 
 import importlib
+import json
 import logging
 import sys
 import warnings
@@ -32,5 +34,9 @@ for i, args in enumerate(inputs):
     if getattr(module, "TRAIN", False):
         out.backward()
         print("grad", [round(float(p.grad.abs().sum()), 4) for p in fn.parameters()])
-breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
-Path(folder, f"{name}.{backend}.breaks").write_text(str(breaks))
+counters = torch._dynamo.utils.counters
+# a break inside a loop makes Dynamo skip the whole frame: a frame not ok, its reason under "unimplemented"
+reasons = [key.splitlines()[0] for key, n in counters["graph_break"].items() for _ in range(n)]
+skipped = counters["frames"]["total"] - counters["frames"]["ok"]
+reasons += [key.splitlines()[0] for key in counters["unimplemented"]][:skipped]
+Path(folder, f"{name}.{backend}.breaks").write_text(json.dumps(reasons))
