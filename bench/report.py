@@ -35,6 +35,22 @@ def _speedup_text(s: float | None) -> Text:
     return Text(f"{s:.2f}x", style=style)
 
 
+def _spread_text(row: dict[str, Any]) -> str:
+    text = f"{row['latency_ms'].get('spread', 0.0):.1%}"
+    if len(row.get("processes") or []) > 1:
+        text += f" / {row['process_spread']:.1%}"
+    return text
+
+
+VERDICT_STYLE = {"faster": "green", "slower": "red", "within noise": "dim"}
+
+
+def verdict_text(verdict: str, interval: list[float]) -> Text:
+    """'faster (0.78-0.83x)': the verdict with the 95% interval of the ratio it is about."""
+    lo, hi = interval
+    return Text(f"{verdict} ({lo:.2f}-{hi:.2f}x)", style=VERDICT_STYLE.get(verdict, ""))
+
+
 def _mem(row: dict[str, Any]) -> str:
     mem = row.get("peak_memory")
     if not mem:
@@ -57,13 +73,15 @@ def results_table(doc: dict[str, Any]) -> Table:
     t = Table(
         title=f"mend bench {doc['harness']} ({dev['type']}: {dev['name']}, torch {doc['torch_version']})",
         title_justify="left",
-        caption="graphs/breaks/recompiles from Dynamo; x eager, x original: time ratios within this run (below 1 is "
+        caption="graphs/breaks/recompiles from Dynamo; spread: range of the round medians over their median (and "
+        "between processes, with --processes); x eager, x original: time ratios within this run (below 1 is "
         "faster); output: first call compared with the reference row (max abs diff)",
         caption_justify="left",
     )
     for col, just in (
         ("variant", "left"), ("backend", "left"), ("graphs/brk/recomp", "right"), ("compile s", "right"),
-        ("1st call s", "right"), ("warm ms (p10-p90)", "right"), ("x eager", "right"), ("x original", "right"),
+        ("1st call s", "right"), ("warm ms (p10-p90)", "right"), ("spread", "right"), ("x eager", "right"),
+        ("x original", "right"),
         ("items/s", "right"), (mem_head, "right"), ("output", "left"),
     ):
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
@@ -74,7 +92,7 @@ def results_table(doc: dict[str, Any]) -> Table:
         last_variant = r["variant"]
         if r["status"] != "ok":
             style = "yellow" if r["status"] == "unavailable" else "red"
-            t.add_row(r["variant"], r["backend"], Text(r["status"], style=style), *[""] * 8)
+            t.add_row(r["variant"], r["backend"], Text(r["status"], style=style), *[""] * 9)
             continue
         lat = r["latency_ms"]
         ratios = r.get("ratios") or {}
@@ -86,6 +104,7 @@ def results_table(doc: dict[str, Any]) -> Table:
             _f(r["compile_s"], "{:.2f}") if compiled else "-",
             _f(r["first_call_s"], "{:.3f}"),
             f"{_num(lat['median'])} ({_num(lat['p10'])}-{_num(lat['p90'])})",
+            _spread_text(r),
             _ratio_text(ratios.get("latency_vs_eager")),
             _ratio_text(ratios.get("latency_vs_original")),
             f"{r['throughput']['items_per_s']:,.0f}",
@@ -113,7 +132,8 @@ def comparisons_table(doc: dict[str, Any]) -> Table | None:
     if not rows:
         return None
     t = Table(title="what the repair bought (original -> repaired; speedups above 1 are better)", title_justify="left")
-    for col in ("backend", "graphs", "breaks", "recompiles", "cold-start speedup", "compile speedup", "warm speedup"):
+    for col in ("backend", "graphs", "breaks", "recompiles", "cold-start speedup", "compile speedup", "warm speedup",
+                "warm verdict (95% interval)"):
         t.add_column(col, justify="left" if col == "backend" else "right")
 
     def arrow(pair: list[Any]) -> str:
@@ -124,7 +144,43 @@ def comparisons_table(doc: dict[str, Any]) -> Table | None:
         t.add_row(
             c["backend"], arrow(c["graphs"]), arrow(c["breaks"]), arrow(c["recompiles"]),
             _speedup_text(c["cold_speedup"]), _speedup_text(c["compile_speedup"]), _speedup_text(c["warm_speedup"]),
+            verdict_text(c["warm_verdict"], c["warm_speedup_interval"]) if c.get("warm_verdict") else "-",
         )
+    return t
+
+
+def versus_table(doc: dict[str, Any]) -> Table | None:
+    """The cells of ``--cells`` / ``--repair-value`` against the first: one line each, with the verdict."""
+    rows = doc.get("versus") or []
+    cells = (doc.get("settings") or {}).get("cells") or []
+    if not rows or not cells:
+        return None
+    base = next((r for r in doc["results"] if f"{r['variant']}/{r['backend']}" == cells[0]), None)
+    if base is None or base["status"] != "ok":
+        return None
+    t = Table(
+        title=f"against {cells[0]} (time ratios: below 1 is faster; verdict from the per-round ratios, "
+        f"95% bootstrap interval, noise = max(2%, spread between processes))",
+        title_justify="left",
+    )
+    for col in ("cell", "graphs/brk", "1st call s", "x cold", "warm ms", "x warm", "verdict (95% interval)"):
+        t.add_column(col, justify="left" if col in ("cell", "verdict (95% interval)") else "right", no_wrap=True)
+    by_cell = {f"{r['variant']}/{r['backend']}": r for r in doc["results"]}
+
+    def graphs(r: dict[str, Any]) -> str:
+        return f"{r['graphs']}/{r['breaks']}" if r.get("graphs") is not None else "-"
+
+    t.add_row(cells[0], graphs(base), _f(base["first_call_s"], "{:.2f}"), "1.00x",
+              _num(base["latency_ms"]["median"]), "1.00x", Text("baseline", style="dim"))
+    for v in rows:
+        r = by_cell[v["cell"]]
+        w = v["warm"]
+        t.add_row(v["cell"], graphs(r), _f(r["first_call_s"], "{:.2f}"), _f(v["first_call_ratio"], "{:.2f}x"),
+                  _num(r["latency_ms"]["median"]), f"{w['ratio']:.2f}x", verdict_text(w["verdict"], w["interval"]))
+    for c in cells[1:]:
+        r = by_cell.get(c)
+        if r is not None and r["status"] != "ok":
+            t.add_row(c, Text(r["status"], style="red"), *[""] * 5)
     return t
 
 
@@ -157,9 +213,9 @@ def _rel(path: str) -> str:
 
 def render(doc: dict[str, Any], console: Console, verbose: bool = False) -> None:
     parts: list[Any] = [results_table(doc)]
-    comp = comparisons_table(doc)
-    if comp is not None:
-        parts.append(comp)
+    for extra in (comparisons_table(doc), versus_table(doc)):
+        if extra is not None:
+            parts.append(extra)
     if verbose:
         sites = break_sites_table(doc)
         if sites is not None:
@@ -167,8 +223,11 @@ def render(doc: dict[str, Any], console: Console, verbose: bool = False) -> None
     console.print(Group(*parts))
     s = doc["settings"]
     console.print(
-        f"[dim]{s['rounds']} interleaved rounds x {s['calls_per_round']} calls after {s['warmup']} warm-up "
-        f"calls; warm = median of round medians. Peak memory: "
+        f"[dim]{s['rounds']} interleaved rounds x {s['calls_per_round']} calls"
+        + (f" in {s['processes']} processes per row" if s.get("processes", 1) > 1 else "")
+        + f" after {s['warmup']} warm-up calls"
+        + (" and a warm-up until stable" if s.get("warmup_max_s") else "")
+        + "; warm = median of round medians. Peak memory: "
         + ("CUDA max_memory_allocated." if doc["device"]["type"] == "cuda"
            else "RSS high-water mark of the worker process (in parentheses: growth after loading).")
         + "[/dim]"

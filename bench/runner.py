@@ -1,15 +1,19 @@
-"""Drive the benchmark: one worker process per (variant, backend), interleaved timed rounds.
+"""Drive the benchmark: worker processes per (variant, backend), interleaved timed rounds, verdicts.
 
 Method (see ``docs/bench.md``):
 
 1. Every worker starts at once, imports torch and loads the harness (not timed).
 2. One at a time, each worker compiles and makes its first call (cold: fresh Inductor, Triton and mend
-   caches in a private temporary folder), then its warm-up calls. Only one worker is busy at a time.
+   caches in a private temporary folder), then warms up until its call times are stable.
 3. Timed rounds are interleaved: in round r every worker makes ``calls`` timed calls, in an order
-   rotated by r, so that drift in machine load spreads over all variants alike.
+   rotated by r (:func:`stats.round_order`), so that drift in machine load spreads over all variants alike.
 4. Each worker reports its counts and peak memory and exits.
 
-The warm latency is the median of the round medians; p10 and p90 are over all timed calls.
+The warm latency is the median of the round medians; p10 and p90 are over all timed calls. With
+``processes`` > 1 each (variant, backend) runs in that many processes and a round's value is their median;
+how far those processes lie apart is the noise floor of every verdict. A comparison of two rows is the
+median of their per-round time ratios with a bootstrap interval, and a verdict: faster, slower or within
+noise (:func:`stats.compare`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Any
 
 from mend import __version__
 from mend.analyzers.runtime.harness import HarnessError, parse_spec
+from mend.bench import stats
 from mend.bench import variants as variants_mod
 from mend.bench.worker import BACKENDS
 
@@ -70,6 +75,10 @@ class Settings:
     grad: bool = False
     seed: int = 0
     timeout_s: float = 1800.0  # per phase of one worker
+    cells: list[str] | None = None  # "variant/backend" to run, the first the baseline of every verdict
+    processes: int = 1  # processes per (variant, backend)
+    stable_tol: float = 0.03  # warm-up ends when two batches of calls agree within this fraction
+    warmup_max_s: float = 60.0  # ... or after this many seconds (0: no warm-up until stable)
     keep_temp: bool = False
     extra_notes: list[str] = field(default_factory=list)
 
@@ -77,36 +86,9 @@ class Settings:
 Progress = Callable[..., None]  # (description, steps done since last call, total=None)
 
 
-# ------------------------------------------------------------------------------------------------
-# statistics
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default method), q in [0, 100]."""
-    if not values:
-        raise ValueError("percentile of no values")
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
-def latency_stats(rounds: list[list[float]]) -> dict[str, Any]:
-    """Milliseconds: median of round medians, p10/p90/mean/min/max over all calls."""
-    all_ms = [t * 1e3 for r in rounds for t in r]
-    round_medians = [statistics.median(r) * 1e3 for r in rounds if r]
-    return {
-        "median": statistics.median(round_medians),
-        "p10": percentile(all_ms, 10),
-        "p90": percentile(all_ms, 90),
-        "mean": statistics.fmean(all_ms),
-        "min": min(all_ms),
-        "max": max(all_ms),
-        "calls": len(all_ms),
-        "rounds": len(round_medians),
-        "round_medians": round_medians,
-    }
+REPAIR_VALUE = ["original/inductor", "repaired/inductor", "repaired/mend"]  # --repair-value
+percentile = stats.percentile
+latency_stats = stats.latency_stats
 
 
 # ------------------------------------------------------------------------------------------------
@@ -129,6 +111,7 @@ class _Worker:
         }
         self.cfg = cfg
         self.times: list[list[float]] = []
+        self.cold: dict[str, Any] | None = None  # the ``ready`` event
         self.harness_error: str | None = None
         self.alive = False
         self._log = None
@@ -282,13 +265,41 @@ def _check_backends(names: list[str]) -> None:
             )
 
 
+def parse_cells(cells: list[str], variants: list[str]) -> list[tuple[str, str]]:
+    """``variant/backend`` strings -> pairs, checked: known variants, no pair twice."""
+    out: list[tuple[str, str]] = []
+    for c in cells:
+        variant, sep, backend = c.partition("/")
+        if not sep or not variant or not backend:
+            raise BenchError(f"--cells: {c!r} is not VARIANT/BACKEND (e.g. original/inductor)")
+        if variant not in ("original", "repaired"):
+            raise BenchError(f"--cells: unknown variant {variant!r} in {c!r}; use original or repaired")
+        if variant not in variants:
+            raise BenchError(f"--cells: {c!r} needs the repaired variant, and there is none (see the notes: "
+                             "pass --fixed DIR)")
+        if (variant, backend) in out:
+            raise BenchError(f"--cells: {c!r} is named twice")
+        out.append((variant, backend))
+    return out
+
+
+def _validate(settings: Settings) -> None:
+    if settings.rounds < 1 or settings.calls < 1 or settings.warmup < 0:
+        raise BenchError("--rounds and --calls must be at least 1 and --warmup at least 0")
+    if settings.processes < 1:
+        raise BenchError("--processes must be at least 1")
+    if not 0 < settings.stable_tol < 1 or settings.warmup_max_s < 0:
+        raise BenchError("--stable-tol must be between 0 and 1 and --warmup-max-s at least 0")
+    if settings.dtype not in (None, "float32", "float16", "bfloat16"):
+        raise BenchError(f"--dtype must be float32, float16 or bfloat16, not {settings.dtype!r}")
+    if settings.cells is not None and settings.backends:
+        raise BenchError("--cells (or --repair-value) names the backends itself: drop --backend")
+
+
 def run(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
     """Run the benchmark and return the result document (schema ``mend-bench`` version 1)."""
     step = progress or (lambda desc, n, total=None: None)
-    if settings.rounds < 1 or settings.calls < 1 or settings.warmup < 0:
-        raise BenchError("--rounds and --calls must be at least 1 and --warmup at least 0")
-    if settings.dtype not in (None, "float32", "float16", "bfloat16"):
-        raise BenchError(f"--dtype must be float32, float16 or bfloat16, not {settings.dtype!r}")
+    _validate(settings)
     try:
         spec = parse_spec(settings.harness)
     except HarnessError as exc:
@@ -300,7 +311,10 @@ def run(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
         except HarnessError as exc:
             raise BenchError(str(exc)) from exc
     device = resolve_device(settings.device)
-    backends = list(settings.backends or default_backends(device))
+    if settings.cells is not None:
+        backends = list(dict.fromkeys(c.partition("/")[2] for c in settings.cells))
+    else:
+        backends = list(settings.backends or default_backends(device))
     _check_backends(backends)
 
     notes = list(settings.extra_notes)
@@ -314,7 +328,11 @@ def run(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
                 notes.extend(more)
             except variants_mod.RepairUnavailable as exc:
                 notes.append(f"no repaired variant: {exc}")
-        result = _measure(settings, device, backends, variant_list, work, step)
+        if settings.cells is not None:
+            cells = parse_cells(settings.cells, [v.name for v in variant_list])
+        else:
+            cells = [(v.name, b) for v in variant_list for b in backends]
+        result = _measure(settings, device, backends, variant_list, cells, work, step)
     finally:
         if not settings.keep_temp:
             shutil.rmtree(work, ignore_errors=True)
@@ -322,11 +340,33 @@ def run(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
     return result
 
 
+def _worker_cfg(settings: Settings, v: variants_mod.Variant, b: str, device: str, folder: Path,
+                compile_threads: int | None) -> dict[str, Any]:
+    return {
+        "output_path": str(folder / "output.pt"),
+        "harness": v.harness,
+        "search": v.search,
+        "fixed": v.fixed,
+        "backend": b,
+        "device": device,
+        "dtype": settings.dtype,
+        "warmup": settings.warmup,
+        "stable_tol": settings.stable_tol,
+        "warmup_max_s": settings.warmup_max_s,
+        "batch": settings.batch,
+        "threads": settings.threads,
+        "grad": settings.grad,
+        "seed": settings.seed,
+        "compile_threads": compile_threads,
+    }
+
+
 def _measure(
     settings: Settings,
     device: str,
     backends: list[str],
     variant_list: list[variants_mod.Variant],
+    cells: list[tuple[str, str]],
     work: Path,
     step: Progress,
 ) -> dict[str, Any]:
@@ -337,30 +377,19 @@ def _measure(
     compile_threads = settings.compile_threads
     if compile_threads is None and not device.startswith("cuda"):
         compile_threads = 1
-    reduce_overhead_cpu = [b for b in backends if b.endswith("-reduce-overhead") and not device.startswith("cuda")]
-    step("starting workers", 0, total=len(variant_list) * len(backends) * (3 + settings.rounds))
+    by_name = {v.name: v for v in variant_list}
+    n = settings.processes
+    step("starting workers", 0, total=len(cells) * n * (3 + settings.rounds))
     try:
-        for v in variant_list:
-            for b in backends:
-                cfg = {
-                    "output_path": str(work / f"{v.name}-{b}" / "output.pt"),
-                    "harness": v.harness,
-                    "search": v.search,
-                    "fixed": v.fixed,
-                    "backend": b,
-                    "device": device,
-                    "dtype": settings.dtype,
-                    "warmup": settings.warmup,
-                    "batch": settings.batch,
-                    "threads": settings.threads,
-                    "grad": settings.grad,
-                    "seed": settings.seed,
-                    "compile_threads": compile_threads,
-                }
-                why = None
-                if reduce_overhead_cpu and b in reduce_overhead_cpu:
-                    why = "CUDA graphs (mode='reduce-overhead') need a CUDA device"
-                workers.append(_Worker(v, b, cfg, work / f"{v.name}-{b}", unavailable=why))
+        for vname, b in cells:
+            v = by_name[vname]
+            why = None
+            if b.endswith("-reduce-overhead") and not device.startswith("cuda"):
+                why = "CUDA graphs (mode='reduce-overhead') need a CUDA device"
+            for i in range(n):
+                folder = work / (f"{v.name}-{b}" + (f"-p{i}" if n > 1 else ""))
+                cfg = _worker_cfg(settings, v, b, device, folder, compile_threads)
+                workers.append(_Worker(v, b, cfg, folder, unavailable=why))
         loaded: dict[int, dict[str, Any]] = {}
         for i, w in enumerate(workers):
             step(f"loading {w.variant.name} / {w.backend}", 0)
@@ -375,28 +404,11 @@ def _measure(
         if bad is not None:
             where = f" (repaired variant from {bad.variant.fixed})" if bad.variant.fixed else ""
             raise BenchError(f"the harness cannot be loaded{where}: {bad.harness_error}")
-        reference: _Worker | None = None
-        for i, w in enumerate(workers):
-            step(f"compiling {w.variant.name} / {w.backend} (cold)", 0)
-            ref_path = reference.cfg["output_path"] if reference is not None else None
-            ev = w.command({"cmd": "cold", "reference": ref_path}, "ready", settings.timeout_s)
-            if ev:
-                w.row["first_call_s"] = ev["first_call_s"]
-                w.row["compile_s"] = ev["compile_s"]
-                check = ev.get("output_check")
-                if check is not None and reference is not None:
-                    w.row["output_check"] = {"reference": f"{reference.variant.name} / {reference.backend}", **check}
-                if reference is None and w.variant.name == "original":
-                    reference = w  # the first original row that ran is the reference for all others
-                if compile_threads != 1 and w.backend != "eager":
-                    time.sleep(SETTLE_S)  # let Inductor's compile-worker pool go quiet before the next one
-            step("", 1)
+        _cold_starts(workers, settings, compile_threads, step)
         for r in range(settings.rounds):
             active = [w for w in workers if w.alive]
-            if active:
-                k = r % len(active)
-                active = active[k:] + active[:k]
-            for w in active:
+            for k in stats.round_order(len(active), r):
+                w = active[k]
                 step(f"round {r + 1}/{settings.rounds}: {w.variant.name} / {w.backend}", 0)
                 ev = w.command({"cmd": "round", "calls": settings.calls}, "round", settings.timeout_s)
                 if ev:
@@ -420,9 +432,10 @@ def _measure(
     if first.get("unwrapped"):
         notes.append("the harness returned an already compiled object; each backend compiled its original")
     cpus = os.cpu_count() or 1
-    rows = [_finish_row(w) for w in workers]
+    rows = [_finish_row([w for w in workers if (w.variant.name, w.backend) == c]) for c in cells]
     notes.extend(timing_notes(rows, load_start, cpus, device, settings.threads))
     _add_ratios(rows)
+    baseline = cells[0] if settings.cells is not None else None
     return {
         "schema": SCHEMA_NAME,
         "version": SCHEMA_VERSION,
@@ -439,9 +452,13 @@ def _measure(
         "fixed": settings.fixed,
         "settings": {
             "backends": backends,
+            "cells": [f"{v}/{b}" for v, b in cells],
+            "processes": settings.processes,
             "rounds": settings.rounds,
             "calls_per_round": settings.calls,
             "warmup": settings.warmup,
+            "stable_tol": settings.stable_tol,
+            "warmup_max_s": settings.warmup_max_s,
             "batch": settings.batch,
             "threads": settings.threads,
             "compile_threads": compile_threads,
@@ -453,13 +470,34 @@ def _measure(
         "notes": notes,
         "results": rows,
         "comparisons": _comparisons(rows, backends),
+        "versus": _versus(rows, baseline) if baseline else [],
     }
+
+
+def _cold_starts(workers: list[_Worker], settings: Settings, compile_threads: int | None, step: Progress) -> None:
+    """Compile and first call, one worker at a time; the first ``original`` worker's output is the reference."""
+    reference: _Worker | None = None
+    for w in workers:
+        step(f"compiling {w.variant.name} / {w.backend} (cold)", 0)
+        ref_path = reference.cfg["output_path"] if reference is not None else None
+        ev = w.command({"cmd": "cold", "reference": ref_path}, "ready", settings.timeout_s)
+        if ev:
+            w.cold = ev
+            check = ev.get("output_check")
+            if check is not None and reference is not None:
+                w.row["output_check"] = {"reference": f"{reference.variant.name} / {reference.backend}", **check}
+            if reference is None and w.variant.name == "original":
+                reference = w  # the first original row that ran is the reference for all others
+            if compile_threads != 1 and w.backend != "eager":
+                time.sleep(SETTLE_S)  # let Inductor's compile-worker pool go quiet before the next one
+        step("", 1)
 
 
 def timing_notes(
     rows: list[dict[str, Any]], load_start: list[float] | None, cpus: int, device: str, threads: int | None
 ) -> list[str]:
-    """What the reader must know about the quality of the timings: a busy machine, unsteady rounds."""
+    """What the reader must know about the quality of the timings: a busy machine, unsteady rounds, a warm-up
+    that never settled, processes of the same row that disagree."""
     notes = []
     if load_start and load_start[0] > 0.5 * cpus:
         hint = ""
@@ -480,10 +518,11 @@ def timing_notes(
             f"OUTPUT MISMATCH against {ref}: {'; '.join(differ)}. A speedup of a variant whose output changed "
             "is not a like-for-like comparison"
         )
+    ok = [r for r in rows if r["status"] == "ok"]
     unsteady = [
         f"{r['variant']} / {r['backend']}"
-        for r in rows
-        if r["status"] == "ok" and len(r["latency_ms"]["round_medians"]) > 1
+        for r in ok
+        if len(r["latency_ms"]["round_medians"]) > 1
         and max(r["latency_ms"]["round_medians"]) > UNSTEADY * min(r["latency_ms"]["round_medians"])
     ]
     if unsteady:
@@ -491,16 +530,50 @@ def timing_notes(
             f"round medians varied by more than {UNSTEADY:.1f}x for {', '.join(unsteady)}: run more rounds, "
             "or on a quieter machine, before trusting small differences"
         )
+    unsettled = [f"{r['variant']} / {r['backend']}" for r in ok
+                 if any(p["stable"] is False for p in r.get("processes") or [])]
+    if unsettled:
+        notes.append(
+            f"the warm-up of {', '.join(unsettled)} did not settle (two batches of calls within the tolerance) "
+            "before --warmup-max-s: its first rounds may still be warming up"
+        )
+    apart = [f"{r['variant']} / {r['backend']} ({r['process_spread']:.0%})" for r in ok
+             if r.get("process_spread", 0.0) > 0.05]
+    if apart:
+        notes.append(
+            f"separate processes of the same measurement differ by more than 5%: {', '.join(apart)}; verdicts "
+            "count such a difference as noise"
+        )
     return notes
 
 
-def _finish_row(w: _Worker) -> dict[str, Any]:
-    row = w.row
-    if row["status"] == "ok" and w.times:
-        lat = latency_stats(w.times)
+def _finish_row(group: list[_Worker]) -> dict[str, Any]:
+    """One row of results from the processes of one (variant, backend): the first process's row, with the
+    latency over all of them (a round's value is the median of the processes' round medians)."""
+    row = group[0].row
+    failed = next((w for w in group if w.row["status"] != "ok"), None)
+    if failed is not None and failed is not group[0]:  # one failed process fails the row
+        row.update(status=failed.row["status"], reason=f"process {group.index(failed) + 1}: {failed.row['reason']}")
+        if failed.row.get("log_tail"):
+            row["log_tail"] = failed.row["log_tail"]
+    if row["status"] == "ok" and all(w.times for w in group):
+        per = [[statistics.median(r) * 1e3 for r in w.times] for w in group]
+        lat = latency_stats([t for w in group for t in w.times])  # p10/p90/min/max over every call
+        rounds = stats.combine_replicas(per)
+        med = statistics.median(rounds)
+        lat.update(median=med, round_medians=rounds, rounds=len(rounds),
+                   spread=(max(rounds) - min(rounds)) / med if med > 0 else 0.0)
         row["latency_ms"] = lat
         batch = int(row.get("batch") or 1)
         row["throughput"] = {"batch": batch, "items_per_s": batch / (lat["median"] / 1e3)}
+        cold = [w.cold or {} for w in group]
+        row["first_call_s"], row["compile_s"] = cold[0]["first_call_s"], cold[0]["compile_s"]
+        row["processes"] = [
+            {"median_ms": statistics.median(p), "first_call_s": c["first_call_s"],
+             "warmup_calls": c["warmup"]["calls"], "stable": c["warmup"]["stable"]}
+            for c, p in zip(cold, per)
+        ]
+        row["process_spread"] = stats.process_spread([p["median_ms"] for p in row["processes"]])
     elif row["status"] == "ok":
         row["status"] = "error"
         row["reason"] = "no timed calls completed"
@@ -537,14 +610,21 @@ def _add_ratios(rows: list[dict[str, Any]]) -> None:
         }
 
 
+def _noise(*rows: dict[str, Any]) -> float:
+    return max([stats.MIN_EFFECT, *(r.get("process_spread", 0.0) for r in rows)])
+
+
 def _comparisons(rows: list[dict[str, Any]], backends: list[str]) -> list[dict[str, Any]]:
-    """Per backend: the original against the repaired variant (speedups above 1 are better)."""
+    """Per backend: the original against the repaired variant (speedups above 1 are better), with the
+    verdict on the warm time."""
     out = []
     for b in backends:
         o = _get(rows, "original", b)
         p = _get(rows, "repaired", b)
         if not o or not p:
             continue
+        warm = stats.compare(o["latency_ms"]["round_medians"], p["latency_ms"]["round_medians"], _noise(o, p))
+        lo, hi = warm["interval"]
         out.append(
             {
                 "backend": b,
@@ -552,10 +632,33 @@ def _comparisons(rows: list[dict[str, Any]], backends: list[str]) -> list[dict[s
                 "breaks": [o["breaks"], p["breaks"]],
                 "recompiles": [o["recompiles"], p["recompiles"]],
                 "warm_speedup": _ratio(o["latency_ms"]["median"], p["latency_ms"]["median"]),
+                "warm_speedup_interval": [1.0 / hi, 1.0 / lo],
+                "warm_verdict": warm["verdict"],
                 "cold_speedup": _ratio(o["first_call_s"], p["first_call_s"]),
                 "compile_speedup": _ratio(o["compile_s"], p["compile_s"]),
             }
         )
+    return out
+
+
+def _versus(rows: list[dict[str, Any]], baseline: tuple[str, str]) -> list[dict[str, Any]]:
+    """Every row against the baseline cell (``--cells``' first): warm time ratio (below 1 is faster) with its
+    interval and verdict, cold-start and compile ratios."""
+    base = _get(rows, *baseline)
+    if base is None:
+        return []
+    out = []
+    for r in rows:
+        if r is base or r["status"] != "ok":
+            continue
+        warm = stats.compare(base["latency_ms"]["round_medians"], r["latency_ms"]["round_medians"], _noise(base, r))
+        out.append({
+            "baseline": f"{base['variant']}/{base['backend']}",
+            "cell": f"{r['variant']}/{r['backend']}",
+            "warm": warm,
+            "first_call_ratio": _ratio(r["first_call_s"], base["first_call_s"]),
+            "compile_ratio": _ratio(r["compile_s"], base["compile_s"]),
+        })
     return out
 
 

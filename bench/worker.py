@@ -8,7 +8,7 @@ user's code prints lands in the worker log and never corrupts the protocol.
 Phases, each answered with an event:
 
 * start-up (no command): import torch, load the harness, move it to the device -> ``loaded``
-* ``{"cmd": "cold"}``: compile, time the first call, run the warm-up calls -> ``ready``
+* ``{"cmd": "cold"}``: compile, time the first call, warm up until the times are stable -> ``ready``
 * ``{"cmd": "round", "calls": N}``: N timed calls -> ``round`` with the times in seconds
 * ``{"cmd": "finish"}``: final counts and peak memory -> ``finished``; the process exits
 
@@ -30,6 +30,7 @@ from typing import Any
 
 from mend.analyzers.runtime import harness as harness_mod
 from mend.analyzers.runtime.harness import HarnessError
+from mend.bench import stats
 
 # name -> (torch.compile backend or None for plain eager PyTorch, mode)
 BACKENDS: dict[str, tuple[str | None, str | None]] = {
@@ -254,15 +255,29 @@ class Worker:
         compile_cold = self.counter.compile_seconds()
         self.phase = "output check"
         check = self._check_output(kept[0], reference)
+        warmup = self.warm_up()
+        self.proto.send(
+            "ready", first_call_s=first, compile_s=compile_cold, output_check=check, warmup=warmup, **self._counts()
+        )
+
+    def warm_up(self) -> dict[str, Any]:
+        """``warmup`` calls; then, for mend, wait for its background builds (graphs compiled with
+        ``async_compile``, matrix products tuning) and make the call that switches to them; then batches of
+        calls until two batches in a row agree (``stats.until_stable``)."""
         self.phase = "warm-up"
         for _ in range(int(self.cfg.get("warmup", 3))):
             self._call_once()
-        tiered = sys.modules.get("mend.compiler.runtime.tiered")
-        if tiered is not None and tiered.pending():  # MEND_ASYNC_COMPILE: time the compiled graphs, not ATen
-            self.phase = "waiting for asynchronous compiles"
-            tiered.wait()
+        compiler = sys.modules.get("mend.compiler")
+        if compiler is not None:
+            self.phase = "waiting for mend's background compiles"
+            compiler.wait()
             self._call_once()
-        self.proto.send("ready", first_call_s=first, compile_s=compile_cold, output_check=check, **self._counts())
+        self.phase = "warm-up"
+        if float(self.cfg.get("warmup_max_s", 0.0)) <= 0:
+            return {"calls": 0, "stable": None, "median_s": None}
+        return stats.until_stable(
+            self._call_once, tol=float(self.cfg.get("stable_tol", 0.03)), max_s=float(self.cfg["warmup_max_s"])
+        )
 
     def _check_output(self, tensors: list[Any], reference: str | None) -> dict[str, Any] | None:
         """Save this worker's first output; compare it with the reference worker's saved output."""

@@ -14,8 +14,10 @@ HELP = """Time HARNESS (path.py:function returning (model_or_fn, args, kwargs)) 
 
 For each variant (original, repaired) and backend (eager, inductor, inductor-reduce-overhead on CUDA,
 mend, mend-reduce-overhead on CUDA) it measures graphs, breaks, recompiles, cold compile and first-call time, warm latency (median,
-p10, p90 over interleaved rounds), throughput and peak memory, each variant in its own process with
-fresh compile caches. Exit codes: 0 measured, 1 a variant failed, 2 bad input."""
+p10, p90 and spread over interleaved rounds, after a warm-up until stable), throughput and peak memory,
+each variant in its own process with fresh compile caches, and says of each comparison whether the
+difference is beyond noise. --repair-value: original on Inductor, repaired on Inductor, repaired on mend,
+one table. Exit codes: 0 measured, 1 a variant failed, 2 bad input."""
 
 
 def register(app: typer.Typer) -> None:
@@ -39,10 +41,31 @@ def bench(
         "inductor-max-autotune, mend, mend-reduce-overhead, or any registered Dynamo backend. Default: eager, "
         "inductor, inductor-reduce-overhead (CUDA only), mend, mend-reduce-overhead (CUDA only).",
     ),
+    cells: Optional[str] = typer.Option(
+        None, "--cells", metavar="V/B,...",
+        help="Run only these variant/backend cells (e.g. original/inductor,repaired/mend); every other cell is "
+        "compared with the first, with a verdict.",
+    ),
+    repair_value: bool = typer.Option(
+        False, "--repair-value",
+        help="What the repair is worth: --cells original/inductor,repaired/inductor,repaired/mend.",
+    ),
+    processes: int = typer.Option(
+        1, "--processes", min=1,
+        help="Processes per cell; their disagreement is the noise floor of the verdicts (2 on a GPU host "
+        "whose speed varies from process to process).",
+    ),
     device: str = typer.Option("auto", "--device", help="cpu, cuda or auto."),
     rounds: int = typer.Option(10, "--rounds", min=1, help="Interleaved timed rounds."),
     calls: int = typer.Option(10, "--calls", min=1, help="Timed calls per round."),
-    warmup: int = typer.Option(3, "--warmup", min=0, help="Untimed calls after the first call."),
+    warmup: int = typer.Option(3, "--warmup", min=0, help="Untimed calls after the first call, before the warm-up until stable."),
+    stable_tol: float = typer.Option(
+        0.03, "--stable-tol", help="Warm up until two batches of 5 calls have medians within this fraction."
+    ),
+    warmup_max_s: float = typer.Option(
+        60.0, "--warmup-max-s", min=0.0, help="Seconds the warm-up until stable may take (0: none; a note names "
+        "rows that did not settle)."
+    ),
     batch: Optional[int] = typer.Option(
         None, "--batch", min=1, help="Items per call for throughput (default: first dimension of the first tensor argument)."
     ),
@@ -79,10 +102,17 @@ def bench(
         except ImportError:
             err.print("[red]error:[/red] --png needs matplotlib: pip install 'torch-mend[bench]' (or use --html)")
             raise typer.Exit(2) from None
+    if repair_value and cells:
+        err.print("[red]error:[/red] --repair-value names its cells: drop --cells")
+        raise typer.Exit(2)
+    from mend.bench.runner import REPAIR_VALUE
+
+    cell_list = REPAIR_VALUE if repair_value else [c.strip() for c in cells.split(",") if c.strip()] if cells else None
     settings = Settings(
         harness=harness, fixed=str(fixed) if fixed else None, repair=repair, unsafe_fixes=unsafe_fixes, backends=backend or None,
         device=device, rounds=rounds, calls=calls, warmup=warmup, batch=batch, threads=threads,
-        compile_threads=compile_threads, dtype=dtype, grad=grad, timeout_s=timeout,
+        compile_threads=compile_threads, dtype=dtype, grad=grad, timeout_s=timeout, cells=cell_list,
+        processes=processes, stable_tol=stable_tol, warmup_max_s=warmup_max_s,
     )
     try:
         doc = _run_with_progress(run, settings, err)
