@@ -3,6 +3,7 @@
     python benchmarks/compiler_gpu_zoo.py --device cuda --dtype bf16|fp16|fp32 [--models a,b] [--out DIR]
                                           [--budget-s S] [--deadline-s S] [--jobs N] [--size real|tiny]
                                           [--compilers inductor,mend] [--profile]
+                                          [--sizes 1x128,8x512,64x2048] [--no-cudagraphs] [--no-async]
     python benchmarks/compiler_gpu_zoo.py --dtype fp32 --show part1.json,part2.json   (one table of parts)
     python benchmarks/compiler_zoo.py --device cuda ...            (the same: the GPU zoo)
 
@@ -11,14 +12,18 @@ configs through public APIs only (``AutoConfig.for_model``, ``AutoModel.from_con
 ``get_encoder()``), random weights, sdpa attention where the model has it and its default otherwise (the
 ``attn`` column). ``--size real``: hidden 768, 4 layers, batch 8 x 512 tokens (encoder-decoders: 128 decoder tokens), 16 images of 224, 8 x 3000 audio
 frames; ``tiny`` checks the builders on a CPU. Rows ending in ``:train`` time a training step instead
-(forward, backward of ``mean(output * a fixed random tensor)``, AdamW step; dropout off).
+(forward, backward of ``mean(output * a fixed random tensor)``, AdamW step; dropout off). A row may name
+its size: ``bert@64x2048`` (batch x tokens), ``vit@16x384`` (images x image side), ``whisper@8x3000``
+(batch x frames), ``bert@8x512:train``; ``--sizes`` makes one row per model and size (the size sweep).
 
 Each model runs in its own process. Per model, in this order: eager (reference output); cold compile and
 first result of mend and of Inductor (default mode), each with empty caches (the process's one-time costs,
 imports and compile workers, are paid first on a small unrelated graph by both) and after a full garbage
 collection (with a model and Dynamo's state loaded, a full collection takes 0.3-0.5 s and otherwise lands in
 whichever compile's allocations cross the collector's threshold: in this order, mend's); warm runtime of eager,
-Inductor and mend in interleaved rounds (median of round medians), after mend's background tuning of
+Inductor and mend in interleaved rounds (median of round medians; the m/i column is the median of the
+per-round ratios with its 95% bootstrap interval and a verdict, ``mend.bench.stats``), after mend's
+background tuning of
 half-precision matrix products has its kernels built (``mend_tuning_wait_s`` in the raw results; the
 difference from eager is checked again once the tuned kernels run); both with CUDA graphs (mend's
 ``mode="reduce-overhead"`` against Inductor's); mend's first result with ``async_compile`` (empty mend
@@ -35,7 +40,8 @@ each compiler's longest GPU kernels per model to the raw results (where mend tra
 a table of each warm call's GPU time by kind of kernel: library (cuBLAS, cuDNN, attention: called alike by
 both compilers), matmul templates, other generated kernels, ATen, copies, with the floor mend's matrix
 products set on its runtime ratio.
-``--out DIR``: ``zoo_<dtype>.json`` (raw results) and ``zoo_<dtype>.txt`` (the table).
+``--out DIR``: ``zoo_<dtype>.json`` (raw results, with the round medians and mend's tuning records: each
+matrix-product kernel's candidates and their times) and ``zoo_<dtype>.txt`` (the table).
 """
 
 from __future__ import annotations
@@ -157,6 +163,23 @@ ATTENTION = ("sdpa", None)  # the attention implementations asked for, in order 
 
 
 # --------------------------------------------------------------------------------------- building
+
+
+def parse_row(row: str, base: Size) -> tuple[str, Size, bool, bool]:
+    """``model[@AxB][:train|:lm]`` -> (model, size, train, lm). ``AxB`` is batch x tokens for text, images x
+    image side for vision, batch x frames for speech (:data:`KINDS`)."""
+    import dataclasses
+
+    head, _, tail = row.partition(":")
+    name, _, dims = head.partition("@")
+    size = base
+    if dims:
+        a, _, b = dims.partition("x")
+        if not (a.isdigit() and b.isdigit()):
+            raise ValueError(f"row {row!r}: the size must be AxB (e.g. bert@8x512)")
+        field = {"vision": ("images", "image"), "speech": ("batch", "frames")}.get(KINDS.get(name), ("batch", "seq"))
+        size = dataclasses.replace(base, **{field[0]: int(a), field[1]: int(b)})
+    return name, size, tail == "train", tail == "lm"
 
 
 def build(name: str, size: Size, device: str, dtype, lm: bool = False):
@@ -354,8 +377,8 @@ def _grad_diff(got: list, want: list) -> float:
     return math.sqrt(num / max(den, 1e-300))
 
 
-def _timed(runners: dict, device: str, rounds: int, reps: int) -> dict:
-    """Median of per-round medians (ms) of each runner, rounds interleaved."""
+def _timed(runners: dict, device: str, rounds: int, reps: int) -> tuple[dict, dict]:
+    """Median of per-round medians (ms) of each runner, rounds interleaved, and the round medians."""
     for r in runners.values():  # warm-up (CUDA graphs capture here)
         for _ in range(3):
             r()
@@ -369,8 +392,8 @@ def _timed(runners: dict, device: str, rounds: int, reps: int) -> dict:
                 r()
                 _sync(device)
                 ts.append(time.perf_counter() - t0)
-            per[k].append(statistics.median(ts))
-    return {k: statistics.median(v) * 1e3 for k, v in per.items()}
+            per[k].append(statistics.median(ts) * 1e3)
+    return {k: statistics.median(v) for k, v in per.items()}, per
 
 
 def _profile(run, device: str, calls: int = 3, top: int = 15) -> dict:
@@ -460,8 +483,19 @@ def _split_complete(p: dict) -> bool:
                for c in ("inductor", "mend"))
 
 
+def _tuning_records() -> list:
+    """mend's tuning records in this process's cache: each autotuned kernel, the configuration chosen and
+    every candidate's time (ms; ``cublas+epilogue`` is cuBLAS's product and the epilogue kernel)."""
+    root = Path(os.environ["MEND_CACHE_DIR"]) / "v1" / "triton" / "tune"
+    out = []
+    for f in sorted(root.glob("*/*.json")) if root.is_dir() else []:
+        with contextlib.suppress(OSError, ValueError):
+            out.append(json.loads(f.read_text()))
+    return out
+
+
 def measure(row: str, device: str, dtype_name: str, size_name: str, compilers: tuple, lock: str | None,
-            rounds: int = 5, reps: int = 5, profile: bool = False) -> dict:
+            rounds: int = 5, reps: int = 5, profile: bool = False, extras: tuple = ("cudagraphs", "async")) -> dict:
     """One row of the zoo, in this process (see the module docstring for the order of things)."""
     import torch
 
@@ -469,15 +503,14 @@ def measure(row: str, device: str, dtype_name: str, size_name: str, compilers: t
     from mend.compiler import backend as mend_backend
     from mend.compiler.runtime import guard
 
-    name, train = row.split(":")[0], row.endswith(":train")
+    name, size, train, lm = parse_row(row, SIZES[size_name])
     dtype = getattr(torch, DTYPES[dtype_name])
-    size = SIZES[size_name]
     _set_cache_limits()
-    model, inp = build(name, size, device, dtype, lm=row.endswith(":lm"))
+    model, inp = build(name, size, device, dtype, lm=lm)
     if train:
         model.train()
     gpu = GpuLock(lock)
-    res: dict = {"model": row if row.endswith(":lm") else name, "kind": KINDS[name], "train": train, "dtype": dtype_name,
+    res: dict = {"model": row if lm or "@" in row else name, "kind": KINDS[name], "train": train, "dtype": dtype_name,
                  "attention": getattr(model.config, "_attn_implementation", "?")}
     stats0 = dict(mend_backend.STATS)
     rf0 = guard.STATS["runtime_fallbacks"]
@@ -518,13 +551,15 @@ def measure(row: str, device: str, dtype_name: str, size_name: str, compilers: t
         res.update({f"mend_{k}": v for k, v in st.items()})
         runners = {"eager": _runner(model, inp, train, opt)}
         runners.update({c: _runner(fn, inp, train, opt) for c, fn in compiled.items()})
-        if device == "cuda":
+        if device == "cuda" and "cudagraphs" in extras:
             runners.update({f"{c}-cg": _runner(torch.compile(model, backend=c, mode="reduce-overhead"), inp, train, opt)
                             for c in compiled})
-        res["ms"] = _timed(runners, device, rounds, reps)
+        res["ms"], res["rounds_ms"] = _timed(runners, device, rounds, reps)
         if profile:
             res["profile"] = {c: _profile(runners[c], device) for c in compiled}
-        if "mend" in compiled and not train:
+        if "mend" in compiled:
+            res["mend_tuning"] = _tuning_records()
+        if "mend" in compiled and not train and "async" in extras:
             _fresh_caches("async")
             fn = torch.compile(model, backend="mend", options={"async_compile": True})
             _collected(device)
@@ -543,7 +578,7 @@ def measure(row: str, device: str, dtype_name: str, size_name: str, compilers: t
 def run_row(row: str, a, lock: str, timeout: float) -> dict:
     code = (f"import json, sys; sys.path.insert(0, {str(HERE.parent)!r}); import compiler_gpu_zoo as z; "
             f"print('RESULT ' + json.dumps(z.measure({row!r}, {a.device!r}, {a.dtype!r}, {a.size!r}, "
-            f"{tuple(a.compilers.split(','))!r}, {lock!r}, {a.rounds}, {a.reps}, {a.profile})))")
+            f"{tuple(a.compilers.split(','))!r}, {lock!r}, {a.rounds}, {a.reps}, {a.profile}, {a.extras!r})))")
     tmp = tempfile.mkdtemp(prefix="mend_zoo_proc_")
     env = dict(os.environ, TRANSFORMERS_VERBOSITY="error", PYTHONWARNINGS="ignore",
                TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"), TRITON_CACHE_DIR=os.path.join(tmp, "triton"),
@@ -585,6 +620,22 @@ def verdict(r: dict) -> str:
     return "ok"
 
 
+def runtime_ratio(r: dict) -> tuple[float, str]:
+    """mend / Inductor warm time: the median of the per-round ratios (rounds interleaved in one process) and
+    its 95% bootstrap interval with a mark, ``+`` faster, ``-`` slower, ``=`` within noise
+    (``mend.bench.stats.compare``); raw results without round medians give the ratio of the medians."""
+    ms, rounds = r["ms"], r.get("rounds_ms") or {}
+    if "inductor" not in ms or "mend" not in ms:
+        return math.nan, ""
+    if "inductor" not in rounds or "mend" not in rounds:
+        return ms["mend"] / ms["inductor"], ""
+    from mend.bench import stats
+
+    c = stats.compare(rounds["inductor"], rounds["mend"])
+    mark = {"faster": "+", "slower": "-"}.get(c["verdict"], "=")
+    return c["ratio"], f"{c['interval'][0]:.2f}-{c['interval'][1]:.2f} {mark}"
+
+
 def _geo(xs) -> float:
     xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
@@ -592,18 +643,18 @@ def _geo(xs) -> float:
 
 def table(results: dict, a) -> str:
     lines = [f"compiler zoo: device {a.device}, dtype {a.dtype}, size {a.size}, compilers {a.compilers}"]
-    head = (f"{'model':<16}{'kind':<9}{'attn':<7}{'verdict':>9}{'mend diff':>11}{'ind diff':>10}{'eager ms':>10}"
-            f"{'ind ms':>9}{'mend ms':>9}{'m/i':>7}{'ind-cg':>9}{'mend-cg':>9}{'cg m/i':>8}"
+    head = (f"{'model':<20}{'kind':<9}{'attn':<7}{'verdict':>9}{'mend diff':>11}{'ind diff':>10}{'eager ms':>10}"
+            f"{'ind ms':>9}{'mend ms':>9}{'m/i':>7}{'95% interval':>14}{'ind-cg':>9}{'mend-cg':>9}{'cg m/i':>8}"
             f"{'ind cold':>10}{'mend cold':>10}{'i/m cold':>9}{'async 1st':>10}{'i/async':>8}  graphs")
     lines += [head, "-" * len(head)]
     cols = {"rt": [], "cg": [], "cold": [], "async": []}
     for row, r in results.items():
         if "error" in r or "skipped" in r:
-            lines.append(f"{row:<16}{'':<16}{'skipped' if 'skipped' in r else 'error':>9}  "
+            lines.append(f"{row:<20}{'':<16}{'skipped' if 'skipped' in r else 'error':>9}  "
                          f"{r.get('skipped') or r.get('error')}")
             continue
         ms = r["ms"]
-        rt = ms.get("mend", math.nan) / ms.get("inductor", math.nan) if "inductor" in ms else math.nan
+        rt, interval = runtime_ratio(r)
         cg = ms.get("mend-cg", math.nan) / ms.get("inductor-cg", math.nan) if "inductor-cg" in ms else math.nan
         cold = r.get("inductor_cold_s", math.nan) / r.get("mend_cold_s", math.nan)
         asy = r.get("inductor_cold_s", math.nan) / r.get("mend_async_first_s", math.nan)
@@ -611,9 +662,9 @@ def table(results: dict, a) -> str:
             cols[k].append(v)
         dk = "grad_rel_diff" if r["train"] else "diff"
         lines.append(
-            f"{row:<16}{r['kind']:<9}{str(r.get('attention', '?'))[:6]:<7}{verdict(r):>9}{r.get('mend_' + dk, math.nan):>11.2e}"
+            f"{row:<20}{r['kind']:<9}{str(r.get('attention', '?'))[:6]:<7}{verdict(r):>9}{r.get('mend_' + dk, math.nan):>11.2e}"
             f"{r.get('inductor_' + dk, math.nan):>10.2e}{ms['eager']:>10.2f}{ms.get('inductor', math.nan):>9.2f}"
-            f"{ms.get('mend', math.nan):>9.2f}{rt:>6.2f}x{ms.get('inductor-cg', math.nan):>9.2f}"
+            f"{ms.get('mend', math.nan):>9.2f}{rt:>6.2f}x{interval:>14}{ms.get('inductor-cg', math.nan):>9.2f}"
             f"{ms.get('mend-cg', math.nan):>9.2f}{cg:>7.2f}x{r.get('inductor_cold_s', math.nan):>10.2f}"
             f"{r.get('mend_cold_s', math.nan):>10.2f}{cold:>8.1f}x{r.get('mend_async_first_s', math.nan):>10.2f}"
             f"{asy:>7.1f}x  {r.get('mend_graphs', 0)}g/{r.get('mend_kernels', 0)}k/{r.get('mend_extern_calls', 0)}a"
@@ -621,7 +672,9 @@ def table(results: dict, a) -> str:
             + "".join(f" [{c} failed: {r[c + '_error']}]" for c in ("inductor", "mend") if r.get(c + "_error"))
             + (f" runtime:{r['mend_runtime_fallbacks']}" if r.get("mend_runtime_fallbacks") else ""))
     lines.append("-" * len(head))
-    lines.append(f"geomean mend/inductor runtime {_geo(cols['rt']):.3f}x (target <= 0.95); with CUDA graphs "
+    worst = max((x for x in cols["rt"] if math.isfinite(x)), default=math.nan)
+    lines.append(f"geomean mend/inductor runtime {_geo(cols['rt']):.3f}x (target <= 0.95; slowest cell {worst:.2f}x, "
+                 f"target <= 1.10; 95% intervals from the paired rounds: + faster, - slower, = within noise); with CUDA graphs "
                  f"{_geo(cols['cg']):.3f}x (target <= 1.0); cold compile inductor/mend {_geo(cols['cold']):.2f}x "
                  f"(target >= 3); first result with async_compile {_geo(cols['async']):.2f}x (target >= 6)")
     ok = sum(verdict(r) == "ok" for r in results.values() if "skipped" not in r)
@@ -629,6 +682,12 @@ def table(results: dict, a) -> str:
     lines.append(f"{ok}/{ran} rows ok (mend within the tolerance Inductor meets, nothing fell back); "
                  f"{len(results) - ran} skipped")
     return "\n".join(lines + _gpu_lines(results))
+
+
+def sized(row: str, size: str) -> str:
+    """``bert:train`` and ``8x512`` -> ``bert@8x512:train``."""
+    head, sep, tail = row.partition(":")
+    return f"{head.split('@')[0]}@{size}{sep}{tail}"
 
 
 def main(argv=None) -> int:
@@ -644,6 +703,10 @@ def main(argv=None) -> int:
     ap.add_argument("--deadline-s", type=float, default=None, help="stop every model process after this many seconds")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per model process")
     ap.add_argument("--profile", action="store_true", help="the longest GPU kernels of each compiler, in the json")
+    ap.add_argument("--sizes", default=None, help="comma-separated AxB (batch x tokens, images x side, batch x "
+                                                  "frames): one row per model and size (the size sweep)")
+    ap.add_argument("--no-cudagraphs", action="store_true", help="leave out the CUDA-graph runs (a sweep fits more)")
+    ap.add_argument("--no-async", action="store_true", help="leave out mend's first result with async_compile")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", type=Path, default=None, help="folder for zoo_<dtype>.json and zoo_<dtype>.txt")
@@ -651,6 +714,7 @@ def main(argv=None) -> int:
                                                  "rows as one table (--dtype says theirs); run nothing")
     a = ap.parse_args(argv)
     a.size = a.size or ("real" if a.device == "cuda" else "tiny")
+    a.extras = tuple(x for x, off in (("cudagraphs", a.no_cudagraphs), ("async", a.no_async)) if not off)
     if a.show:
         merged: dict = {}
         for path in a.show.split(","):
@@ -659,7 +723,9 @@ def main(argv=None) -> int:
         return 0
     groups = {"inference": list(INFERENCE), "training": list(TRAINING), "lm": list(LM)}
     rows = [r for m in (a.models or "inference,training,lm").split(",") for r in groups.get(m, [m])]
-    unknown = [r for r in rows if r.split(":")[0] not in CONFIGS]
+    if a.sizes:
+        rows = [sized(r, s) for r in rows for s in a.sizes.split(",")]
+    unknown = [r for r in rows if r.split(":")[0].split("@")[0] not in CONFIGS]
     if unknown:
         ap.error(f"unknown models {unknown}; choose from {', '.join(CONFIGS)}")
     lock = os.path.join(tempfile.mkdtemp(prefix="mend_zoo_lock_"), "gpu.lock")

@@ -12,6 +12,9 @@
 #   ROWS=gpt2,bert bash benchmarks/gpu_check.sh 7   # host time per call: what the wrapper's calls cost, then
 #                                    # each row under Inductor, mend and mend's switches (COMPILERS), and the GPU tests
 #                                    # (TESTS=0: none)
+#   ROWS=bert,vit bash benchmarks/gpu_check.sh 8   # the zoo's ROWS in DTYPES (ZOO_ARGS: more options, e.g.
+#                                    # --sizes 8x512,64x512; TF_OLD=DIR: again with the transformers in DIR first,
+#                                    # under $OUT/tf_old), then `mend bench --repair-value` twice (does a run repeat?)
 #
 # PROFILE=0 leaves out the zoo's per-model kernel profile (more rows fit a part).
 # Each part stops starting work at its deadline (PART_SECONDS, default 520) so the command ends within 9
@@ -59,9 +62,9 @@ print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', tr
 
 zoo() {  # dtype, rows, seconds to leave for what follows
     echo "== GPU zoo $1 $2 ($(left) s left)"
-    "$PY" benchmarks/compiler_zoo.py --device cuda --dtype "$1" --models "$2" --jobs 2 --rounds 3 \
-        $([ "${PROFILE:-1}" = 0 ] || echo --profile) \
-        --budget-s $(( $(left) - $3 - 90 )) --deadline-s $(( $(left) - $3 - 10 )) --out "$OUT"
+    "$PY" benchmarks/compiler_zoo.py --device cuda --dtype "$1" --models "$2" --jobs 2 --rounds "${ROUNDS:-3}" \
+        $([ "${PROFILE:-1}" = 0 ] || echo --profile) ${ZOO_ARGS:-} \
+        --budget-s $(( $(left) - $3 - 90 )) --deadline-s $(( $(left) - $3 - 10 )) --out "${ZOO_OUT:-$OUT}"
 }
 
 case "$PART" in
@@ -129,8 +132,52 @@ case "$PART" in
         tests/compiler/test_gpu_models.py tests/compiler/test_gpu_zoo_split.py > "$OUT/gpu_tests.log" 2>&1
     echo "pytest exit $?"; tail -5 "$OUT/gpu_tests.log"
     ;;
+8)
+    # the zoo's ROWS first (they leave BENCH_S seconds for each of two bench runs), then the two bench runs
+    set -- ${DTYPES:-bf16}
+    reserve=$(( 2 * ${BENCH_S:-150} ))
+    n=$#
+    [ -n "${TF_OLD:-}" ] && n=$(( n * 2 ))
+    for d in "$@"; do
+        n=$(( n - 1 )); zoo "$d" "${ROWS:?ROWS=a,b names the rows}" $(( reserve + n * ($(left) - reserve) / (n + 1) ))
+        if [ -n "${TF_OLD:-}" ]; then
+            mkdir -p "$OUT/tf_old"; n=$(( n - 1 ))
+            PYTHONPATH="$TF_OLD:$PYTHONPATH" ZOO_OUT="$OUT/tf_old" zoo "$d" "$ROWS" $(( reserve + n * ($(left) - reserve) / (n + 1) ))
+        fi
+    done
+    if [ -n "${DUMP:-}" ]; then  # mend's stage outputs for the DUMP rows (one bf16 call each), as one archive
+        for row in ${DUMP//,/ }; do
+            for tf in "" ${TF_OLD:-}; do
+                PYTHONPATH="${tf:+$tf:}$PYTHONPATH" MEND_COMPILER_DEBUG="/tmp/mend_dump/$row${tf:+_old}" timeout 90 \
+                    "$PY" -c "import sys, torch; sys.path.insert(0, 'benchmarks'); import compiler_gpu_zoo as z; \
+name, size, _, _ = z.parse_row('$row', z.SIZES['real']); m, i = z.build(name, size, 'cuda', torch.bfloat16); \
+torch.no_grad().__enter__(); torch.compile(m, backend='mend')(**i)" > /dev/null 2>&1 || echo "dump of $row failed"
+            done
+        done
+        tar czf "$OUT/mend_dump.tgz" -C /tmp mend_dump
+    fi
+    for i in 1 2; do
+        echo "== mend bench --repair-value, run $i ($(left) s left)"
+        timeout $(( $(left) / (3 - i) - 5 )) "$PY" -m mend.cli bench benchmarks/repair_value/encoder.py:harness \
+            --fixed benchmarks/repair_value/fixed --repair-value --processes "${PROCESSES:-2}" --rounds 10 --calls 10 \
+            --json "$OUT/bench_rv_$i.json"
+        echo "mend bench exit $?"
+    done
+    "$PY" - "$OUT/bench_rv_1.json" "$OUT/bench_rv_2.json" <<'PYEOF'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+print("run to run: cell, median ms in run 1 and run 2, run 2 / run 1")
+for r1, r2 in zip(a["results"], b["results"]):
+    if r1["status"] == r2["status"] == "ok":
+        m1, m2 = r1["latency_ms"]["median"], r2["latency_ms"]["median"]
+        print(f"{r1['variant']}/{r1['backend']:<10} {m1:8.3f} {m2:8.3f} {m2 / m1:6.3f}")
+for v1, v2 in zip(a["versus"], b["versus"]):
+    print(f"{v1['cell']} against {v1['baseline']}: {v1['warm']['ratio']:.3f} ({v1['warm']['verdict']}), then "
+          f"{v2['warm']['ratio']:.3f} ({v2['warm']['verdict']})")
+PYEOF
+    ;;
 *)
-    echo "usage: gpu_check.sh 1|2|3|4|5|6|7"; exit 2
+    echo "usage: gpu_check.sh 1|2|3|4|5|6|7|8"; exit 2
     ;;
 esac
 echo "== done in $(( $(date +%s) - START )) s"
