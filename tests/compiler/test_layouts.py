@@ -1,4 +1,4 @@
-"""Outputs keep eager's strides (``lowering.eager_strides``: from each FX node's ``meta["val"]``): results of
+"""Outputs keep eager's strides (``lowering.values.eager_strides``: from each FX node's ``meta["val"]``): results of
 transposed, permuted, channels-last, expanded and sliced inputs, reductions over them, and outputs that are
 views of values the graph computes. ``helpers.assert_same`` compares strides on every dim of more than one
 element, so every compiler test checks them; these cases aim at the layouts themselves, on the C++ path,
@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mend.compiler.lowering.lowering import eager_strides
+from mend.compiler.lowering.values import eager_strides
 
 from .helpers import assert_same, check, same_strides, sum_backward_step
 

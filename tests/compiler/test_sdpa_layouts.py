@@ -12,7 +12,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from mend.compiler import ir
 from mend.compiler.lowering.decomps import decomposition_table
-from mend.compiler.lowering.lowering import ALIGNMENT
+from mend.compiler.lowering.values import ALIGNMENT
 
 from .helpers import lower_and_schedule, mend_compile_fx
 
