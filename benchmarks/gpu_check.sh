@@ -145,17 +145,6 @@ case "$PART" in
             PYTHONPATH="$TF_OLD:$PYTHONPATH" ZOO_OUT="$OUT/tf_old" zoo "$d" "$ROWS" $(( reserve + n * ($(left) - reserve) / (n + 1) ))
         fi
     done
-    if [ -n "${DUMP:-}" ]; then  # mend's stage outputs for the DUMP rows (one bf16 call each), as one archive
-        for row in ${DUMP//,/ }; do
-            for tf in "" ${TF_OLD:-}; do
-                PYTHONPATH="${tf:+$tf:}$PYTHONPATH" MEND_COMPILER_DEBUG="/tmp/mend_dump/$row${tf:+_old}" timeout 90 \
-                    "$PY" -c "import sys, torch; sys.path.insert(0, 'benchmarks'); import compiler_gpu_zoo as z; \
-name, size, _, _ = z.parse_row('$row', z.SIZES['real']); m, i = z.build(name, size, 'cuda', torch.bfloat16); \
-torch.no_grad().__enter__(); torch.compile(m, backend='mend')(**i)" > /dev/null 2>&1 || echo "dump of $row failed"
-            done
-        done
-        tar czf "$OUT/mend_dump.tgz" -C /tmp mend_dump
-    fi
     for i in 1 2; do
         echo "== mend bench --repair-value, run $i ($(left) s left)"
         timeout $(( $(left) / (3 - i) - 5 )) "$PY" -m mend.cli bench benchmarks/repair_value/encoder.py:harness \
