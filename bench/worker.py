@@ -290,26 +290,7 @@ class Worker:
             ref = torch.load(reference)
         except (OSError, RuntimeError) as exc:
             return {"matches": False, "max_abs_diff": None, "detail": f"reference output unreadable: {exc}"}
-        rtol, atol = TOLERANCES.get(self.cfg.get("dtype") or "float32", TOLERANCES["float32"])
-        result: dict[str, Any] = {"matches": True, "max_abs_diff": 0.0, "rtol": rtol, "atol": atol, "detail": ""}
-        if len(ref) != len(tensors):
-            return {**result, "matches": False, "max_abs_diff": None,
-                    "detail": f"{len(tensors)} output tensors, the reference has {len(ref)}"}
-        for i, (a, b) in enumerate(zip(tensors, ref)):
-            if a.shape != b.shape:
-                return {**result, "matches": False, "max_abs_diff": None,
-                        "detail": f"output {i}: shape {tuple(a.shape)}, the reference has {tuple(b.shape)}"}
-            if a.numel() == 0:
-                continue
-            diff = (a - b).abs()
-            finite = torch.isfinite(diff)
-            same_nonfinite = bool(((~torch.isfinite(a)) == (~torch.isfinite(b))).all())
-            d = float(diff[finite].max()) if bool(finite.any()) else 0.0
-            result["max_abs_diff"] = max(result["max_abs_diff"], d)
-            if not same_nonfinite or not torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
-                result["matches"] = False
-                result["detail"] = result["detail"] or f"output {i} differs (max abs diff {d:.3g})"
-        return result
+        return compare_outputs(tensors, ref)
 
     def round(self, calls: int) -> None:
         self.phase = "timed run"
@@ -397,6 +378,45 @@ def _project_dirs(cfg: dict[str, Any], target: Any, search: list[str]) -> list[s
 
 # (rtol, atol) for comparing a row's first output with the reference (original variant, first backend)
 TOLERANCES = {"float32": (1e-3, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (5e-2, 5e-2)}
+HALF = ("float16", "bfloat16")
+
+
+def compare_outputs(tensors: list[Any], ref: list[Any]) -> dict[str, Any]:
+    """Each output tensor against the reference's, with the tolerance of its own dtype (:data:`TOLERANCES`;
+    others compare as float32): float32 and wider element by element (``allclose``); float16 and bfloat16
+    against the output's scale, ``max |a - b| <= atol + rtol * max |b|``, since two compilers' roundings of
+    the same half-precision program differ by an ulp or two anywhere, near zero too. Non-finite values
+    must sit at the same places."""
+    import torch
+
+    result: dict[str, Any] = {"matches": True, "max_abs_diff": 0.0, "rtol": 0.0, "atol": 0.0, "detail": ""}
+    if len(ref) != len(tensors):
+        return {**result, "matches": False, "max_abs_diff": None,
+                "detail": f"{len(tensors)} output tensors, the reference has {len(ref)}"}
+    for i, (a, b) in enumerate(zip(tensors, ref)):
+        if a.shape != b.shape:
+            return {**result, "matches": False, "max_abs_diff": None,
+                    "detail": f"output {i}: shape {tuple(a.shape)}, the reference has {tuple(b.shape)}"}
+        if a.numel() == 0:
+            continue
+        kind = str(b.dtype).removeprefix("torch.")
+        rtol, atol = TOLERANCES.get(kind, TOLERANCES["float32"])
+        result["rtol"], result["atol"] = max(result["rtol"], rtol), max(result["atol"], atol)
+        a, b = a.double(), b.double()
+        diff = (a - b).abs()
+        finite = torch.isfinite(diff)
+        same_nonfinite = bool(((~torch.isfinite(a)) == (~torch.isfinite(b))).all())
+        d = float(diff[finite].max()) if bool(finite.any()) else 0.0
+        result["max_abs_diff"] = max(result["max_abs_diff"], d)
+        if kind in HALF:
+            scale = float(b[torch.isfinite(b)].abs().max()) if bool(torch.isfinite(b).any()) else 0.0
+            close = d <= atol + rtol * scale
+        else:
+            close = torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+        if not same_nonfinite or not close:
+            result["matches"] = False
+            result["detail"] = result["detail"] or f"output {i} differs (max abs diff {d:.3g})"
+    return result
 
 
 def _output_tensors(out: Any) -> list[Any]:
@@ -407,8 +427,7 @@ def _output_tensors(out: Any) -> list[Any]:
 
     def walk(o: Any) -> None:
         if isinstance(o, torch.Tensor):
-            t = o.detach().to("cpu")
-            found.append(t.float() if t.is_floating_point() else t)
+            found.append(o.detach().to("cpu"))  # in its own dtype: the comparison's tolerance depends on it
         elif isinstance(o, dict):
             for v in o.values():
                 walk(v)

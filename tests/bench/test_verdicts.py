@@ -198,3 +198,29 @@ def test_cells_are_checked(fake):
         _run(fake, cells=["original/mend"], backends=["mend"])
     with pytest.raises(runner.BenchError, match="--processes"):
         _run(fake, processes=0)
+
+
+def test_outputs_compare_with_the_tolerance_of_their_dtype():
+    import torch
+
+    from mend.bench.worker import compare_outputs
+
+    ref = torch.linspace(-4, 4, 1001).to(torch.bfloat16)
+    ulp = ref.clone()
+    ulp[500] = 0.0625  # an ulp or two of the output's scale, at a value near zero
+    got = compare_outputs([ulp], [ref])
+    assert got["matches"] and got["max_abs_diff"] == pytest.approx(0.0625, abs=1e-3) and got["rtol"] == 5e-2
+    wrong = ref.clone()
+    wrong[10:20] += 1.0  # a real change
+    assert not compare_outputs([wrong], [ref])["matches"]
+    f32 = ref.float()
+    near = f32.clone()
+    near[500] = 0.0625  # float32 compares element by element: this is a difference
+    assert not compare_outputs([near], [f32])["matches"]
+    assert compare_outputs([f32 + 1e-6], [f32])["matches"]
+    inf = f32.clone()
+    inf[0] = float("inf")
+    assert not compare_outputs([inf], [f32])["matches"]
+    assert "2 output tensors" in compare_outputs([f32, f32], [f32])["detail"]
+    ids = torch.arange(5)
+    assert compare_outputs([ids], [ids])["matches"] and not compare_outputs([ids + 1], [ids])["matches"]
