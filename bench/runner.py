@@ -377,19 +377,9 @@ def _measure(
     compile_threads = settings.compile_threads
     if compile_threads is None and not device.startswith("cuda"):
         compile_threads = 1
-    by_name = {v.name: v for v in variant_list}
-    n = settings.processes
-    step("starting workers", 0, total=len(cells) * n * (3 + settings.rounds))
+    step("starting workers", 0, total=len(cells) * settings.processes * (3 + settings.rounds))
     try:
-        for vname, b in cells:
-            v = by_name[vname]
-            why = None
-            if b.endswith("-reduce-overhead") and not device.startswith("cuda"):
-                why = "CUDA graphs (mode='reduce-overhead') need a CUDA device"
-            for i in range(n):
-                folder = work / (f"{v.name}-{b}" + (f"-p{i}" if n > 1 else ""))
-                cfg = _worker_cfg(settings, v, b, device, folder, compile_threads)
-                workers.append(_Worker(v, b, cfg, folder, unavailable=why))
+        _start_workers(workers, settings, device, variant_list, cells, work, compile_threads)
         loaded: dict[int, dict[str, Any]] = {}
         for i, w in enumerate(workers):
             step(f"loading {w.variant.name} / {w.backend}", 0)
@@ -416,14 +406,7 @@ def _measure(
                 step("", 1)
             # workers that failed mid-run still count their planned steps
             step("", len(workers) - len(active))
-        for w in workers:
-            ev = w.command({"cmd": "finish"}, "finished", settings.timeout_s)
-            if ev:
-                for key in ("counted_by", "graphs", "breaks", "break_events", "frames_skipped", "recompiles", "break_sites",
-                            "recompile_reasons", "compile_total_s", "peak_memory"):
-                    w.row[key] = ev[key]
-                w.stop()
-            step("", 1)
+        _finish_workers(workers, settings, step)
     finally:
         for w in workers:
             w.stop()
@@ -472,6 +455,35 @@ def _measure(
         "comparisons": _comparisons(rows, backends),
         "versus": _versus(rows, baseline) if baseline else [],
     }
+
+
+def _start_workers(workers: list[_Worker], settings: Settings, device: str, variant_list: list[variants_mod.Variant],
+                   cells: list[tuple[str, str]], work: Path, compile_threads: int | None) -> None:
+    """Start ``settings.processes`` worker processes per cell, in the cells' order, into ``workers`` (the
+    caller stops every one started, also when a later start fails)."""
+    by_name = {v.name: v for v in variant_list}
+    n = settings.processes
+    for vname, b in cells:
+        v = by_name[vname]
+        why = None
+        if b.endswith("-reduce-overhead") and not device.startswith("cuda"):
+            why = "CUDA graphs (mode='reduce-overhead') need a CUDA device"
+        for i in range(n):
+            folder = work / (f"{v.name}-{b}" + (f"-p{i}" if n > 1 else ""))
+            cfg = _worker_cfg(settings, v, b, device, folder, compile_threads)
+            workers.append(_Worker(v, b, cfg, folder, unavailable=why))
+
+
+def _finish_workers(workers: list[_Worker], settings: Settings, step: Progress) -> None:
+    """Each worker's final counts and peak memory, then it exits."""
+    for w in workers:
+        ev = w.command({"cmd": "finish"}, "finished", settings.timeout_s)
+        if ev:
+            for key in ("counted_by", "graphs", "breaks", "break_events", "frames_skipped", "recompiles", "break_sites",
+                        "recompile_reasons", "compile_total_s", "peak_memory"):
+                w.row[key] = ev[key]
+            w.stop()
+        step("", 1)
 
 
 def _cold_starts(workers: list[_Worker], settings: Settings, compile_threads: int | None, step: Progress) -> None:
