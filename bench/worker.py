@@ -402,6 +402,8 @@ def compare_outputs(tensors: list[Any], ref: list[Any]) -> dict[str, Any]:
         kind = str(b.dtype).removeprefix("torch.")
         rtol, atol = TOLERANCES.get(kind, TOLERANCES["float32"])
         result["rtol"], result["atol"] = max(result["rtol"], rtol), max(result["atol"], atol)
+        if a.is_complex() or b.is_complex():
+            a, b = torch.view_as_real(a.to(b.dtype)), torch.view_as_real(b)
         a, b = a.double(), b.double()
         diff = (a - b).abs()
         finite = torch.isfinite(diff)

@@ -224,3 +224,13 @@ def test_outputs_compare_with_the_tolerance_of_their_dtype():
     assert "2 output tensors" in compare_outputs([f32, f32], [f32])["detail"]
     ids = torch.arange(5)
     assert compare_outputs([ids], [ids])["matches"] and not compare_outputs([ids + 1], [ids])["matches"]
+
+
+def test_complex_outputs_compare_both_parts():
+    import torch
+
+    from mend.bench.worker import compare_outputs
+
+    z = torch.complex(torch.ones(4), torch.zeros(4))
+    assert compare_outputs([z], [z])["matches"]
+    assert not compare_outputs([z + 1j], [z])["matches"]  # the imaginary part counts
