@@ -267,7 +267,7 @@ class Worker:
         self.phase = "warm-up"
         for _ in range(int(self.cfg.get("warmup", 3))):
             self._call_once()
-        compiler = sys.modules.get("mend.compiler")
+        compiler = sys.modules.get("mend.compiler") if self.backend == "mend" else None
         if compiler is not None:
             self.phase = "waiting for mend's background compiles"
             compiler.wait()

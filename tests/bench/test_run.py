@@ -132,16 +132,18 @@ def test_recompiles_are_counted(tmp_path):
     """Also: CUDA graphs on a CPU are reported unavailable, not run and not faked."""
     out = tmp_path / "r.json"
     proc = mend("examples/step_counter.py:harness", "--no-repair", "-b", "dynamo-eager", "-b", "inductor-reduce-overhead",
-                "-b", "mend-reduce-overhead", "--device", "cpu", *QUICK, "--json", str(out))
+                "-b", "mend-reduce-overhead", "--device", "cpu", *QUICK, "--warmup-max-s", "0", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
     validate(doc)
+    assert rows(doc)[("original", "dynamo-eager")]["processes"][0]["stable"] is None  # no warm-up until stable
     ro = rows(doc)[("original", "inductor-reduce-overhead")]
     assert ro["status"] == "unavailable" and "CUDA" in ro["reason"]
     mro = rows(doc)[("original", "mend-reduce-overhead")]
     assert mro["status"] == "unavailable" and "CUDA" in mro["reason"]
     row = rows(doc)[("original", "dynamo-eager")]
-    # self.step += 1: a recompile per call until the recompile limit (8 compiles), then eager
+    # self.step += 1: a recompile per call until the recompile limit (8 compiles), then eager; 8 calls in all
+    # (the first, 1 warm-up, 2 rounds of 3), so the limit is reached and never passed
     assert row["recompiles"] == 7 and row["graphs"] == 8
     assert row["compile_total_s"] >= row["compile_s"] > 0
 
