@@ -117,7 +117,7 @@ def _verify(harness: str, targets: list[Path], run: FixRun, timeout: float) -> i
     from mend.rewriter.verify import VerifyError, verify
 
     fixed = {Path(r.path): r.fixed for r in run.changed}
-    root = _common_root([*targets, Path(harness.rpartition(":")[0])])
+    root = _common_root(targets)  # the tree being fixed; the harness may live anywhere
     try:
         verdict = verify(harness, root, fixed, timeout=timeout)
     except (HarnessError, VerifyError) as exc:

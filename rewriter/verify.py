@@ -2,15 +2,18 @@
 
 The harness (``path.py:function`` returning ``(model_or_fn, args, kwargs)``) is loaded twice, in two
 separate worker processes: once against the original tree and once against a repaired copy of it
-(a temporary copy of the tree with the fixed files written in, first on ``sys.path``). Each worker
-seeds every RNG with 0, then
+(a temporary copy of the tree with the fixed files written in, first on ``sys.path``, and a
+:class:`Redirect` finder that loads the repaired modules of the original tree from the copy, so the
+harness may live anywhere). Each worker seeds every RNG with 0, then
 
 * calls the target eagerly ``calls`` times on a freshly loaded harness, and
 * calls ``torch.compile(target, backend=<counting backend>)`` ``calls`` times on another fresh
   harness (the compiled object wrapped with ``mend.rewriter.runtime.boundary``, so checks moved
   into the graph re-raise their original exception and deferred output is flushed),
 
-recording outputs (or exception type and message) and the number of graphs. The parent compares:
+recording outputs (or exception type and message), the number of graphs and which file every module of
+the tree was imported from (or, for code loaded around the import system, whose file ran). The parent checks the imports first (:func:`check_imports`: the original
+run loaded the original files, the repaired run the repaired ones), then compares:
 outputs exactly (``torch.equal``) or, failing that, with ``torch.allclose(rtol=1.3e-6, atol=1e-5)``
 (float32 defaults: rewrites such as masked reductions change the summation order); exceptions must
 match in type and message. This module imports torch only inside functions; the worker runs as
@@ -44,15 +47,22 @@ class Verdict:
     compiled_vs_eager: str
     ok: bool
     details: list[str] = field(default_factory=list)
+    imports: Imports | None = None
 
     def lines(self) -> list[str]:
         status = "PASS" if self.ok else "FAIL"
+        imports = self.imports or Imports()
+        untested = [f"  untested: {len(imports.untested)} repaired file(s) the harness did not import: "
+                    f"{', '.join(imports.untested)}"] if imports.untested else []
         return [
             f"verify {self.harness}: {status}",
+            *[f"  FAIL: {p}" for p in imports.problems],
+            *untested,
             f"  graphs (first call): {self.graphs_before} -> {self.graphs_after}",
             f"  repaired eager vs original eager: {self.eager_same}",
             f"  repaired compiled vs original eager: {self.compiled_vs_eager}",
             *[f"  {d}" for d in self.details],
+            *[f"  imported: {line}" for line in imports.lines],
         ]
 
 
@@ -89,12 +99,15 @@ class VerifyError(Exception):
         self.traceback = traceback
 
 
-def _run_worker(role: str, harness: str, search_path: list[str], out: Path, calls: int,
-                timeout: float) -> dict[str, Any]:
+def _run_worker(role: str, cfg: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Run one worker (``role`` is "original" or "repaired"); raise :class:`VerifyError` if it fails."""
-    cmd = [sys.executable, "-m", "mend.rewriter.verify", harness, str(out), str(calls), *search_path]
+    out = Path(cfg["out"])
+    config = out.with_suffix(".config.json")
+    config.write_text(json.dumps(cfg))
+    cmd = [sys.executable, "-m", "mend.rewriter.verify", str(config)]
     env = dict(os.environ)
     env["PYTHONHASHSEED"] = "0"
+    harness = cfg["harness"]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -125,7 +138,11 @@ def _exit_text(code: int) -> str:
 
 
 def verify(harness: str, root: Path, fixed: dict[Path, str], calls: int = 3, timeout: float = 600) -> Verdict:
-    """Compare the original tree and its repair on ``harness`` (see the module docstring)."""
+    """Compare the original tree and its repair on ``harness`` (see the module docstring).
+
+    ``root`` is the tree being fixed; the harness may live inside it (its repaired copy is loaded) or
+    anywhere else (the original file is loaded, and imports of ``root``'s modules are redirected to the
+    repaired copy)."""
     import torch
 
     from mend.analyzers.runtime.harness import parse_spec
@@ -135,17 +152,23 @@ def verify(harness: str, root: Path, fixed: dict[Path, str], calls: int = 3, tim
     with tempfile.TemporaryDirectory(prefix="mend-verify-") as tmp:
         tmp_path = Path(tmp)
         copy = make_repaired_copy(root, fixed, tmp_path)
+        repaired = {_relative(p, root): str(p) for p in sorted(fixed)}
+        names = sorted({_module_name(root / rel) for rel in repaired})
         try:
             rel = spec.path.relative_to(root)
             fixed_harness = f"{copy / rel}:{spec.function}"
             search = [str((copy / rel).parent), str(copy)]
         except ValueError:  # the harness lives outside the repaired tree
             fixed_harness = harness
-            search = [str(copy)]
-        orig_search = [str(spec.path.parent), str(root)]
-        before = _run_worker("original", f"{spec.path}:{spec.function}", orig_search, tmp_path / "before.pt",
-                             calls, timeout)
-        after = _run_worker("repaired", fixed_harness, search, tmp_path / "after.pt", calls, timeout)
+            search = [str(spec.path.parent), str(copy)]
+        common = {"calls": calls, "watch": [str(root), str(copy)], "names": names}
+        before = _run_worker("original", {**common, "harness": f"{spec.path}:{spec.function}",
+                                          "out": str(tmp_path / "before.pt"),
+                                          "search": [str(spec.path.parent), str(root)]}, timeout)
+        after = _run_worker("repaired", {**common, "harness": fixed_harness, "out": str(tmp_path / "after.pt"),
+                                         "search": search, "redirect": [str(root), str(copy), list(repaired)]},
+                            timeout)
+        imports = check_imports(root, copy, repaired, before["modules"], after["modules"])
         a = torch.load(tmp_path / "before.pt", weights_only=False)
         b = torch.load(tmp_path / "after.pt", weights_only=False)
     eager_same = compare(a["eager"], b["eager"])
@@ -155,9 +178,71 @@ def verify(harness: str, root: Path, fixed: dict[Path, str], calls: int = 3, tim
         details.append(f"original worker: {before['errors']}")
     if after.get("errors"):
         details.append(f"repaired worker: {after['errors']}")
-    ok = not eager_same.startswith("DIFFERENT") and not compiled.startswith("DIFFERENT")
+    ok = not eager_same.startswith("DIFFERENT") and not compiled.startswith("DIFFERENT") and not imports.problems
     return Verdict(harness, before["graphs_first_call"], after["graphs_first_call"], eager_same, compiled, ok,
-                   details + [f"graphs over {calls} calls: {before['graphs_total']} -> {after['graphs_total']}"])
+                   details + [f"graphs over {calls} calls: {before['graphs_total']} -> {after['graphs_total']}"],
+                   imports)
+
+
+def _relative(path: Path, root: Path) -> str:
+    return path.resolve().relative_to(root).as_posix()
+
+
+def _module_name(path: Path) -> str:
+    from mend.analyzers.static.engine import module_name_for
+
+    return module_name_for(path)[0]
+
+
+@dataclass
+class Imports:
+    """Which file each repaired module was imported from in the two runs. ``problems`` fail the verdict:
+    the repaired run did not load a repaired file the original run loaded (or loaded the unrepaired one),
+    the original run did not load the original file, or no repaired file was loaded at all."""
+
+    lines: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    untested: list[str] = field(default_factory=list)
+
+
+def check_imports(root: Path, copy: Path, repaired: dict[str, str], before: dict[str, str],
+                  after: dict[str, str]) -> Imports:
+    """Compare where the original (``before``) and repaired (``after``) runs imported each repaired file
+    from (``repaired``: path relative to ``root`` -> the path to show); the reports map module names to
+    real paths."""
+    result = Imports()
+    tested = 0
+    for rel, shown in repaired.items():
+        name = _module_name(root / rel)
+        original, copied = os.path.realpath(root / rel), os.path.realpath(copy / rel)
+        was = _where(before, original, copied, name)
+        now = _where(after, original, copied, name)
+        result.lines.append(f"{shown} ({name}): original run {_said(was, root)}; repaired run {_said(now, root)}")
+        if not was and not now:
+            result.untested.append(shown)
+        elif was == {"original"} and now == {"repaired"}:
+            tested += 1
+        elif was != {"original"}:
+            result.problems.append(f"the original run did not import {shown} from {root}")
+        else:
+            result.problems.append(f"the repaired run did not import the repaired {shown}")
+    if repaired and not tested and not result.problems:
+        result.problems.append("neither run imported a repaired file: the harness does not test the repair")
+    return result
+
+
+def _where(report: dict[str, str], original: str, copied: str, name: str) -> set[str]:
+    """Where a run loaded one file from (``report``: real path -> module name): "original", "repaired",
+    or the path of a module of the same name loaded from elsewhere (only when neither file was loaded)."""
+    places = {"original" if f == original else "repaired" for f in report if f in (original, copied)}
+    return places or {f for f, n in report.items() if n == name}
+
+
+def _said(places: set[str], root: Path) -> str:
+    if not places:
+        return "did not import it"
+    words = {"original": f"imported it from {root}", "repaired": "imported the repaired copy"}
+    return " and ".join(sorted(words.get(p, f"imported {p} instead") for p in places))
 
 
 def compare(x: list[Any], y: list[Any]) -> str:
@@ -214,20 +299,77 @@ def _leaves(v: Any) -> list[Any]:
     return [v]
 
 
-def _worker(harness: str, out: str, calls: int, search_path: list[str]) -> None:
+class Redirect:
+    """A meta path finder that loads the repaired modules of the original tree (``orig``) from its repaired
+    copy: it asks the finders after it where a module is, and when that is one of the ``repaired`` files
+    (paths relative to ``orig``), returns the spec of the same file in the copy. Imports of the tree by
+    any route (the working folder, ``PYTHONPATH``, an installed ``.pth`` entry, the harness's own
+    ``sys.path`` edits) thus load the repaired code; the other modules load as they are (the same text)."""
+
+    def __init__(self, orig: str, copy: str, repaired: list[str]) -> None:
+        import threading
+
+        self.orig, self.copy = os.path.realpath(orig), os.path.realpath(copy)
+        self.repaired = {os.path.join(self.orig, *rel.split("/")) for rel in repaired}
+        self.busy = threading.local()
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if getattr(self.busy, "on", False):
+            return None
+        self.busy.on = True
+        try:
+            spec = self._others(name, path, target)
+        finally:
+            self.busy.on = False
+        return None if spec is None else self._mapped(name, spec)
+
+    def _others(self, name: str, path: Any, target: Any) -> Any:
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                return spec
+        return None
+
+    def _mapped(self, name: str, spec: Any) -> Any:
+        import importlib.util
+
+        origin = self._map(spec.origin) if spec.has_location and spec.origin else None
+        if origin is None:
+            return spec
+        locations = spec.submodule_search_locations  # a repaired package: its submodules from the copy too
+        mapped = None if locations is None else [os.path.dirname(origin)]
+        return importlib.util.spec_from_file_location(name, origin, submodule_search_locations=mapped)
+
+    def _map(self, path: str) -> str | None:
+        real = os.path.realpath(path)
+        if real not in self.repaired:
+            return None
+        mapped = os.path.join(self.copy, os.path.relpath(real, self.orig))
+        return mapped if os.path.exists(mapped) else None
+
+
+def _worker(cfg: dict[str, Any]) -> None:
     import random
 
     import numpy as np
     import torch
 
-    from mend.analyzers.runtime.harness import HarnessError, load
+    from mend.analyzers.runtime.harness import HarnessError, load, module_files, record_module_code
     from mend.rewriter.runtime import boundary
+
+    harness, out, calls = cfg["harness"], cfg["out"], int(cfg["calls"])
+    record_module_code()
+    if cfg.get("redirect"):
+        sys.meta_path.insert(0, Redirect(*cfg["redirect"]))
 
     def seeded_load():
         random.seed(0)
         np.random.seed(0)
         torch.manual_seed(0)
-        return load(harness, search_path=search_path)
+        return load(harness, search_path=cfg["search"])
 
     def call(fn, h):
         try:
@@ -263,6 +405,7 @@ def _worker(harness: str, out: str, calls: int, search_path: list[str]) -> None:
     Path(out).with_suffix(".json").write_text(json.dumps({
         "graphs_first_call": first or 0, "graphs_total": len(graphs),
         "errors": sorted({f"{r['type']}: {r['message'][:200]}" for r in compiled if r["kind"] == "error"}),
+        "modules": module_files(cfg["watch"], cfg["names"]),
     }))
 
 
@@ -297,4 +440,4 @@ def _to_cpu(v: Any) -> Any:
 
 
 if __name__ == "__main__":
-    _worker(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:])
+    _worker(json.loads(Path(sys.argv[1]).read_text()))

@@ -7,12 +7,15 @@ torch (through the user's module), so this module itself imports nothing heavy.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from mend.analyzers.paths import is_under
 
 
 class HarnessError(Exception):
@@ -91,6 +94,67 @@ def load(spec: HarnessSpec | str, search_path: Sequence[str | Path] = ()) -> Har
     except Exception as exc:
         raise HarnessError(f"calling {spec} raised {type(exc).__name__}: {exc}") from exc
     return Harness(spec, *_validate(spec, result))
+
+
+_EXECUTED: set[str] = set()
+
+
+def record_module_code() -> None:
+    """From now on note the file of every module body this process executes (the ``exec`` audit event),
+    so that a module loaded around the import system (``spec_from_file_location``, ``runpy``) is seen
+    too. Called once per worker process; an audit hook cannot be removed."""
+    if getattr(record_module_code, "installed", False):
+        return
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event == "exec" and args:
+            filename = getattr(args[0], "co_filename", None)
+            if isinstance(filename, str) and not filename.startswith("<"):
+                _EXECUTED.add(filename)
+
+    sys.addaudithook(hook)
+    record_module_code.installed = True  # type: ignore[attr-defined]
+
+
+def module_files(roots: Sequence[str | Path] = (), names: Collection[str] = ()) -> dict[str, str]:
+    """Where the loaded code came from: real path of a file -> the name of the module loaded from it ("" for
+    a file whose code ran, see :func:`record_module_code`, without a module in ``sys.modules``), for each
+    file under one of ``roots`` and each module named in ``names``."""
+    real_roots = [os.path.realpath(r) for r in roots]
+    out: dict[str, str] = {}
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and (name in names or any(is_under(os.path.realpath(file), r) for r in real_roots)):
+            out[os.path.realpath(file)] = name
+    for file in sorted(_EXECUTED):
+        real = os.path.realpath(file)
+        if real not in out and any(is_under(real, r) for r in real_roots):
+            out[real] = ""
+    return out
+
+
+def provided_by(root: str | Path, name: str) -> str | None:
+    """The file in ``root`` that ``import name`` loads when ``root`` is first on ``sys.path`` (real path),
+    or None when ``root`` holds no such module."""
+    base = os.path.join(os.path.realpath(root), *name.split("."))
+    for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(candidate):
+            return os.path.realpath(candidate)
+    return None
+
+
+def tree_modules(root: str | Path) -> tuple[list[str], dict[str, str]]:
+    """For a folder that should shadow the original modules (put first on ``sys.path``): the files of the
+    loaded code inside it (relative paths), and, for every loaded module the folder holds a file for, the
+    file it was imported from (module name -> real path)."""
+    real_root = os.path.realpath(root)
+    inside = sorted(os.path.relpath(f, real_root) for f in module_files([real_root]))
+    provided: dict[str, str] = {}
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and provided_by(real_root, name):
+            provided[name] = os.path.realpath(file)
+    return inside, provided
 
 
 def _validate(spec: HarnessSpec, result: Any) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
