@@ -340,13 +340,29 @@ def run(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
     return result
 
 
+def _same_modules(workers: list[_Worker], loaded: dict[int, dict[str, Any]]) -> None:
+    """Both variants import the same modules of the repaired folder (the original from outside it, the
+    repaired from it: each worker checked its own side); raise :class:`BenchError` where they differ."""
+    names = {w.variant.name: set(loaded[i].get("tree") or {}) for i, w in enumerate(workers) if i in loaded}
+    original, repaired = names.get("original"), names.get("repaired")
+    if original is None or repaired is None or original == repaired:
+        return
+    only = sorted(repaired - original)
+    if only:
+        raise BenchError(f"the original variant did not import {', '.join(only)}, which the repaired variant "
+                         "imported from the repaired folder: the two variants do not run the same code")
+    raise BenchError(f"the repaired variant did not import {', '.join(sorted(original - repaired))}, which "
+                     "the original variant imported: the two variants do not run the same code")
+
+
 def _worker_cfg(settings: Settings, v: variants_mod.Variant, b: str, device: str, folder: Path,
-                compile_threads: int | None) -> dict[str, Any]:
+                compile_threads: int | None, tree: str | None) -> dict[str, Any]:
     return {
         "output_path": str(folder / "output.pt"),
         "harness": v.harness,
         "search": v.search,
         "fixed": v.fixed,
+        "tree": tree,
         "backend": b,
         "device": device,
         "dtype": settings.dtype,
@@ -394,6 +410,7 @@ def _measure(
         if bad is not None:
             where = f" (repaired variant from {bad.variant.fixed})" if bad.variant.fixed else ""
             raise BenchError(f"the harness cannot be loaded{where}: {bad.harness_error}")
+        _same_modules(workers, loaded)
         _cold_starts(workers, settings, compile_threads, step)
         for r in range(settings.rounds):
             active = [w for w in workers if w.alive]
@@ -462,6 +479,7 @@ def _start_workers(workers: list[_Worker], settings: Settings, device: str, vari
     """Start ``settings.processes`` worker processes per cell, in the cells' order, into ``workers`` (the
     caller stops every one started, also when a later start fails)."""
     by_name = {v.name: v for v in variant_list}
+    tree = next((v.fixed for v in variant_list if v.fixed), None)  # both variants check what they import from it
     n = settings.processes
     for vname, b in cells:
         v = by_name[vname]
@@ -470,7 +488,7 @@ def _start_workers(workers: list[_Worker], settings: Settings, device: str, vari
             why = "CUDA graphs (mode='reduce-overhead') need a CUDA device"
         for i in range(n):
             folder = work / (f"{v.name}-{b}" + (f"-p{i}" if n > 1 else ""))
-            cfg = _worker_cfg(settings, v, b, device, folder, compile_threads)
+            cfg = _worker_cfg(settings, v, b, device, folder, compile_threads, tree)
             workers.append(_Worker(v, b, cfg, folder, unavailable=why))
 
 

@@ -28,6 +28,7 @@ import time
 import traceback
 from typing import Any
 
+from mend.analyzers.paths import is_under
 from mend.analyzers.runtime import harness as harness_mod
 from mend.analyzers.runtime.harness import HarnessError
 from mend.bench import stats
@@ -160,20 +161,9 @@ class Worker:
         dtype = getattr(torch, cfg["dtype"]) if cfg.get("dtype") else None
         os.environ["MEND_BENCH_DEVICE"] = self.device  # harnesses may read it to build on the device
         search = list(cfg.get("search") or [])
+        harness_mod.record_module_code()
         h = harness_mod.load(harness_mod.parse_spec(cfg["harness"]), search_path=search)
-        self.shadowed: list[str] = []
-        if cfg.get("fixed"):
-            root = os.path.realpath(cfg["fixed"])
-            for mod in list(sys.modules.values()):
-                f = getattr(mod, "__file__", None)
-                if f and os.path.realpath(f).startswith(root + os.sep):
-                    self.shadowed.append(os.path.relpath(os.path.realpath(f), root))
-            if not self.shadowed:
-                raise harness_mod.HarnessError(
-                    f"--fixed {cfg['fixed']}: the harness imported nothing from that folder, so the "
-                    "'repaired' variant would run the original code. Point --fixed at the folder that "
-                    "holds the repaired modules (it is put first on sys.path) or the repaired harness file."
-                )
+        self.shadowed, self.tree = _check_tree(cfg)
         from mend.analyzers.runtime import compat
 
         target, self.unwrapped = compat.unwrap_compiled(h.target)
@@ -204,7 +194,8 @@ class Worker:
             "loaded",
             batch=self.batch,
             unwrapped=self.unwrapped,
-            shadowed=sorted(self.shadowed)[:50],
+            shadowed=self.shadowed[:50],
+            tree=self.tree,
             torch_version=torch.__version__,
             device_name=torch.cuda.get_device_name() if self.cuda else _cpu_name(),
         )
@@ -358,6 +349,33 @@ class Worker:
             ],
             "recompile_reasons": [(r.guard or r.reason).splitlines()[0][:300] for r in recompiles if (r.guard or r.reason)][:20],
         }
+
+
+def _check_tree(cfg: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """Which files the harness imported from the repaired folder (``cfg["tree"]``, given to both variants),
+    and which file each module that folder holds was imported from. The repaired variant
+    (``cfg["fixed"]``) must import something from the folder and every such module from it; the original
+    variant none of them from it."""
+    if not cfg.get("tree"):
+        return [], {}
+    root = os.path.realpath(cfg["tree"])
+    inside, tree = harness_mod.tree_modules(root)
+    outside = {n: f for n, f in tree.items() if not is_under(f, root)}
+    if cfg.get("fixed") and not inside:
+        raise HarnessError(
+            f"--fixed {cfg['fixed']}: the harness imported nothing from that folder, so the "
+            "'repaired' variant would run the original code. Point --fixed at the folder that "
+            "holds the repaired modules (it is put first on sys.path) or the repaired harness file.")
+    if cfg.get("fixed") and outside:
+        raise HarnessError(
+            f"--fixed {cfg['fixed']}: the 'repaired' variant imported "
+            + ", ".join(f"{n} from {f}" for n, f in sorted(outside.items()))
+            + ", not the repaired copy in that folder, so it would run original code")
+    if not cfg.get("fixed") and len(outside) != len(tree):
+        raise HarnessError(
+            f"the original variant imported {', '.join(sorted(set(tree) - set(outside)))} from the "
+            f"repaired folder {cfg['tree']}, so it would not run the original code")
+    return inside, tree
 
 
 def _project_dirs(cfg: dict[str, Any], target: Any, search: list[str]) -> list[str]:

@@ -79,3 +79,58 @@ def test_fixed_folder_that_shadows_nothing_is_refused(tmp_path):
     proc = mend("examples/validated_model.py:harness", "-b", "eager", "--fixed", str(tmp_path), "--device", "cpu")
     assert proc.returncode == 2
     assert "imported nothing from that folder" in " ".join(proc.stderr.split())
+
+
+MODEL = '''import torch
+
+
+def step(x):
+    y = x.sin()
+    return y[y > 0].sum()
+'''
+# a harness that puts its own folder first on sys.path: the copy in --fixed DIR then imports the original model
+PINNED = '''import sys
+
+sys.path.insert(0, {folder!r})
+
+import torch  # noqa: E402
+
+import model  # noqa: E402
+
+
+def harness():
+    return model.step, (torch.randn(8),), {{}}
+'''
+
+
+@pytest.mark.slow
+def test_fixed_folder_whose_modules_were_not_the_ones_loaded_is_refused(tmp_path):
+    """The repaired harness copy imports the original ``model`` although --fixed DIR holds a repaired
+    ``model.py``: the 'repaired' variant would time the original code, so bench refuses (exit 2) and names
+    the module and the file it came from."""
+    orig, fixed = tmp_path / "orig", tmp_path / "fixed"
+    for folder in (orig, fixed):
+        folder.mkdir()
+        (folder / "harness.py").write_text(PINNED.format(folder=str(orig)))
+    (orig / "model.py").write_text(MODEL)
+    (fixed / "model.py").write_text(MODEL.replace("y[y > 0].sum()", "torch.where(y > 0, y, 0).sum()"))
+    proc = mend(f"{orig / 'harness.py'}:harness", "-b", "eager", "--fixed", str(fixed), "--device", "cpu",
+                "--rounds", "1", "--calls", "1", "--warmup", "0")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert f"the 'repaired' variant imported model from {(orig / 'model.py').resolve()}, not the repaired copy" in text
+
+
+@pytest.mark.slow
+def test_original_variant_that_imports_the_repaired_folder_is_refused(tmp_path):
+    """An original run that imports its module from --fixed DIR would compare the repair with itself."""
+    orig, fixed = tmp_path / "orig", tmp_path / "fixed"
+    orig.mkdir()
+    fixed.mkdir()
+    (orig / "harness.py").write_text(PINNED.format(folder=str(fixed)))
+    (fixed / "model.py").write_text(MODEL)
+    proc = mend(f"{orig / 'harness.py'}:harness", "-b", "eager", "--fixed", str(fixed), "--device", "cpu",
+                "--rounds", "1", "--calls", "1", "--warmup", "0")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert f"the original variant imported model from the repaired folder {fixed.resolve()}" in text
