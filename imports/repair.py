@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mend.analyzers.paths import within
 from mend.imports.cache import FAILED, REPAIRED, UNCHANGED, AppliedChange, Entry
 from mend.imports.settings import RepairSettings
 
@@ -33,12 +34,14 @@ class PackageContext:
 
         self.static = static
         config = static.load_config([settings.root], config_file=settings.config_file, isolated=settings.isolated)
-        self.config = dataclasses.replace(config, cache_dir=cache_folder / "static")
+        static_cache = cache_folder / "static"  # the analyzer's cache, unless a link leads it elsewhere
+        self.config = dataclasses.replace(config, cache_dir=static_cache)
+        use_cache = within(static_cache, [cache_folder])
         self.options = options_from_config(getattr(config, "raw", {}) or {}, FixOptions(unsafe=settings.unsafe),
                                            settings.side_effects)
         files = static.discover_files([package_dir], self.config)
         self.display = {os.path.realpath(f): str(f) for f in files}  # real path -> the path the analyzer knows
-        result = static.check_paths([package_dir], self.config, jobs=1, use_cache=True, need_project=True)
+        result = static.check_paths([package_dir], self.config, jobs=1, use_cache=use_cache, need_project=True)
         self.project = result.project
         self.sites: dict[str, list[Any]] = {}
         for d in result.diagnostics:
@@ -46,7 +49,8 @@ class PackageContext:
         if settings.from_run:
             from mend.rewriter.api import runtime_diagnostics
 
-            for d in runtime_diagnostics(settings.from_run):
+            recorded, _ = runtime_diagnostics(settings.from_run, [Path(package_dir)], [Path(f) for f in files])
+            for d in recorded:
                 self.sites.setdefault(os.path.realpath(d.path), []).append(d)
 
     def repair(self, module: str, real_path: str, source: bytes, key: str, digest: str) -> Entry:

@@ -9,12 +9,14 @@ the data file of ``mend run`` (``mend.analyzers.runtime.data``) mapped to rule c
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mend.analyzers.diagnostic import Diagnostic
+from mend.analyzers.paths import within
 from mend.rewriter import files
 from mend.rewriter.engine import FileResult, FixOptions
 from mend.rewriter.window import fix_windowed
@@ -61,8 +63,12 @@ def options_from_config(raw: dict[str, Any], base: FixOptions, side_effects: str
                       select=base.select, ignore=base.ignore, max_rounds=base.max_rounds)
 
 
-def runtime_diagnostics(data_file: str | Path) -> list[Diagnostic]:
-    """Diagnostics for the project sites recorded in a ``mend run`` data file."""
+def runtime_diagnostics(data_file: str | Path, paths: Sequence[Path],
+                        files: Sequence[Path]) -> tuple[list[Diagnostic], list[tuple[str, str]]]:
+    """Diagnostics for the project sites recorded in a ``mend run`` data file, each placed on the file
+    under ``paths`` that holds it (``files``: the files discovered there), and a note for each site found
+    under none of them. A recorded file outside ``paths`` (a run recorded on another checkout) is matched
+    to the file under ``paths`` with the longest common path ending whose line holds the recorded text."""
     try:
         from mend.analyzers.runtime import data as rdata
         from mend.analyzers.runtime import mapping
@@ -73,21 +79,63 @@ def runtime_diagnostics(data_file: str | Path) -> list[Diagnostic]:
     except Exception as exc:
         raise FixError(f"cannot read {data_file}: {exc}") from exc
     out: list[Diagnostic] = []
+    notes: list[tuple[str, str]] = []
     sites: list[tuple[str, Any]] = [(mapping.code_for_break(b, run.root), b) for b in run.breaks]
     sites += [(mapping.code_for_recompile(r), r) for r in run.recompiles]
     for code, site in sites:
         if getattr(site, "in_library", False) or not code or code.startswith("MND9"):
             continue
-        path = rdata.resolve(run, site.path)
-        col = 1
-        try:
-            text = files.read(path).text.splitlines()[site.line - 1]
-            col = len(text) - len(text.lstrip()) + 1
-        except (files.FileProblem, IndexError):
-            pass
+        recorded = rdata.resolve(run, site.path)
+        path = locate_site(recorded, site.line, site.source_line, paths, files)
+        if path is None:
+            where = f"`{site.source_line}` at line {site.line}" if site.source_line else f"line {site.line}"
+            notes.append((f"{recorded}:{site.line}", f"{code} recorded by mend run: not found under "
+                          f"{', '.join(str(p) for p in paths)} (no file there has {where}); not fixed"))
+            continue
         out.append(Diagnostic(code=code, message=getattr(site, "message", "") or getattr(site, "reason", ""),
-                              path=str(path), line=site.line, col=col, source="runtime"))
-    return out
+                              path=str(path), line=site.line, col=_indent(path, site.line), source="runtime"))
+    return out, notes
+
+
+def locate_site(recorded: Path, line: int, text: str, paths: Sequence[Path], files: Sequence[Path]) -> Path | None:
+    """The file under ``paths`` that holds a site recorded at ``recorded:line`` (``text``: the line's recorded
+    text, stripped; "" when unknown): ``recorded`` itself when it lies under ``paths``, else the one file
+    of ``files`` whose path ends with the most components of ``recorded`` (the same relative place in a
+    copy of the tree) and whose line ``line`` holds ``text``; None when there is none or several."""
+    if recorded.is_file() and within(recorded, paths):
+        return recorded
+    best: list[Path] = []
+    longest = 0
+    for file in files:
+        n = _common_ending(file.absolute().parts, recorded.parts)
+        if n == 0 or n < longest or (text and _line_text(file, line) != text):
+            continue
+        best = [file] if n > longest else [*best, file]
+        longest = n
+    return best[0] if len(best) == 1 else None
+
+
+def _common_ending(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n
+
+
+def _line_text(path: Path, line: int) -> str | None:
+    try:
+        return files.read(path).text.splitlines()[line - 1].strip()
+    except (files.FileProblem, IndexError):
+        return None
+
+
+def _indent(path: Path, line: int) -> int:
+    """The 1-based column of the first character of ``line`` in ``path`` (1 when it cannot be read)."""
+    try:
+        text = files.read(path).text.splitlines()[line - 1]
+    except (files.FileProblem, IndexError):
+        return 1
+    return len(text) - len(text.lstrip()) + 1
 
 
 def fix_paths(
@@ -110,18 +158,25 @@ def fix_paths(
     config = static.load_config(str_paths, config_file=config_file, isolated=isolated)
     raw = getattr(config, "raw", {}) or {}
     options = options_from_config(raw, options, side_effects)
-    targets = [Path(f) for f in static.discover_files(str_paths, config)]
+    run = FixRun()
+    given = [Path(p) for p in paths]
+    targets = _inside(given, [Path(f) for f in static.discover_files(str_paths, config)], run)
     result = static.check_paths(str_paths, config, use_cache=False)
     project = getattr(result, "project", None)
     sites: dict[str, list[Diagnostic]] = {}
     for d in result.diagnostics:
         sites.setdefault(_key(d.path), []).append(d)
     if from_run is not None:
-        for d in runtime_diagnostics(from_run):
-            sites.setdefault(_key(d.path), []).append(d)
+        recorded, notes = runtime_diagnostics(from_run, given, targets)
+        run.notes += notes
         known = {_key(f) for f in targets}
-        targets += [Path(p) for p in sites if p not in known]
-    run = FixRun()
+        for d in recorded:
+            if _covered(d, sites.get(_key(d.path), [])):
+                continue  # the static finding has the exact position: one line per site
+            sites.setdefault(_key(d.path), []).append(d)
+            if _key(d.path) not in known:
+                targets.append(Path(d.path))
+                known.add(_key(d.path))
 
     def diagnose(text: str, display: str) -> list[Diagnostic]:
         return list(static.check_source(text, display, config, project))
@@ -151,6 +206,7 @@ def _fix_file(file: Path, diags: list[Diagnostic], options: FixOptions,
     except (RecursionError, MemoryError) as exc:  # a pathological file must not stop the run
         run.errors.append((display, f"cannot repair: {type(exc).__name__}; left unchanged"))
         return None
+    _remaining_in_original(res)
     run.files.append(res)
     if res.error:
         run.errors.append((display, res.error))
@@ -164,6 +220,52 @@ def _fix_file(file: Path, diags: list[Diagnostic], options: FixOptions,
         else:
             run.written.append(display)
     return res
+
+
+def _covered(recorded: Diagnostic, found: list[Diagnostic]) -> bool:
+    """Whether a static finding of the same rule already covers the recorded site's line."""
+    return any(d.code == recorded.code and d.line <= recorded.line <= (d.end_line or d.line) for d in found)
+
+
+def _inside(given: list[Path], targets: list[Path], run: FixRun) -> list[Path]:
+    """The targets whose real path lies under a path the user gave, or that were named themselves; a
+    file reached through a link that leads outside them is left alone, with a note."""
+    named = {os.path.abspath(p) for p in given}
+    kept = []
+    for path in targets:
+        if os.path.abspath(path) in named or within(path, given):
+            kept.append(path)
+        else:
+            run.notes.append((str(path), f"a link to {os.path.realpath(path)}, outside the paths given; "
+                                         "not fixed (name it to fix it)"))
+    return kept
+
+
+def _remaining_in_original(res: FileResult) -> None:
+    """Put the findings left after a repair (found by re-checking the repaired text) at their lines in the
+    user's file: a helper inserted above them moved them down in the repaired text."""
+    if not res.changed or not res.remaining:
+        return
+    to_original = line_map(res.fixed, res.original)
+    for r in res.remaining:
+        data = r.diagnostic.to_dict()
+        data["line"] = to_original(r.diagnostic.line)
+        if r.diagnostic.end_line is not None:
+            data["end_line"] = max(data["line"], to_original(r.diagnostic.end_line))
+        r.diagnostic = Diagnostic.from_dict(data)
+
+
+def line_map(new: str, old: str) -> Callable[[int], int]:
+    """A function from a 1-based line of ``new`` to the line of ``old`` it came from: the same line where it
+    is unchanged, else the corresponding line of the block it replaced (the line after an insertion)."""
+    import difflib
+
+    a, b = old.splitlines(), new.splitlines()
+    lines: list[int] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        for j in range(j1, j2):
+            lines.append(i1 + (j - j1) if tag == "equal" else min(i1 + (j - j1), max(i1, i2 - 1)))
+    return lambda line: min(lines[line - 1], max(len(a) - 1, 0)) + 1 if 0 < line <= len(lines) else line
 
 
 def _key(path: str | Path) -> str:
@@ -199,4 +301,4 @@ def _with_path(d: Diagnostic, path: str) -> Diagnostic:
     return Diagnostic.from_dict(data)
 
 
-__all__ = ["FixError", "FixRun", "fix_paths", "options_from_config", "runtime_diagnostics"]
+__all__ = ["FixError", "FixRun", "fix_paths", "locate_site", "options_from_config", "runtime_diagnostics"]

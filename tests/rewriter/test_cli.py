@@ -269,3 +269,28 @@ def _interrupt(work: Path, sig: signal.Signals, ordinary: bool, wanted: int, wat
 def tempfile_dir():
     with tempfile.TemporaryDirectory(prefix="mend-soak-") as tmp:
         yield Path(tmp)
+
+
+POSITIONS = '''import torch
+
+
+@torch.compile
+def step(x: torch.Tensor) -> torch.Tensor:
+    y = x.cos()
+    print("step", y.shape)
+    n = y.sum().item()
+    return y / n
+'''
+
+
+def test_findings_left_are_reported_at_their_lines_in_the_users_file(tmp_path: Path) -> None:
+    """The repair of line 7 adds a helper above the function; the `.item()` left at line 8 is still
+    reported at line 8 (the repaired text has it 40 lines lower), in --diff and when writing."""
+    path = tmp_path / "two.py"
+    path.write_text(POSITIONS)
+    for args, code in ((["--diff"], 1), ([], 1)):
+        result = runner.invoke(app, ["fix", *args, str(path)])
+        assert result.exit_code == code, result.output
+        assert f"{path}:7:5: MND101 " in result.output
+        assert f"{path}:8:9: MND301 not fixed:" in result.output, result.output
+    assert "    n = y.sum().item()\n" in path.read_text() and path.read_text() != POSITIONS
