@@ -72,6 +72,8 @@ def check(
     except cfgmod.ConfigError as exc:
         _fail(str(exc))
         return
+    if not no_cache and not use_stdin and _cache_refused(config):
+        no_cache = True
     try:
         if use_stdin:
             diags, files_checked = _check_stdin(config, stdin_filename, force_exclude, ignore_noqa)
@@ -90,6 +92,18 @@ def check(
         return
     _emit(diags, files_checked, output_format, output_file, show_statistics, quiet)
     raise typer.Exit(0 if (exit_zero or not diags) else 1)
+
+
+def _cache_refused(config) -> bool:  # noqa: ANN001
+    """Whether the default result cache leads out of its folder through a link (then it is not used)."""
+    from mend.analyzers.static.engine import cache_dir_for
+
+    if cache_dir_for(config) is not None:
+        return False
+    folder = (config.root or Path.cwd()) / ".mend_cache"
+    typer.echo(f"mend: warning: the result cache {folder} leads out of {folder.parent} through a link; it is "
+               "not used (--cache-dir names a cache folder anywhere)", err=True)
+    return True
 
 
 def _check_stdin(config, stdin_filename: Optional[str], force_exclude: bool, ignore_noqa: bool):

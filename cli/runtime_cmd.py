@@ -50,6 +50,7 @@ def run(
 
     mend run [OPTIONS] [--] script.py ARGS...   or   mend run [OPTIONS] -m module ARGS...
     """
+    from mend.analyzers.paths import default_refused
     from mend.analyzers.runtime.data import DataFileError, save
     from mend.analyzers.runtime.runner import RunError, run_program
 
@@ -64,6 +65,10 @@ def run(
     else:
         what, is_module = target, False
     path = _data_path(data_file)
+    refused = None if data_file else default_refused(path, Path.cwd(), "--data-file")
+    if refused:
+        _err(refused)
+        raise typer.Exit(2)
     hook = _repair_hook(repair, unsafe_fixes, from_run) if repair or unsafe_fixes or from_run else None
     folders = [str(s) for s in source] + (_package_folders(hook) if hook else [])
     try:

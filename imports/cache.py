@@ -213,11 +213,12 @@ class RepairCache:
         return entry if entry is not None and entry.key == key and entry.format == FORMAT else None
 
     def put(self, entry: Entry) -> None:
-        if self.untrusted:
+        meta = self._paths(entry.key)[0]
+        if self.untrusted or not self._inside(meta):
             return
         text = entry.to_json()
         signed = json.dumps({**json.loads(text), "mac": trust.sign(self.key, text.encode())}, sort_keys=True)
-        atomic_write(self._paths(entry.key)[0], signed.encode("utf-8"), self._mode())
+        atomic_write(meta, signed.encode("utf-8"), self._mode())
 
     def get_code(self, key: str) -> CodeType | None:
         data = trust.read_regular(self._paths(key)[1]) if not self.untrusted else None
@@ -232,15 +233,22 @@ class RepairCache:
             return None
 
     def put_code(self, key: str, code: CodeType) -> None:
-        if self.untrusted:
+        path = self._paths(key)[1]
+        if self.untrusted or not self._inside(path):
             return
         body = marshal.dumps(code)
-        atomic_write(self._paths(key)[1], trust.sign(self.key, key.encode(), body).encode() + b"\n" + body,
-                     self._mode())
+        atomic_write(path, trust.sign(self.key, key.encode(), body).encode() + b"\n" + body, self._mode())
 
     def _mode(self) -> int:
         """Entries of a shared cache are readable by the group (the team holding its key)."""
         return 0o640 if self.shared else 0o600
+
+    def _inside(self, path: Path) -> bool:
+        """Whether writing ``path`` stays in the cache folder: a link in it never leads a write elsewhere
+        (the entry is then not cached). Only on the write path: the warm path stays standard library."""
+        from mend.analyzers.paths import within
+
+        return within(path.parent, [self.folder])
 
     def iter_entries(self) -> Iterator[Entry]:
         """The entries that verify (a damaged or foreign one is left out)."""

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from mend.analyzers.paths import default_refused
+
 _KEY = "_mend_plugin"
 
 
@@ -111,7 +113,11 @@ class _MendSession:
         self.recorder: Any = None
         self.worker = getattr(config, "workerinput", {}).get("workerid") if hasattr(config, "workerinput") else None
         self.is_controller = not self.worker and _xdist_active(config)
-        self.path = Path(config.getoption("--mend-data-file") or Path(".mend") / "run.json")
+        named = config.getoption("--mend-data-file")
+        self.path = Path(named or Path(".mend") / "run.json")
+        refused = None if named else default_refused(self.path, Path.cwd(), "--mend-data-file")
+        if refused:
+            raise pytest.UsageError(f"mend: {refused}")
         if not self.path.is_absolute():
             self.path = Path.cwd() / self.path
         self.violations: list[str] = []

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from mend.analyzers.paths import escaping
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -203,4 +205,8 @@ def _settings(raw: dict, pyproject: Path) -> dict[str, Any]:
         if not isinstance(raw["cache-dir"], str):
             raise ConfigError(f"{pyproject}: [tool.mend] cache-dir must be a string")
         kw["cache_dir"] = (pyproject.parent / raw["cache-dir"]).resolve()
+        if escaping([kw["cache_dir"]], pyproject.parent):
+            raise ConfigError(f"{pyproject}: [tool.mend] cache-dir {raw['cache-dir']!r} resolves to "
+                              f"{kw['cache_dir']}, outside {pyproject.parent.resolve()}; a configuration file "
+                              "does not send writes elsewhere (name such a folder with --cache-dir)")
     return kw

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mend.analyzers.diagnostic import Applicability, Diagnostic, Fix
+from mend.analyzers.paths import escaping
 from mend.analyzers.static.cache import ResultCache, file_key
 from mend.analyzers.static.config import Config
 from mend.analyzers.static.discovery import discover_files
@@ -298,8 +299,9 @@ def summarize_files(files: Iterable[Path], config: Config, jobs: int | None = No
     """Phase 1 over ``files``. Files in ``explicit`` (named on the command line) skip the pre-filter:
     they are always parsed, so a syntax error in a file handed over by pre-commit is reported."""
     cache = None
-    if use_cache:
-        cache = ResultCache(cache_dir_for(config))
+    folder = cache_dir_for(config) if use_cache else None
+    if folder is not None:
+        cache = ResultCache(folder)
         cache.load()
     if entries is None:
         entries = hash_files(files, config, explicit)
@@ -338,8 +340,14 @@ def summarize_files(files: Iterable[Path], config: Config, jobs: int | None = No
     return summaries, cache, len(todo)
 
 
-def cache_dir_for(config: Config) -> Path:
-    return config.cache_dir or ((config.root or Path.cwd()) / ".mend_cache")
+def cache_dir_for(config: Config) -> Path | None:
+    """The result cache folder: the one configured, else ``.mend_cache`` beside the configuration root
+    (or in the current folder); None when that default leads out of its folder through a link."""
+    if config.cache_dir is not None:
+        return config.cache_dir
+    base = config.root or Path.cwd()
+    folder = base / ".mend_cache"
+    return None if escaping([folder, folder / "check", folder / ".gitignore"], base) else folder
 
 
 def build_project(summaries: list[FileSummary], config: Config, cache: ResultCache | None = None) -> Project:
@@ -397,7 +405,7 @@ def check_paths(paths: Iterable[str | Path], config: Config | None = None, jobs:
     explicit = frozenset(str(Path(p)) for p in paths if Path(p).is_file())
     entries = hash_files(files, config, explicit)
     run_cache = run_key = None
-    if use_cache:
+    if use_cache and cache_dir_for(config) is not None:
         run_cache = RunCache(cache_dir_for(config))
         run_key = _run_key(entries, config, ignore_noqa)
         hit = None if need_project else run_cache.get(run_key)
