@@ -208,8 +208,8 @@ class Imports:
 def check_imports(root: Path, copy: Path, repaired: dict[str, str], before: dict[str, str],
                   after: dict[str, str]) -> Imports:
     """Compare where the original (``before``) and repaired (``after``) runs imported each repaired file
-    from (``repaired``: path relative to ``root`` -> the path to show); the reports map module names to
-    real paths."""
+    from (``repaired``: path relative to ``root`` -> the path to show); each report maps the real path of
+    a loaded file to its module name."""
     result = Imports()
     tested = 0
     for rel, shown in repaired.items():
@@ -217,10 +217,11 @@ def check_imports(root: Path, copy: Path, repaired: dict[str, str], before: dict
         original, copied = os.path.realpath(root / rel), os.path.realpath(copy / rel)
         was = _where(before, original, copied, name)
         now = _where(after, original, copied, name)
-        result.lines.append(f"{shown} ({name}): original run {_said(was, root)}; repaired run {_said(now, root)}")
         if not was and not now:
             result.untested.append(shown)
-        elif was == {"original"} and now == {"repaired"}:
+            continue
+        result.lines.append(f"{shown} ({name}): original run {_said(was, root)}; repaired run {_said(now, root)}")
+        if was == {"original"} and now == {"repaired"}:
             tested += 1
         elif was != {"original"}:
             result.problems.append(f"the original run did not import {shown} from {root}")
