@@ -246,7 +246,7 @@ def _remaining_in_original(res: FileResult) -> None:
     user's file: a helper inserted above them moved them down in the repaired text."""
     if not res.changed or not res.remaining:
         return
-    to_original = line_map(res.fixed, res.original)
+    to_original = _line_map(res.fixed, res.original)
     for r in res.remaining:
         data = r.diagnostic.to_dict()
         data["line"] = to_original(r.diagnostic.line)
@@ -255,7 +255,7 @@ def _remaining_in_original(res: FileResult) -> None:
         r.diagnostic = Diagnostic.from_dict(data)
 
 
-def line_map(new: str, old: str) -> Callable[[int], int]:
+def _line_map(new: str, old: str) -> Callable[[int], int]:
     """A function from a 1-based line of ``new`` to the line of ``old`` it came from: the same line where it
     is unchanged, else the corresponding line of the block it replaced (the line after an insertion)."""
     import difflib
