@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.console import Console
 
-from mend.bench.report import results_table
+from mend.bench.report import results_table, write_file
 
 COLORS = {"original": "#d1495b", "repaired": "#2e86ab"}
 DARK = {"original": "#8c2f3c", "repaired": "#1d5670"}
@@ -152,9 +152,7 @@ def html_page(doc: dict[str, Any]) -> str:
 
 
 def write_html(doc: dict[str, Any], path: str | Path) -> Path:
-    p = Path(path)
-    p.write_text(html_page(doc), encoding="utf-8")
-    return p
+    return write_file(path, html_page(doc))
 
 
 def write_png(doc: dict[str, Any], path: str | Path) -> Path:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
@@ -321,3 +323,19 @@ def render_compare(cmp: dict[str, Any], console: Console) -> None:
         )
     if not cmp["same_torch"]:
         console.print("[yellow]note:[/yellow] the two results used different torch versions")
+
+
+def write_file(path: str | Path, text: str) -> Path:
+    """Write an output the user named (``--json``, ``--html``): its folder is made, and the file is replaced
+    whole (a temporary file in that folder, then ``os.replace``), so an interrupt leaves the old file or none."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p

@@ -128,7 +128,7 @@ def bench(
         if to_stdout:
             sys.stdout.write(text + "\n")
         else:
-            Path(json_out).write_text(text + "\n")
+            report.write_file(json_out, text + "\n")
             console.print(f"wrote {json_out}")
     if html_out:
         chart.write_html(doc, html_out)
