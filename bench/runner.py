@@ -40,6 +40,7 @@ from mend.analyzers.runtime.harness import HarnessError, parse_spec
 from mend.bench import stats
 from mend.bench import variants as variants_mod
 from mend.bench.worker import BACKENDS
+from mend.settings import CACHE_DIR
 
 SCHEMA_NAME = "mend-bench"
 SCHEMA_VERSION = 1
@@ -124,7 +125,7 @@ class _Worker:
             {
                 "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
                 "TRITON_CACHE_DIR": str(tmp / "triton"),
-                "MEND_CACHE_DIR": str(tmp / "mend"),
+                CACHE_DIR.name: str(tmp / "mend"),
                 "PYTHONUNBUFFERED": "1",
                 "PYTHONDONTWRITEBYTECODE": "1",
             }

@@ -28,6 +28,7 @@ import time
 import traceback
 from typing import Any
 
+from mend import settings
 from mend.analyzers.paths import is_under
 from mend.analyzers.runtime import harness as harness_mod
 from mend.analyzers.runtime.harness import HarnessError
@@ -159,7 +160,7 @@ class Worker:
         self.device = cfg["device"]
         self.cuda = self.device.startswith("cuda")
         dtype = getattr(torch, cfg["dtype"]) if cfg.get("dtype") else None
-        os.environ["MEND_BENCH_DEVICE"] = self.device  # harnesses may read it to build on the device
+        os.environ[settings.BENCH_DEVICE.name] = self.device  # harnesses may read it to build on the device
         search = list(cfg.get("search") or [])
         harness_mod.record_module_code()
         h = harness_mod.load(harness_mod.parse_spec(cfg["harness"]), search_path=search)

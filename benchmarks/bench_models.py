@@ -45,6 +45,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from mend import settings
+
 HERE = Path(__file__).resolve()
 MODELS = ("xlm", "flaubert", "prophetnet", "longformer", "led")
 TRANSFORMERS_DIRS = {  # model -> folder under transformers/models that `--make-fixed` repairs
@@ -63,10 +65,7 @@ SIZES = {
 
 
 def _size() -> dict[str, int]:
-    name = os.environ.get("MEND_BENCH_MODELS_SIZE", "small")
-    if name not in SIZES:
-        raise ValueError(f"MEND_BENCH_MODELS_SIZE must be one of {', '.join(SIZES)}, not {name!r}")
-    return SIZES[name]
+    return SIZES[settings.BENCH_MODELS_SIZE.get()]
 
 
 def _quiet() -> None:
@@ -92,7 +91,7 @@ def _window(seq: int) -> tuple[int, int]:
 
 
 def _device() -> str:
-    return os.environ.get("MEND_BENCH_DEVICE", "cpu")
+    return settings.BENCH_DEVICE.get()
 
 
 def _ids(s: dict[str, int], low: int = 3) -> Any:
@@ -346,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     backends = (args.backends.split(",") if args.backends else
                 ["eager", "inductor"] + (["inductor-reduce-overhead"] if device == "cuda" else []) + ["mend"])
     args.out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, MEND_BENCH_MODELS_SIZE="tiny" if tiny else "small")
+    env = dict(os.environ, **{settings.BENCH_MODELS_SIZE.name: "tiny" if tiny else "small"})
     ok = True
     for m in models:
         out = args.out / f"{m}.json"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from mend import settings
 from mend.analyzers.static import config as cfgmod
 from mend.analyzers.static.output import FORMATS, render, statistics, summary_line
 
@@ -34,7 +34,7 @@ def check(
     select: Optional[list[str]] = typer.Option(None, "--select", help="Rule codes or prefixes to enable (ALL)."),
     ignore: Optional[list[str]] = typer.Option(None, "--ignore", help="Rule codes or prefixes to disable."),
     extend_select: Optional[list[str]] = typer.Option(None, "--extend-select", help="Enable more rules."),
-    output_format: str = typer.Option("concise", "--output-format", envvar="MEND_OUTPUT_FORMAT",
+    output_format: str = typer.Option("concise", "--output-format", envvar=settings.OUTPUT_FORMAT.name,
                                       help=f"One of: {', '.join(FORMATS)}."),
     output_file: Optional[Path] = typer.Option(None, "--output-file", "-o", help="Write the report to a file."),
     show_statistics: bool = typer.Option(False, "--statistics", help="Count findings per rule."),
@@ -86,7 +86,7 @@ def check(
     except typer.Exit:
         raise
     except Exception as exc:  # an internal error is exit code 2, with a message, never a traceback dump
-        if os.environ.get("MEND_DEBUG"):
+        if settings.DEBUG.get():
             raise
         _fail(f"internal error: {type(exc).__name__}: {exc} (set MEND_DEBUG=1 for a traceback)")
         return

@@ -14,6 +14,7 @@ import sys
 import time
 
 import mend.compiler
+from mend import settings
 from mend.analyzers.runtime.harness import HarnessError, load
 
 
@@ -31,7 +32,7 @@ def main(argv=None) -> int:
     ap.add_argument("--debug-dir", default=None, help="dump FX/IR/fusion/kernels here (MEND_COMPILER_DEBUG)")
     a = ap.parse_args(argv)
     if a.debug_dir:
-        os.environ["MEND_COMPILER_DEBUG"] = a.debug_dir
+        os.environ[settings.COMPILER_DEBUG.name] = a.debug_dir
     import torch
 
     from mend.compiler import backend

@@ -17,12 +17,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import logging
-import os
 import time
 from concurrent.futures import Future
 
 import torch
 import torch.utils._pytree
+
+from mend import settings
 
 from . import compat, debug
 from .codegen import KernelCompileError, NoGenerator, generator_for
@@ -78,8 +79,8 @@ def _build(gm, example_inputs, kind: str, cudagraphs: bool, defer: bool = False,
     dump.write("fx_graph.py", code)
     STATS["graphs"] += 1
     try:
-        if os.environ.get("MEND_COMPILER_FALLBACK") == "eager":
-            raise GraphFallback("MEND_COMPILER_FALLBACK=eager")
+        if settings.COMPILER_FALLBACK.get() == "eager":
+            raise GraphFallback(f"{settings.COMPILER_FALLBACK.name}=eager")
         fn = _compile(gm, example_inputs, dump, defer, preloaded)
         if cudagraphs and _device_of(example_inputs, gm).type == "cuda":
             fn = _carry_inspection(fn, cuda_graphs.wrap(fn, gm, fn.mend_graph, example_inputs, f"{kind} graph {tag}"))
@@ -222,7 +223,7 @@ def _build_kernels(gm, dump, device, gen, sg, extern_ops, defer: bool = False):
     constants = {c.name: getattr(gm, c.attr) for c in sg.constants}
     call, src = wrapper.build(sg, fns, constants, device)
     dump.write("wrapper.py", src)
-    if os.environ.get("MEND_COMPILER_CHECK") == "1":
+    if settings.COMPILER_CHECK.get():
         call = _self_checking(call, gm, dump)
     call.mend_graph = sg  # for inspection (tests, explain): kernels, steps, buffers
     call.mend_wrapper_source = src
@@ -395,7 +396,7 @@ def eager_backward() -> bool:
     """On a GPU the backward graph is compiled right after the forward one (``MEND_EAGER_BACKWARD``, default
     on): its kernels then compile in the workers while the forward's first call waits for its own, instead
     of after it. ``0`` keeps aot_autograd's default (the backward compiles at the first backward call)."""
-    return os.environ.get("MEND_EAGER_BACKWARD", "1") != "0"
+    return settings.EAGER_BACKWARD.get()
 
 
 compat.register_backend("mend", mend_backend)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 from pathlib import Path
+
+from mend import settings
 
 _counter = itertools.count()
 _warned: set[str] = set()
@@ -32,27 +33,20 @@ def warn_once(msg: str) -> None:
 
 def strict() -> bool:
     """``MEND_STRICT=1``: a graph-level or run-time fallback raises instead (so tests see every failure)."""
-    v = os.environ.get("MEND_STRICT")
-    if v is None:
-        v = os.environ.get("MEND_COMPILER_STRICT", "")
-    return v.strip() == "1"
+    return settings.STRICT.get()
 
 
 def debug_dir() -> Path | None:
-    d = os.environ.get("MEND_COMPILER_DEBUG")
-    return Path(d) if d else None
+    return settings.COMPILER_DEBUG.get()
 
 
 def verify_enabled() -> bool:
-    v = os.environ.get("MEND_COMPILER_VERIFY", "").strip()
-    if v:
-        return v != "0"
-    return debug_dir() is not None
+    v = settings.COMPILER_VERIFY.get()
+    return v if v is not None else debug_dir() is not None
 
 
 def disabled_kernels() -> set[str]:
-    v = os.environ.get("MEND_DISABLE_KERNELS", "")
-    return {s.strip() for s in v.split(",") if s.strip()}
+    return set(settings.DISABLE_KERNELS.get())
 
 
 class Dump:

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 from mend.imports.hook import RepairHook
 from mend.imports.settings import ENV_VAR, RepairSettings, SettingsError, export
+from mend.settings import REPAIR
 
 
 class RepairWarning(UserWarning):
@@ -83,7 +84,7 @@ def active() -> RepairHook | None:
 
 def install_from_env() -> RepairHook | None:
     """Install the hook that ``MEND_REPAIR`` asks for (what the start-up folder runs in a child process)."""
-    value = os.environ.get(ENV_VAR, "").strip()
+    value = REPAIR.raw() or ""
     if not value or _active is not None:
         return _active
     try:

@@ -17,8 +17,10 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ENV_VAR = "MEND_REPAIR"
-CACHE_ENV_VAR = "MEND_REPAIR_CACHE"
+from mend.settings import REPAIR, REPAIR_CACHE
+
+ENV_VAR = REPAIR.name
+CACHE_ENV_VAR = REPAIR_CACHE.name
 STARTUP_DIR = str(Path(__file__).resolve().parent / "startup")
 
 
@@ -96,9 +98,9 @@ def export(settings: RepairSettings, environ: dict[str, str] | os._Environ | Non
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get(CACHE_ENV_VAR)
-    if env:
-        return Path(env)
+    env = REPAIR_CACHE.get()
+    if env is not None:
+        return env
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mend" / "repair"
 
 

@@ -24,6 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from benchmarks.zoo.records import FixSummary, SourceInfo
+from mend import settings
 
 PACKAGE = "transformers"
 # source name -> mend fix options (None: the installed package); "hook": the installed package repaired at
@@ -33,9 +34,9 @@ SOURCES: dict[str, dict[str, bool] | None] = {"original": None, "safe": {"unsafe
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("MEND_ZOO_CACHE")
-    if env:
-        return Path(env)
+    env = settings.ZOO_CACHE.get()
+    if env is not None:
+        return env
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mend" / "zoo"
 
 

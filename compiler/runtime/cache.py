@@ -14,15 +14,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from mend import settings
+
 
 def cache_root() -> Path:
-    d = os.environ.get("MEND_CACHE_DIR")
-    if d:
-        return Path(d)
+    d = settings.CACHE_DIR.get()
+    if d is not None:
+        return d
     xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(xdg) / "mend"
 
 
 def enabled() -> bool:
     """False under ``MEND_DISABLE_CACHE=1``: nothing is read from or published to the caches."""
-    return os.environ.get("MEND_DISABLE_CACHE") != "1"
+    return not settings.DISABLE_CACHE.get()

@@ -23,9 +23,9 @@ What stays exactly as without CUDA graphs:
 
 from __future__ import annotations
 
-import os
-
 import torch
+
+from mend import settings
 
 from .. import compat
 from ..debug import warn_once
@@ -50,9 +50,9 @@ def _copy_all(dsts: list, srcs: list) -> None:
 def requested(kwargs: dict) -> bool:
     """Whether the backend call asks for CUDA graphs: ``mode="reduce-overhead"``,
     ``options={"cudagraphs": True}``, or ``MEND_CUDAGRAPHS=1`` (``0`` turns them off everywhere)."""
-    env = os.environ.get("MEND_CUDAGRAPHS")
-    if env is not None and env.strip():
-        return env.strip() not in ("0", "false", "no", "off")
+    env = settings.CUDAGRAPHS.get()
+    if env is not None:
+        return env
     opts = kwargs.get("options") or {}
     if "cudagraphs" in opts:
         return bool(opts["cudagraphs"])

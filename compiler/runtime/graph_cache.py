@@ -1,8 +1,9 @@
 """Graph-level cache: a warm process skips lowering and scheduling.
 
 Key: sha256 of the ATen graph's code, the input and constant metadata (shape, stride, dtype, device), the
-sources of mend's compiler package, the torch version and the scheduling switches (:data:`SCHEDULE_SWITCHES`). Value: the pickled :class:`ir.ScheduledGraph`
-(plus the list of ops that became ATen calls). Entries live in ``$MEND_CACHE_DIR/v1/graphs/<k[:2]>/<k>.pkl``
+sources of mend's compiler package, the torch version and the switches that change the scheduled graph
+(``mend.settings.cache_key``: those the settings table marks ``keys_cache``). Value: the pickled
+:class:`ir.ScheduledGraph` (plus the list of ops that became ATen calls). Entries live in ``$MEND_CACHE_DIR/v1/graphs/<k[:2]>/<k>.pkl``
 and are published atomically; an unreadable entry is ignored (and rebuilt). ``MEND_DISABLE_CACHE=1``
 turns it off.
 """
@@ -18,9 +19,9 @@ from pathlib import Path
 
 import torch
 
-from .cache import cache_root, enabled
+from mend import settings
 
-SCHEDULE_SWITCHES = ("MEND_MATMUL_EPILOGUE", "MEND_FOLD")  # variables the scheduled graph depends on
+from .cache import cache_root, enabled
 
 
 @functools.lru_cache(maxsize=1)
@@ -50,12 +51,8 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs) -> str:
         if n.op == "get_attr":
             h.update(f"{n.target}={_meta(getattr(gm, n.target, None))}".encode())
     h.update(_compiler_fingerprint().encode())
-    h.update(_switches().encode())
+    h.update(settings.cache_key().encode())
     return h.hexdigest()
-
-
-def _switches() -> str:
-    return ";".join(f"{var}={os.environ.get(var, '')}" for var in SCHEDULE_SWITCHES)
 
 
 def _target_id(t) -> str | None:
@@ -108,7 +105,7 @@ def dynamo_key(gm: torch.fx.GraphModule, example_inputs) -> str | None:
                  f"{t.is_inference()}".encode())
     h.update(f"grad={torch.is_grad_enabled()} dtype={torch.get_default_dtype()}".encode())
     h.update(_compiler_fingerprint().encode())
-    h.update(_switches().encode())  # the record names the scheduled graph of one setting
+    h.update(settings.cache_key().encode())  # the record names the scheduled graph of one setting
     return "dynamo-" + h.hexdigest()
 
 

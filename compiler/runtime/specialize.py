@@ -15,10 +15,10 @@ sequence length) compiles often: pad to a few bucket sizes, or mark the dimensio
 
 from __future__ import annotations
 
-import os
-
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
+
+from mend import settings
 
 from ..debug import warn_once
 
@@ -27,10 +27,7 @@ STATS = {"dynamic_graphs": 0, "specializations": 0, "eager_calls": 0}
 
 
 def max_specializations() -> int:
-    try:
-        return max(1, int(os.environ.get("MEND_MAX_SPECIALIZATIONS", "8")))
-    except ValueError:
-        return 8
+    return max(1, settings.MAX_SPECIALIZATIONS.get())
 
 
 def _symbolic(x) -> bool:

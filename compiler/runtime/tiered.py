@@ -37,13 +37,14 @@ tensors saved for the backward are outputs of the forward graph either way), so 
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
 import weakref
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as _Timeout
+
+from mend import settings
 
 STATS = {"graphs": 0, "aten_calls": 0, "switched": 0, "deferred": 0}
 _lock = threading.Lock()
@@ -55,15 +56,15 @@ def defers_front_end() -> bool:
     """Whether an inference graph's trace to ATen and front end wait for its second call (the default);
     ``MEND_ASYNC_DEFER=0`` runs them when the graph is compiled, as for every other graph: a later first
     result, the compiled graph sooner."""
-    return os.environ.get("MEND_ASYNC_DEFER", "").strip().lower() not in ("0", "false", "no", "off")
+    return settings.ASYNC_DEFER.get()
 
 
 def requested(kwargs: dict) -> bool:
     """Whether a backend call asks for asynchronous compilation: ``options={"async_compile": True}`` or
     ``MEND_ASYNC_COMPILE=1`` (the variable, when set, wins either way)."""
-    env = os.environ.get("MEND_ASYNC_COMPILE")
-    if env is not None and env.strip():
-        return env.strip().lower() not in ("0", "false", "no", "off")
+    env = settings.ASYNC_COMPILE.get()
+    if env is not None:
+        return env
     opts = kwargs.get("options") or {}
     return bool(opts.get("async_compile", False))
 

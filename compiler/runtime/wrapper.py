@@ -3,9 +3,9 @@ outputs. Generated as Python source (printable, dumped for debugging) and ``exec
 
 from __future__ import annotations
 
-import os
-
 import torch
+
+from mend import settings
 
 from .. import ir
 
@@ -51,7 +51,7 @@ _PAD_MIN_ROWS = 1024  # fewer rows: the product reads its operand about once, an
 
 def _pads(device) -> bool:
     """On a GPU (cuBLAS's alignment rule), unless ``MEND_PAD_MM=0``."""
-    return torch.device(device).type == "cuda" and os.environ.get("MEND_PAD_MM", "1") != "0"
+    return torch.device(device).type == "cuda" and settings.PAD_MM.get()
 
 
 def _padded(op, at, n, pad, *args, **kwargs):

@@ -26,9 +26,10 @@ they would have read: the output is unchanged, bit for bit.
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import torch
+
+from mend import settings
 
 from .. import compat, ir
 
@@ -37,7 +38,7 @@ MAX_KEPT_BYTES = 64 << 20
 
 def fold_once(sg: ir.ScheduledGraph) -> tuple[ir.ScheduledGraph, list[str]]:
     """``sg`` with the steps computed once in ``once``, and a note for ``fusion.txt``."""
-    if os.environ.get("MEND_FOLD", "1") == "0":
+    if not settings.FOLD.get():
         return sg, []
     escaping = _escaping(sg)
     folded: set[str] = set()  # buffers written by a step computed once

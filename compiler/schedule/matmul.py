@@ -25,11 +25,12 @@ faster and ViT 3% slower than the default, ``benchmarks/results/h200-2026-11-27e
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import replace
 
 import sympy
 import torch
+
+from mend import settings
 
 from .. import ir
 from ..ir import ComputedBuffer, ExternKernel, Layout, Load, Op, TensorRef
@@ -41,13 +42,13 @@ HALF = (torch.float16, torch.bfloat16)
 
 
 def enabled() -> bool:
-    return os.environ.get("MEND_MATMUL_EPILOGUE", "1") != "0"
+    return settings.MATMUL_EPILOGUE.get() != "0"
 
 
 def with_bias() -> bool:
     """Whether a product with a bias (``addmm``) becomes a kernel too; ``MEND_MATMUL_EPILOGUE=mm`` keeps
     those ATen calls (cuBLASLt adds the bias in its own epilogue)."""
-    return os.environ.get("MEND_MATMUL_EPILOGUE", "1") != "mm"
+    return settings.MATMUL_EPILOGUE.get() != "mm"
 
 
 def matmul_epilogues(g: ir.GraphIR, device: str) -> tuple[ir.GraphIR, list[str]]:

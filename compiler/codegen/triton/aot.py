@@ -44,6 +44,8 @@ from pathlib import Path
 
 import torch
 
+from mend import settings
+
 from ... import compat
 from ...debug import warn_once
 from ...runtime import cache
@@ -57,16 +59,13 @@ _pool: "CompilePool | None" = None
 
 
 def enabled() -> bool:
-    return os.environ.get("MEND_TRITON_AOT", "1") != "0"
+    return settings.TRITON_AOT.get()
 
 
 def worker_count() -> int:
-    env = os.environ.get("MEND_COMPILE_WORKERS")
-    if env is not None and env.strip():
-        try:
-            return max(0, int(env))
-        except ValueError:
-            raise ValueError(f"MEND_COMPILE_WORKERS must be an integer, not {env!r}") from None
+    n = settings.COMPILE_WORKERS.get()
+    if n is not None:
+        return max(0, n)
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -84,7 +83,7 @@ class _Worker:
         code = ("import sys, runpy; sys.path[:1] = []; "
                 f"runpy.run_path({str(WORKER)!r}, run_name='__main__')")
         warm = [":".join(str(t) for t in target)] if target else []
-        debug = os.environ.get("MEND_COMPILER_DEBUG")
+        debug = settings.COMPILER_DEBUG.get()
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code, *warm], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=None if debug else subprocess.DEVNULL, close_fds=True, env=_worker_env())
@@ -124,16 +123,13 @@ def _worker_env() -> dict:
     """The workers' environment: ours, plus where they remember Triton's own cache key
     (``worker.remembered_triton_key``) unless mend's cache is disabled."""
     env = dict(os.environ)
-    if cache.enabled() and "MEND_TRITON_KEY_FILE" not in env:
-        env["MEND_TRITON_KEY_FILE"] = str(cache.cache_root() / "triton_key.json")
+    if cache.enabled() and settings.TRITON_KEY_FILE.name not in env:
+        env[settings.TRITON_KEY_FILE.name] = str(cache.cache_root() / "triton_key.json")
     return env
 
 
 def idle_seconds() -> float:
-    try:
-        return float(os.environ.get("MEND_COMPILE_WORKERS_IDLE_S", "60"))
-    except ValueError:
-        return 60.0
+    return settings.COMPILE_WORKERS_IDLE_S.get()
 
 
 class CompilePool:

@@ -14,7 +14,7 @@ Under ``TRITON_INTERPRET=1`` the same kernels run on CPU tensors in Triton's int
 
 from __future__ import annotations
 
-import os
+from mend import settings
 
 from ... import ir
 from .. import KernelCompileError
@@ -35,7 +35,7 @@ class TritonGenerator:
         self.interpret = interpret
         self.nan_combine = nan_combine  # None: on a GPU yes, in the interpreter no (custom combines are slow)
         # MEND_TRITON_SPLIT=0 keeps every row in one program (no split reductions)
-        self.split_min_rnumel = split_min_rnumel if os.environ.get("MEND_TRITON_SPLIT", "1") != "0" else 2**62
+        self.split_min_rnumel = split_min_rnumel if settings.TRITON_SPLIT.get() else 2**62
 
     def _interp(self) -> bool:
         return interpret_mode() if self.interpret is None else self.interpret

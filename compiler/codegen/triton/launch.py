@@ -28,6 +28,8 @@ import triton.language.standard as std
 from triton.runtime.driver import driver
 from triton.runtime.jit import JITFunction
 
+from mend import settings
+
 from ...debug import warn_once
 from ...runtime import cache
 from ...runtime.interpret import run_kernel
@@ -123,7 +125,7 @@ def write_tuned(key: str, data: dict) -> None:
 
 
 def autotune_enabled() -> bool:
-    return os.environ.get("MEND_TRITON_AUTOTUNE", "1") != "0"
+    return settings.TRITON_AUTOTUNE.get()
 
 
 # ---------------------------------------------------------------------------------------- launcher
@@ -293,7 +295,7 @@ class TritonLauncher:
         hashing and grid handling cost ~20 us per launch, more than many kernels run). Only when the
         pointers have the same 16-byte alignment as at compile time (Triton specializes on it), on the same
         device, and no launch hooks (profilers) are installed; otherwise Triton's own path runs."""
-        if self.interpreted or os.environ.get("MEND_TRITON_FAST_LAUNCH", "1") == "0" or ck is None:
+        if self.interpreted or not settings.TRITON_FAST_LAUNCH.get() or ck is None:
             return
         if isinstance(ck, aot.StaticKernel):
             index = _device_index(tensors)
@@ -406,7 +408,7 @@ CUBLAS = _Cublas()
 
 def lazy_tuning() -> bool:
     """``MEND_MATMUL_LAZY_TUNE=0`` makes a matmul kernel's first launch wait for all its candidates."""
-    return os.environ.get("MEND_MATMUL_LAZY_TUNE", "1") != "0"
+    return settings.MATMUL_LAZY_TUNE.get()
 
 
 class TritonMatmulLauncher(TritonLauncher):
