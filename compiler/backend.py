@@ -32,6 +32,7 @@ from .ir import ExternKernel
 from .ir.verify import verify_graph, verify_scheduled
 from .lowering import Lowering, graph_device, log_once
 from .lowering.decomps import decomposition_table
+from .mode import ASYNC, SYNC, Mode
 from .runtime import cache, graph_cache, guard, specialize, tiered, wrapper
 from .runtime import cudagraphs as cuda_graphs
 from .runtime.interpret import run_kernel
@@ -52,26 +53,23 @@ def _device_of(example_inputs, gm) -> torch.device:
     return graph_device(gm, example_inputs)
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "inference", cudagraphs: bool = False,
-                  async_compile: bool = False, preloaded=None):
-    """Compile one ATen graph; returns a boxed callable ``fn(list_of_args) -> tuple``. ``cudagraphs``: replay
-    a CUDA graph of the compiled graph after its first call (``mend.compiler.runtime.cudagraphs``).
-    ``async_compile``: return at once and build in the background, running the ATen graph meanwhile
-    (``mend.compiler.runtime.tiered``). ``preloaded``: the graph cache's (scheduled graph, extern ops) of ``gm``,
-    found by the caller under another key (``gm`` is then only run as the reference)."""
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, mode: Mode = SYNC, *, kind: str = "inference",
+                  preloaded=None):
+    """Compile one ATen graph; returns a boxed callable ``fn(list_of_args) -> tuple``. ``mode``: whether it
+    returns at once and builds in the background, running the ATen graph meanwhile
+    (``mend.compiler.runtime.tiered``), and whether it replays a CUDA graph of the compiled graph after its
+    first call (``mend.compiler.runtime.cudagraphs``). ``preloaded``: the graph cache's (scheduled graph,
+    extern ops) of ``gm``, found by the caller under another key (``gm`` is then only run as the reference)."""
     if specialize.is_dynamic(example_inputs):  # symbolic shapes: one static compile per concrete shape
-        return specialize.ShapeSpecialized(
-            gm, lambda g, ex: compile_graph(g, ex, kind=kind, cudagraphs=cudagraphs, async_compile=async_compile),
-            f"{kind} graph")
-    if async_compile:
-        return tiered.TieredGraph(gm, _build(gm, example_inputs, kind, cudagraphs, defer=True, preloaded=preloaded),
-                                  f"{kind} graph")
-    return _build(gm, example_inputs, kind, cudagraphs, preloaded=preloaded)
+        return specialize.ShapeSpecialized(gm, lambda g, ex: compile_graph(g, ex, mode, kind=kind), f"{kind} graph")
+    if mode.async_compile:
+        return tiered.TieredGraph(gm, _build(gm, example_inputs, kind, mode, preloaded), f"{kind} graph")
+    return _build(gm, example_inputs, kind, mode, preloaded)
 
 
-def _build(gm, example_inputs, kind: str, cudagraphs: bool, defer: bool = False, preloaded=None):
-    """The compiled graph, or the graph-level fallback. ``defer``: a build that would block (``g++``) runs
-    on a background thread and the result says so through ``mend_pending``."""
+def _build(gm, example_inputs, kind: str, mode: Mode, preloaded=None):
+    """The compiled graph, or the graph-level fallback. With asynchronous compilation a build that would
+    block (``g++``) runs on a background thread and the result says so through ``mend_pending``."""
     t0 = time.perf_counter()
     code = gm.code
     tag = hashlib.sha256(code.encode()).hexdigest()[:10]
@@ -81,8 +79,8 @@ def _build(gm, example_inputs, kind: str, cudagraphs: bool, defer: bool = False,
     try:
         if settings.COMPILER_FALLBACK.get() == "eager":
             raise GraphFallback(f"{settings.COMPILER_FALLBACK.name}=eager")
-        fn = _compile(gm, example_inputs, dump, defer, preloaded)
-        if cudagraphs and _device_of(example_inputs, gm).type == "cuda":
+        fn = _compile(gm, example_inputs, dump, mode.async_compile, preloaded)
+        if mode.cudagraphs and _device_of(example_inputs, gm).type == "cuda":
             fn = _carry_inspection(fn, cuda_graphs.wrap(fn, gm, fn.mend_graph, example_inputs, f"{kind} graph {tag}"))
         fn = guard.GuardedGraph(fn, compat.make_boxed_func(gm.forward), f"{kind} graph {tag}")
     except Exception as exc:  # graph-level fallback
@@ -290,9 +288,9 @@ def _self_checking(call, gm, dump):
     return checked
 
 
-def _compiler(kind: str, cudagraphs: bool, async_compile: bool = False):
+def _compiler(kind: str, mode: Mode):
     def compile_one(gm, example_inputs):
-        return compile_graph(gm, example_inputs, kind=kind, cudagraphs=cudagraphs, async_compile=async_compile)
+        return compile_graph(gm, example_inputs, mode, kind=kind)
 
     return compile_one
 
@@ -303,32 +301,31 @@ def mend_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     ``mode="reduce-overhead"`` or ``options={"cudagraphs": True}`` replays CUDA graphs of the compiled
     graphs (CUDA tensors only; see ``mend.compiler.runtime.cudagraphs``). ``options={"async_compile": True}`` runs
     each graph through ATen while it compiles in the background (``mend.compiler.runtime.tiered``)."""
-    cg = cuda_graphs.requested(kwargs)
-    ac = tiered.requested(kwargs)
     cuda = next((t.device for t in example_inputs if isinstance(t, torch.Tensor) and t.device.type == "cuda"),
                 None)
+    mode = Mode.requested(kwargs, on_cuda=cuda is not None)
     if cuda is not None:
         triton_aot.warm(cuda)  # the compile workers start (and warm up) while aot_autograd traces
-    direct = _direct_inference(gm, example_inputs, cg, ac)
+    direct = _direct_inference(gm, example_inputs, mode)
     if direct is not None:
         return direct
-    return _through_aot(gm, example_inputs, cg, ac, eager_bw=cuda is not None and eager_backward())
+    return _through_aot(gm, example_inputs, mode)
 
 
-def _through_aot(gm, example_inputs, cg: bool, ac: bool, eager_bw: bool = False):
+def _through_aot(gm, example_inputs, mode: Mode):
     """``gm`` through aot_autograd, each graph it traces compiled by mend; called with the arguments spread."""
     return compat.aot_module_simplified(
         gm,
         example_inputs,
-        fw_compiler=_compiler("forward", cg, ac),
-        bw_compiler=_compiler("backward", cg, ac),
-        inference_compiler=_compiler("inference", cg, ac),
+        fw_compiler=_compiler("forward", mode),
+        bw_compiler=_compiler("backward", mode),
+        inference_compiler=_compiler("inference", mode),
         decompositions=decomposition_table(),
-        eager_backward=eager_bw,
+        eager_backward=mode.eager_backward,
     )
 
 
-def _direct_inference(gm, example_inputs, cg: bool, ac: bool):
+def _direct_inference(gm, example_inputs, mode: Mode):
     """An inference graph without aot_autograd (``compat.trace_inference``: the same ATen graph from one
     trace instead of two), or None. A warm process skips the trace as well: Dynamo's graph, keyed by
     ``graph_cache.dynamo_key``, names the cache entry of the ATen graph it traced to, and that scheduled
@@ -345,9 +342,8 @@ def _direct_inference(gm, example_inputs, cg: bool, ac: bool):
         if cached is not None and not cached[0].constants:
             STATS["direct_inference_graphs"] += 1
             STATS["dynamo_cache_hits"] += 1
-            return _boxed_to_plain(compile_graph(gm, example_inputs, kind="inference", cudagraphs=cg,
-                                                 async_compile=ac, preloaded=cached))
-    fakes = compat.fake_inputs(example_inputs) if ac and not cg and tiered.defers_front_end() else None
+            return _boxed_to_plain(compile_graph(gm, example_inputs, mode, kind="inference", preloaded=cached))
+    fakes = compat.fake_inputs(example_inputs) if mode.timing == "deferred" else None
     if fakes is not None:  # the first call waits for Dynamo alone: the rest at the second call
         return _boxed_to_plain(tiered.DeferredGraph(gm.forward, lambda: _traced_compile(gm, fakes, dkey),
                                                     "inference graph"), carry=False)
@@ -356,7 +352,7 @@ def _direct_inference(gm, example_inputs, cg: bool, ac: bool):
         return None
     STATS["direct_inference_graphs"] += 1
     aten_gm, fakes = traced
-    boxed = compile_graph(aten_gm, fakes, kind="inference", cudagraphs=cg, async_compile=ac)
+    boxed = compile_graph(aten_gm, fakes, mode, kind="inference")
     if dkey is not None:
         graph_cache.store(dkey, (graph_cache.graph_key(aten_gm, fakes), str(_device_of(fakes, aten_gm))))
     return _boxed_to_plain(boxed)
@@ -369,7 +365,7 @@ def _traced_compile(gm, fakes, dkey):
     as when compiled at once."""
     traced = compat.trace_inference(gm, fakes, decomposition_table())
     if traced is None:
-        plain = _through_aot(gm, fakes, cg=False, ac=True)
+        plain = _through_aot(gm, fakes, ASYNC)
 
         def fn(args):
             return plain(*args)
@@ -380,7 +376,7 @@ def _traced_compile(gm, fakes, dkey):
     aten_gm, aten_fakes = traced
     if dkey is not None:
         graph_cache.store(dkey, (graph_cache.graph_key(aten_gm, aten_fakes), str(_device_of(aten_fakes, aten_gm))))
-    return compile_graph(aten_gm, aten_fakes, kind="inference", async_compile=True)
+    return compile_graph(aten_gm, aten_fakes, ASYNC, kind="inference")
 
 
 def _boxed_to_plain(boxed, carry: bool = True):
@@ -390,13 +386,6 @@ def _boxed_to_plain(boxed, carry: bool = True):
         return boxed(list(args))
 
     return _carry_inspection(boxed, forward) if carry else forward
-
-
-def eager_backward() -> bool:
-    """On a GPU the backward graph is compiled right after the forward one (``MEND_EAGER_BACKWARD``, default
-    on): its kernels then compile in the workers while the forward's first call waits for its own, instead
-    of after it. ``0`` keeps aot_autograd's default (the backward compiles at the first backward call)."""
-    return settings.EAGER_BACKWARD.get()
 
 
 compat.register_backend("mend", mend_backend)

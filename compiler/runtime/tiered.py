@@ -52,13 +52,6 @@ _executor: "_Background | None" = None
 _graphs: "weakref.WeakSet[TieredGraph | DeferredGraph]" = weakref.WeakSet()
 
 
-def defers_front_end() -> bool:
-    """Whether an inference graph's trace to ATen and front end wait for its second call (the default);
-    ``MEND_ASYNC_DEFER=0`` runs them when the graph is compiled, as for every other graph: a later first
-    result, the compiled graph sooner."""
-    return settings.ASYNC_DEFER.get()
-
-
 def requested(kwargs: dict) -> bool:
     """Whether a backend call asks for asynchronous compilation: ``options={"async_compile": True}`` or
     ``MEND_ASYNC_COMPILE=1`` (the variable, when set, wins either way)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 
 import pytest
@@ -9,6 +10,7 @@ import torch
 
 import mend.compiler
 from mend.compiler import GraphBreakError, backend, lowering
+from mend.compiler.mode import Mode
 
 from .helpers import check, mend_compile_fx
 
@@ -214,6 +216,22 @@ def test_backward_graph_compiles_with_the_forward_when_asked(eager):
 
 
 def test_eager_backward_switch(monkeypatch):
-    assert backend.eager_backward()
+    monkeypatch.delenv("MEND_EAGER_BACKWARD", raising=False)
+    assert Mode.requested({}, on_cuda=True).eager_backward
+    assert not Mode.requested({}, on_cuda=False).eager_backward  # a CPU graph: nothing compiles ahead
     monkeypatch.setenv("MEND_EAGER_BACKWARD", "0")
-    assert not backend.eager_backward()
+    assert not Mode.requested({}, on_cuda=True).eager_backward
+
+
+def test_the_mode_a_backend_call_asks_for(monkeypatch):
+    for var in ("MEND_ASYNC_COMPILE", "MEND_ASYNC_DEFER", "MEND_CUDAGRAPHS"):
+        monkeypatch.delenv(var, raising=False)
+    assert Mode.requested({}) == Mode("sync", cudagraphs=False)
+    assert Mode.requested({"options": {"async_compile": True}}).timing == "deferred"
+    assert Mode.requested({"options": {"async_compile": True}, "mode": "reduce-overhead"}) == Mode("async", True)
+    monkeypatch.setenv("MEND_ASYNC_DEFER", "0")
+    assert Mode.requested({"options": {"async_compile": True}}) == Mode("async")
+    monkeypatch.setenv("MEND_ASYNC_COMPILE", "0")
+    assert not Mode.requested({"options": {"async_compile": True}}).async_compile
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Mode().timing = "async"

@@ -15,6 +15,7 @@ import mend.compiler
 from mend.compiler import backend
 from mend.compiler.codegen.cpp import build as cpp_build
 from mend.compiler.lowering.decomps import decomposition_table
+from mend.compiler.mode import ASYNC
 from mend.compiler.runtime import tiered
 
 
@@ -46,7 +47,7 @@ def test_runs_aten_until_the_kernels_are_built_then_switches_for_good(gated_buil
     x, y = torch.randn(16, 33), torch.randn(33)
     (want,) = _f(x, y)
     before = dict(tiered.STATS)
-    call = backend.compile_graph(_fx(_f, x, y), [x, y], async_compile=True)
+    call = backend.compile_graph(_fx(_f, x, y), [x, y], ASYNC)
     assert isinstance(call, tiered.TieredGraph)
     for _ in range(3):  # the build is blocked: every call runs the ATen graph
         (got,) = call([x, y])
@@ -75,7 +76,7 @@ def test_a_graph_that_cannot_compile_stays_on_aten(monkeypatch):
     monkeypatch.setenv("MEND_STRICT", "0")
     monkeypatch.setenv("MEND_COMPILER_FALLBACK", "eager")
     x, y = torch.randn(4, 5), torch.randn(5)
-    call = backend.compile_graph(_fx(_f, x, y), [x, y], async_compile=True)
+    call = backend.compile_graph(_fx(_f, x, y), [x, y], ASYNC)
     assert call.ready() and call.wait(0.05)  # nothing to build
     for _ in range(2):
         (got,) = call([x, y])
