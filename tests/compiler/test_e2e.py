@@ -61,8 +61,8 @@ def _graph_of(fn, *args):
     calls = []
     orig = backend.compile_graph
 
-    def spy(gm, ex, **kw):
-        c = orig(gm, ex, **kw)
+    def spy(gm, ex, *args, **kw):
+        c = orig(gm, ex, *args, **kw)
         calls.append(c)
         return c
 
