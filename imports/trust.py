@@ -25,7 +25,9 @@ import secrets
 import stat
 from pathlib import Path
 
-KEY_ENV_VAR = "MEND_REPAIR_CACHE_KEY"
+from mend.settings import REPAIR_CACHE_KEY
+
+KEY_ENV_VAR = REPAIR_CACHE_KEY.name
 MAX_FILE_BYTES = 64 << 20  # larger than any repaired module mend writes
 
 
@@ -35,9 +37,9 @@ class UntrustedCache(Exception):
 
 def key_file() -> tuple[Path, bool]:
     """(the key file, whether it is the team's shared one)."""
-    env = os.environ.get(KEY_ENV_VAR)
-    if env:
-        return Path(env), True
+    env = REPAIR_CACHE_KEY.get()
+    if env is not None:
+        return env, True
     base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
     return base / "mend" / "repair-cache.key", False
 

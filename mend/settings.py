@@ -149,7 +149,7 @@ class Seconds(Switch):
 
 
 @dataclass(frozen=True)
-class Folder(Switch):
+class PathSwitch(Switch):
     kind = "path"
 
     def parse(self, text: str) -> Path:
@@ -211,20 +211,20 @@ MATMUL_LAZY_TUNE = Flag("MEND_MATMUL_LAZY_TUNE", True, "a matmul kernel's first 
                         "configuration while the others compile; 0: it waits for all of them", GPU)
 TRITON_FAST_LAUNCH = Flag("MEND_TRITON_FAST_LAUNCH", True, "later calls launch a compiled Triton kernel directly, "
                           "without Triton's per-call binding; 0: always through Triton", GPU)
-TRITON_KEY_FILE = Folder("MEND_TRITON_KEY_FILE", None, "where compile workers remember Triton's own cache key "
-                         "(set by mend for its workers: triton_key.json in the cache folder)", GPU)
+TRITON_KEY_FILE = PathSwitch("MEND_TRITON_KEY_FILE", None, "where compile workers remember Triton's own cache key "
+                             "(set by mend for its workers: triton_key.json in the cache folder)", GPU)
 
 # the compiler: caches
-CACHE_DIR = Folder("MEND_CACHE_DIR", None, "the compiler's caches (unset: $XDG_CACHE_HOME/mend, else "
-                   "~/.cache/mend)", COMPILER)
+CACHE_DIR = PathSwitch("MEND_CACHE_DIR", None, "the compiler's caches (unset: $XDG_CACHE_HOME/mend, else "
+                       "~/.cache/mend)", COMPILER)
 DISABLE_CACHE = Flag("MEND_DISABLE_CACHE", False, "1: read nothing from the compiler's caches and publish "
                      "nothing; build into fresh temporary folders", COMPILER)
 
 # the compiler: debugging
 STRICT = Flag("MEND_STRICT", False, "1: raise instead of falling back to eager, for a whole graph or at run time "
               "(the tests set it; MEND_COMPILER_STRICT is an older name)", COMPILER, alias="MEND_COMPILER_STRICT")
-COMPILER_DEBUG = Folder("MEND_COMPILER_DEBUG", None, "dump the FX graph, IR, fusion decisions, kernel sources and "
-                        "wrapper of every graph into this folder (the graph cache is not read then)", COMPILER)
+COMPILER_DEBUG = PathSwitch("MEND_COMPILER_DEBUG", None, "dump the FX graph, IR, fusion decisions, kernel sources and "
+                            "wrapper of every graph into this folder (the graph cache is not read then)", COMPILER)
 COMPILER_VERIFY = Flag("MEND_COMPILER_VERIFY", None, "1: check the IR after lowering and after scheduling "
                        "(unset: on under MEND_COMPILER_DEBUG)", COMPILER)
 COMPILER_CHECK = Flag("MEND_COMPILER_CHECK", False, "1: on each graph's first call, also run it eagerly and log "
@@ -237,8 +237,11 @@ DISABLE_KERNELS = Names("MEND_DISABLE_KERNELS", frozenset(), "run these kernels 
 # repair at import (mend run --repair, mend.repair_imports)
 REPAIR = Switch("MEND_REPAIR", None, "the packages a child process repairs at import: a comma-separated list or "
                 "the settings' JSON (set by mend run --repair and mend.repair_imports)", IMPORTS)
-REPAIR_CACHE = Folder("MEND_REPAIR_CACHE", None, "the cache of repaired modules (unset: $XDG_CACHE_HOME/mend/"
-                      "repair, else ~/.cache/mend/repair)", IMPORTS)
+REPAIR_CACHE = PathSwitch("MEND_REPAIR_CACHE", None, "the cache of repaired modules (unset: $XDG_CACHE_HOME/mend/"
+                          "repair, else ~/.cache/mend/repair)", IMPORTS)
+REPAIR_CACHE_KEY = PathSwitch("MEND_REPAIR_CACHE_KEY", None, "a file holding the key that signs the repair cache's "
+                              "entries, for a cache shared on purpose (unset: a per-user key, "
+                              "$XDG_CONFIG_HOME/mend/repair-cache.key)", IMPORTS)
 
 # the commands
 OUTPUT_FORMAT = Choice("MEND_OUTPUT_FORMAT", "concise", "mend check's --output-format when the option is not "
@@ -252,8 +255,8 @@ REGEN_FIXTURES = Flag("MEND_REGEN_FIXTURES", False, "1: the rewriter's fixture t
                       "outputs (.out.py) for review", TESTS)
 SOAK_SEED = Int("MEND_SOAK_SEED", None, "the seed of the rewriter's CLI soak test (unset: a random one, printed)",
                 TESTS)
-ZOO_CACHE = Folder("MEND_ZOO_CACHE", None, "the model zoo's repaired copies of transformers (unset: "
-                   "~/.cache/mend/zoo)", BENCHMARKS)
+ZOO_CACHE = PathSwitch("MEND_ZOO_CACHE", None, "the model zoo's repaired copies of transformers (unset: "
+                       "~/.cache/mend/zoo)", BENCHMARKS)
 BENCH_MODELS_SIZE = Choice("MEND_BENCH_MODELS_SIZE", "small", "the model sizes of benchmarks/bench_models.py's "
                            "harnesses", BENCHMARKS, choices=("tiny", "small"))
 
