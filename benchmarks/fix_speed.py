@@ -61,8 +61,8 @@ def table_{i}(key):
         return values[key]
     return None
 '''
-WHOLE = ("import sys; from mend.rewriter import api, engine; "
-         "api.fix_windowed = engine.fix_source; "  # the same signature: the engine on the whole file
+WHOLE = ("import sys; from mend.rewriter import api, registry; "
+         "api.fix_windowed = registry.fix_source; "  # the same signature: the engine on the whole file
          "from mend.cli.app import main; sys.argv[0] = 'mend'; main()")
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from mend.analyzers import static
-from mend.rewriter.engine import FixOptions, fix_source
+from mend.rewriter import FixOptions, fix_source
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "rewriter" / "fixtures"
 # fixture -> (module class, a name only the repaired source has, constructor from dim, experts, top-k)
@@ -62,7 +62,7 @@ def main() -> None:
     path = FIXTURES / f"{args.fixture}.in.py"
     src = path.read_text()
     config = static.load_config([str(FIXTURES)], isolated=True)
-    fixed = fix_source(src, path.name, None, FixOptions(unsafe=True),
+    fixed = fix_source(src, path.name, None, FixOptions(unsafe=True, helpers="import"),
                        lambda text: static.check_source(text, path.name, config)).fixed
     assert BLOCKS[args.fixture][1] in fixed, "the routing was not repaired"
     original = _module(src, args.fixture, args.dim, args.experts, args.top_k)

@@ -33,6 +33,10 @@ def fix(
     side_effects: str = typer.Option(None, "--side-effects",
                                      help="Side-effect policy: keep (default), guard, defer or drop; "
                                           "overrides [tool.mend] side-effects."),
+    helpers: str = typer.Option(None, "--helpers", metavar="tree|import",
+                                help="Where repaired code finds mend's helper functions: tree (default: a module "
+                                     "_mend.py written into the repaired package) or import (from the mend "
+                                     "package); overrides [tool.mend] helpers."),
     torch_rng: bool = typer.Option(False, "--torch-rng",
                                    help="Allow replacing random.random() with torch's RNG (unsafe)."),
     from_run: Path = typer.Option(None, "--from-run", help="Also repair the sites recorded by `mend run` "
@@ -48,7 +52,7 @@ def fix(
 ) -> None:
     """Repair graph breaks and recompile triggers in place (safe fixes; --unsafe-fixes for more)."""
     from mend.rewriter.api import FixError, fix_paths
-    from mend.rewriter.engine import SIDE_EFFECT_POLICIES, FixOptions
+    from mend.rewriter.options import HELPER_MODES, SIDE_EFFECT_POLICIES, FixOptions
 
     targets = [Path(p) for p in (paths or [Path(".")])]
     missing = [str(p) for p in targets if not p.exists()]
@@ -59,10 +63,13 @@ def fix(
         typer.echo(f"error: --side-effects must be {', '.join(SIDE_EFFECT_POLICIES)}, got {side_effects!r}",
                    err=True)
         raise typer.Exit(EXIT_ERROR)
+    if helpers is not None and helpers not in HELPER_MODES:
+        typer.echo(f"error: --helpers must be {' or '.join(HELPER_MODES)}, got {helpers!r}", err=True)
+        raise typer.Exit(EXIT_ERROR)
     options = FixOptions(unsafe=unsafe_fixes, torch_rng=torch_rng, select=_split(select), ignore=_split(ignore))
     write = not diff and verify_harness is None
     try:
-        run = fix_paths(targets, options, write=write, side_effects=side_effects,
+        run = fix_paths(targets, options, write=write, side_effects=side_effects, helpers=helpers,
                         config_file=str(config) if config else None, isolated=isolated, from_run=from_run)
     except (FixError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -105,7 +112,8 @@ def _report(run: FixRun, *, write: bool, diff: bool, quiet: bool, unsafe_fixes: 
         typer.echo(f"error: {path}: {msg}", err=True)
     verb = "Fixed" if write else "Would fix"
     unsafe_hidden = sum(1 for f in run.files for r in f.remaining if r.unsafe_available)
-    summary = f"{verb} {run.applied} finding(s) in {len(run.changed)} file(s); {run.remaining} remaining"
+    repaired = [r for r in run.changed if r.applied]  # the helper module written beside them is not counted
+    summary = f"{verb} {run.applied} finding(s) in {len(repaired)} file(s); {run.remaining} remaining"
     if unsafe_hidden and not unsafe_fixes:
         summary += f" ({unsafe_hidden} fixable with --unsafe-fixes)"
     typer.echo(summary + ".")

@@ -30,15 +30,16 @@ class PackageContext:
     def __init__(self, package_dir: str, settings: RepairSettings, cache_folder: Path) -> None:
         from mend.analyzers import static
         from mend.rewriter.api import options_from_config
-        from mend.rewriter.engine import FixOptions
+        from mend.rewriter.options import FixOptions
 
         self.static = static
         config = static.load_config([settings.root], config_file=settings.config_file, isolated=settings.isolated)
         static_cache = cache_folder / "static"  # the analyzer's cache, unless a link leads it elsewhere
         self.config = dataclasses.replace(config, cache_dir=static_cache)
         use_cache = within(static_cache, [cache_folder])
+        # repaired modules live in the cache, not in the package: they import the helpers from mend itself
         self.options = options_from_config(getattr(config, "raw", {}) or {}, FixOptions(unsafe=settings.unsafe),
-                                           settings.side_effects)
+                                           settings.side_effects, helpers="import")
         files = static.discover_files([package_dir], self.config)
         self.display = {os.path.realpath(f): str(f) for f in files}  # real path -> the path the analyzer knows
         result = static.check_paths([package_dir], self.config, jobs=1, use_cache=use_cache, need_project=True)

@@ -10,7 +10,8 @@ Public API::
     fix_info(code) -> FixInfo | None                 # what the rule declares its fix does (the rule
                                                      # registry, mend.analyzers.static.rules)
 
-The fixers, one module per rule family, register with ``@fixer(code)``: :mod:`mend.rewriter.fixes`.
+The repairs: one strategy per module (:mod:`mend.rewriter.strategies`); a rule lists the strategies it tries,
+in order, on its entry; :mod:`mend.rewriter.registry` hands those lists to the engine (:mod:`mend.rewriter.engine`).
 
 Run-time helpers for repaired code: :mod:`mend.rewriter.runtime` (``defer``, ``flush``,
 ``boundary``, ``restore_exceptions``). Verification: :mod:`mend.rewriter.verify`. See ``docs/fix.md``.
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 from mend.analyzers.static.rules import FixInfo, fix_info
 from mend.rewriter.api import FixError, FixRun, fix_paths
-from mend.rewriter.engine import FileResult, FixOptions, fix_source
+from mend.rewriter.options import FixOptions
+from mend.rewriter.registry import fix_source
+from mend.rewriter.results import FileResult
 
 __all__ = ["FileResult", "FixError", "FixInfo", "FixOptions", "FixRun", "fix_info", "fix_paths", "fix_source"]

@@ -431,11 +431,11 @@ class FunctionFacts:
             if isinstance(node, (cst.Yield, cst.Await, cst.NamedExpr, cst.Lambda)):
                 return False
             if isinstance(node, cst.Call):
-                if not self._pure_call(node):
+                if not self.pure_call(node):
                     return False
         return True
 
-    def _pure_call(self, call: cst.Call) -> bool:
+    def pure_call(self, call: cst.Call) -> bool:
         qual = self.imports.qualify(call.func)
         if isinstance(call.func, cst.Name):
             return call.func.value in PURE_BUILTINS and call.func.value not in self.stores

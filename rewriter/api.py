@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.paths import within
 from mend.rewriter import files
-from mend.rewriter.engine import FileResult, FixOptions
+from mend.rewriter.helper_module import TreeModules
+from mend.rewriter.options import FixOptions
+from mend.rewriter.results import FileResult
 from mend.rewriter.window import fix_windowed
 
 
@@ -57,10 +59,12 @@ def _static() -> Any:
     return static
 
 
-def options_from_config(raw: dict[str, Any], base: FixOptions, side_effects: str | None) -> FixOptions:
+def options_from_config(raw: dict[str, Any], base: FixOptions, side_effects: str | None,
+                        helpers: str | None = None) -> FixOptions:
     policy = side_effects or raw.get("side-effects") or raw.get("side_effects") or base.side_effects
+    helpers = str(helpers or raw.get("helpers") or base.helpers)
     return FixOptions(unsafe=base.unsafe, side_effects=str(policy), torch_rng=base.torch_rng,
-                      select=base.select, ignore=base.ignore, max_rounds=base.max_rounds)
+                      select=base.select, ignore=base.ignore, max_rounds=base.max_rounds, helpers=helpers)
 
 
 def runtime_diagnostics(data_file: str | Path, paths: Sequence[Path],
@@ -144,6 +148,7 @@ def fix_paths(
     *,
     write: bool = True,
     side_effects: str | None = None,
+    helpers: str | None = None,
     config_file: str | None = None,
     isolated: bool = False,
     from_run: str | Path | None = None,
@@ -157,7 +162,8 @@ def fix_paths(
     str_paths = [str(p) for p in paths]
     config = static.load_config(str_paths, config_file=config_file, isolated=isolated)
     raw = getattr(config, "raw", {}) or {}
-    options = options_from_config(raw, options, side_effects)
+    options = options_from_config(raw, options, side_effects, helpers)
+    options = replace(options, helpers_within=tuple(str_paths))
     run = FixRun()
     given = [Path(p) for p in paths]
     targets = _inside(given, [Path(f) for f in static.discover_files(str_paths, config)], run)
@@ -177,6 +183,7 @@ def fix_paths(
             if _key(d.path) not in known:
                 targets.append(Path(d.path))
                 known.add(_key(d.path))
+    trees = TreeModules(write)
 
     def diagnose(text: str, display: str) -> list[Diagnostic]:
         return list(static.check_source(text, display, config, project))
@@ -185,14 +192,15 @@ def fix_paths(
         diags = _unique(sites.get(_key(file), []))
         if not diags:
             continue
-        res = _fix_file(file, diags, options, diagnose, run, write)
+        res = _fix_file(file, diags, options, diagnose, run, write, trees)
         if res is not None and progress is not None:
             progress(res)
     return run
 
 
 def _fix_file(file: Path, diags: list[Diagnostic], options: FixOptions,
-              diagnose: Callable[[str, str], list[Diagnostic]], run: FixRun, write: bool) -> FileResult | None:
+              diagnose: Callable[[str, str], list[Diagnostic]], run: FixRun, write: bool,
+              trees: TreeModules) -> FileResult | None:
     """Read, repair and (with ``write``) write back one file; problems go to ``run.errors``."""
     display = str(file)
     try:
@@ -210,6 +218,8 @@ def _fix_file(file: Path, diags: list[Diagnostic], options: FixOptions,
     run.files.append(res)
     if res.error:
         run.errors.append((display, res.error))
+    elif res.changed and not _helper_module(res, source, options, trees, run):
+        pass
     elif write and res.changed:
         try:
             files.write(source, res.fixed)
@@ -266,6 +276,24 @@ def _line_map(new: str, old: str) -> Callable[[int], int]:
         for j in range(j1, j2):
             lines.append(i1 + (j - j1) if tag == "equal" else min(i1 + (j - j1), max(i1, i2 - 1)))
     return lambda line: min(lines[line - 1], max(len(a) - 1, 0)) + 1 if 0 < line <= len(lines) else line
+
+
+def _helper_module(res: FileResult, source: files.SourceFile, options: FixOptions, trees: TreeModules,
+                   run: FixRun) -> bool:
+    """The helper module the repaired file imports from, written (or proposed) first; False, the file left as
+    it was and the error recorded, when it cannot be."""
+    try:
+        module = trees.provide(res.path, res.helpers, options.helpers, source, options.helpers_within)
+    except files.FileProblem as exc:
+        res.error = f"cannot write {exc}"
+        res.fixed, res.applied = res.original, []
+        run.errors.append((res.path, res.error))
+        return False
+    if module is not None and module.changed and all(f is not module for f in run.files):
+        run.files.append(module)
+        if trees.write:
+            run.written.append(module.path)
+    return True
 
 
 def _key(path: str | Path) -> str:

@@ -20,7 +20,8 @@ Writing (:func:`write`) follows these rules:
   and SIGTERM and SIGINT wait until the write is done, but a SIGKILL mid-write can leave it partial;
 * SIGTERM and SIGINT that arrive during a write are acted on once it is done, as a KeyboardInterrupt.
 
-:func:`identity` names the real file behind a path (device and inode), so that a file reached through
+:func:`create` writes a new file (the helper module of a repaired tree) the same way, never over one that
+exists. :func:`identity` names the real file behind a path (device and inode), so that a file reached through
 several links or hard links is fixed once.
 """
 
@@ -106,6 +107,31 @@ def write(file: SourceFile, text: str) -> None:
             except OSError as exc:
                 raise FileProblem(f"writing in place failed: {exc.strerror or exc}; the file may be incomplete") \
                     from None
+
+
+def create(path: Path, text: str, like: SourceFile) -> None:
+    """Write the new file ``path`` (UTF-8, ``like``'s line ends and permission bits) atomically: a file that
+    exists already, or appears meanwhile, is never replaced. Raises :class:`FileProblem`."""
+    data = same_newlines(like.text, text).encode("utf-8")
+    with deferred_signals():
+        try:
+            fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+        except OSError as exc:
+            raise FileProblem(f"cannot write: {exc.strerror or exc}") from None
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fchmod(fh.fileno(), stat.S_IMODE(like.state.st_mode))
+                os.fsync(fh.fileno())
+            os.link(tmp, path)  # fails where the file exists: never replaces one
+        except FileExistsError:
+            raise FileProblem("cannot write: the file appeared while mend was writing it; left unchanged") from None
+        except OSError as exc:
+            raise FileProblem(f"cannot write: {exc.strerror or exc}") from None
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
 
 
 def same_newlines(old: str, new: str) -> str:
@@ -200,4 +226,4 @@ def deferred_signals() -> Iterator[None]:
         raise KeyboardInterrupt(f"signal {pending[0]}")
 
 
-__all__ = ["FileProblem", "SourceFile", "deferred_signals", "identity", "read", "write"]
+__all__ = ["FileProblem", "SourceFile", "create", "deferred_signals", "identity", "read", "write"]

@@ -8,8 +8,8 @@ Most repairs need only torch. Two need shared state across files, and live here:
   arguments cloned (snapshot against later in-place updates), into a list that Dynamo replays as a
   side effect of the graph. ``flush()`` emits the recorded calls in order; ``boundary(compiled)``
   wraps a compiled function or module so that every call flushes after the graph, also when it raises.
-* ``restore_exceptions(compiled)``: the same wrapper the rewriter inserts at compile boundaries of
-  the repaired tree (``_mend_restore_exceptions``), for boundaries outside it (a repaired library
+* ``restore_exceptions(compiled)``: the same wrapper the rewriter puts at compile boundaries of
+  the repaired tree (``_mend_restore_exceptions``, :mod:`mend.rewriter.helpers`), for boundaries outside it (a repaired library
   compiled by the user's script): it re-raises ``[mend:E] msg`` checks as ``E(msg)``.
 """
 
@@ -58,19 +58,11 @@ def pending() -> int:
     return len(_DEFERRED)
 
 
-def _namespace() -> dict[str, Any]:
-    import torch
-
-    from mend.rewriter.helpers import HELPER_SOURCES
-
-    ns: dict[str, Any] = {"torch": torch, "__name__": __name__}
-    exec(HELPER_SOURCES["_mend_restore_exceptions"], ns)  # noqa: S102 - our own helper source
-    return ns
-
-
 def restore_exceptions(compiled: Any) -> Any:
     """Wrap a compiled function (or a compiled module, in place) to re-raise mend-moved checks."""
-    return _namespace()["_mend_restore_exceptions"](compiled)
+    from mend.rewriter import helpers
+
+    return helpers.restore_exceptions(compiled)
 
 
 def boundary(compiled: Any) -> Any:

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mend.rewriter.helper_module import TREE_MODULE
+
 RTOL = 1.3e-6
 ATOL = 1e-5
 IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", "node_modules", ".mend*", "*.pyc",
@@ -66,6 +68,9 @@ class Verdict:
         ]
 
 
+HELPER_FILE = f"{TREE_MODULE}.py"
+
+
 def make_repaired_copy(root: Path, fixed: dict[Path, str], dest: Path) -> Path:
     """Copy ``root`` to ``dest/root.name`` and write the repaired files into the copy (in their own
     encoding; a link in the copy is replaced by a file, so nothing outside the copy is written)."""
@@ -83,8 +88,8 @@ def make_repaired_copy(root: Path, fixed: dict[Path, str], dest: Path) -> Path:
         if out.is_symlink():
             out.unlink()
         out.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            out.write_bytes(files.read(path).source.encode(text))
+        try:  # a file new to the tree (its helper module) is UTF-8
+            out.write_bytes(files.read(path).source.encode(text) if path.exists() else text.encode("utf-8"))
         except (files.FileProblem, UnreadableSource) as exc:
             raise VerifyError(f"cannot write the repaired copy of {path}: {exc}") from None
     return target
@@ -152,8 +157,10 @@ def verify(harness: str, root: Path, fixed: dict[Path, str], calls: int = 3, tim
     with tempfile.TemporaryDirectory(prefix="mend-verify-") as tmp:
         tmp_path = Path(tmp)
         copy = make_repaired_copy(root, fixed, tmp_path)
-        repaired = {_relative(p, root): str(p) for p in sorted(fixed)}
-        names = sorted({_module_name(root / rel) for rel in repaired})
+        names = sorted({_module_name(root / _relative(p, root)) for p in fixed})
+        # the files the user's code was repaired in: a helper module mend wrote (new to the tree, or
+        # `_mend.py` grown) is loaded from the copy too, but is no evidence that the repair was tested
+        repaired = {_relative(p, root): str(p) for p in sorted(fixed) if p.exists() and p.name != HELPER_FILE}
         try:
             rel = spec.path.relative_to(root)
             fixed_harness = f"{copy / rel}:{spec.function}"

@@ -35,7 +35,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.rewriter.engine import Diagnose, FileResult, FixOptions, fix_source
+from mend.rewriter.engine import Diagnose
+from mend.rewriter.options import FixOptions
+from mend.rewriter.registry import fix_source, fixable
+from mend.rewriter.results import FileResult
 
 ALWAYS_KEEP = ("compile", "_mend")
 
@@ -80,13 +83,11 @@ class Window:
 
     def diagnose(self, diagnose: Diagnose) -> Diagnose:
         """``diagnose`` run on the whole text; a fixable finding inside a placeholder raises :class:`_Miss`."""
-        from mend.rewriter.fixes import fixer_for
-
         def run(text: str) -> list[Diagnostic]:
             found = diagnose(self.expand(text))
             spans = self.hidden_lines(text)
             for d in found:
-                if fixer_for(d.code) is not None and any(a <= d.line <= b for a, b in spans):
+                if fixable(d.code) and any(a <= d.line <= b for a, b in spans):
                     raise _Miss(f"a new finding at line {d.line} is outside the window")
             return found
 
@@ -95,7 +96,7 @@ class Window:
 
 def fix_windowed(source: str, path: str, diagnostics: Sequence[Diagnostic], options: FixOptions,
                  diagnose: Diagnose | None = None) -> FileResult:
-    """:func:`~mend.rewriter.engine.fix_source` through a window (see the module docstring)."""
+    """:func:`~mend.rewriter.registry.fix_source` through a window (see the module docstring)."""
     window = build_window(source, diagnostics)
     if window is None:
         return fix_source(source, path, diagnostics, options, diagnose)

@@ -15,9 +15,12 @@ def fix_safety(code: str) -> tuple[str, dict | None]:
         return "No automatic fix is available.", None
     head = (f"Fix {'always' if info.availability == 'always' else 'sometimes'} available "
             f"({info.applicability}): {info.summary}.")
-    return f"{head}\n\n{info.safety_doc.strip()}", {
+    tried = ", ".join(f"`{name}`" for name in info.strategies)
+    order = (f"Repair strategies, tried in this order (the first that repairs the site wins; "
+             f"`rewriter/strategies/<name>.py`): {tried}.")
+    return f"{head}\n\n{info.safety_doc.strip()}\n\n{order}", {
         "availability": info.availability, "applicability": info.applicability, "summary": info.summary,
-        "safety_doc": info.safety_doc,
+        "safety_doc": info.safety_doc, "strategies": list(info.strategies),
     }
 
 

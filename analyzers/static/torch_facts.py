@@ -204,7 +204,7 @@ BUFFER_NAMES = frozenset({"torch.nn.Buffer", "torch.nn.parameter.Buffer"})
 PARAMETER_NAMES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"}) | BUFFER_NAMES
 RNN_FLAG = "allow_rnn"
 # The helper `mend fix` adds for one call of such a module: `_mend_rnn(lambda: self.lstm(x))` sets the flag
-# while Dynamo traces that call only (rewriter/helpers.py).
+# while Dynamo traces that call only (mend.rewriter.helpers).
 RNN_HELPER = "_mend_rnn"
 
 # --------------------------------------------------------------------------------------------
@@ -214,7 +214,7 @@ COMPILE_NAMES = frozenset({"torch.compile", "torch.compiler.compile"})
 DISABLE_NAMES = frozenset({"torch.compiler.disable", "torch._dynamo.disable", "torch._disable_dynamo"})
 
 # The helper `mend fix` adds to capture one site's value under compile: `_mend_captured(lambda: E)` traces
-# `E` with scalar and dynamic-shape capture on (rewriter/helpers.py), so what `E` turns into a number or
+# `E` with scalar and dynamic-shape capture on (mend.rewriter.helpers), so what `E` turns into a number or
 # sizes by the data does not break the graph there.
 CAPTURE_HELPER = "_mend_captured"
 # ... and `_mend_tensor_check(lambda: torch._check_tensor_all(c))`, the same for a tensor check, where the
@@ -224,7 +224,7 @@ TENSOR_CHECK_HELPER = "_mend_tensor_check"
 CAPTURE_INDEX_HELPER = "_mend_index"
 # ... and a shape tensor built from Python numbers with a copy of them kept beside it:
 # `_mend_keep_values(torch.as_tensor(shapes, ...), shapes)` is that tensor; `_mend_kept(shapes, 2)` hands on
-# the copy, Python numbers (rewriter/fixes/kept_values.py); `_mend_arange(a, b, ...)` is `torch.arange(a, b, ...)`
+# the copy, Python numbers (rewriter/strategies/kept_values.py); `_mend_arange(a, b, ...)` is `torch.arange(a, b, ...)`
 # with its numbers kept the same way (a span: `a + i` for an index `i`).
 # ... and the helpers that run a method while Dynamo traces (`_mend_fold`, `_mend_constant`): their `.active`
 # flag is set only during that eager run, which Dynamo does not trace, so it is False under compile.

@@ -88,7 +88,7 @@ def run_fix(package: Path, options: dict[str, bool], scope: Sequence[str] | None
             check_idempotent: bool = True) -> FixSummary:
     """``mend fix`` over a copy of the package (or the ``scope`` paths inside it), with the checks."""
     from mend.rewriter.api import fix_paths
-    from mend.rewriter.engine import FixOptions
+    from mend.rewriter.options import FixOptions
 
     targets = [package / s for s in scope] if scope else [package]
     rel = lambda p: os.path.relpath(p, package)  # noqa: E731

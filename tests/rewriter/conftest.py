@@ -2,13 +2,43 @@
 
 from __future__ import annotations
 
+import atexit
+import itertools
 import re
+import shutil
+import sys
+import tempfile
+import types
 from pathlib import Path
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.rewriter.engine import FixOptions
+from mend.rewriter import FixOptions
+from mend.rewriter.helper_module import TREE_MODULE, module_text, public_name, units
 
 FIXTURES = Path(__file__).parent / "fixtures"
+ALL_HELPERS = [f"_mend_{name.rstrip('_')}" for name in units() if not name.startswith("_")]
+
+
+def _helper_folder() -> Path:
+    """A folder on ``sys.path`` holding the helper module ``mend fix`` writes beside loose scripts, with every
+    helper: what the repaired fixtures and test programs (``from _mend import where as _mend_where``) import."""
+    folder = Path(tempfile.mkdtemp(prefix="mend_helpers_"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    (folder / f"{TREE_MODULE}.py").write_text(module_text(None, ALL_HELPERS), encoding="utf-8")
+    sys.path.insert(0, str(folder))
+    return folder
+
+
+HELPERS = _helper_folder()
+_FRESH = itertools.count()
+
+
+def helpers(*aliases: str) -> dict:
+    """The helpers ``aliases`` (``_mend_where``), from a fresh copy of the module a repaired tree gets."""
+    module = types.ModuleType(f"mend_test_helpers_{next(_FRESH)}")
+    sys.modules[module.__name__] = module  # Dynamo finds a function's globals through its module
+    exec(compile(module_text(None, aliases), TREE_MODULE + ".py", "exec"), module.__dict__)  # noqa: S102 - mend's own
+    return {a: module.__dict__[public_name(a)] for a in aliases}
 
 
 def header_diagnostics(source: str, path: str = "fixture.py") -> tuple[list[Diagnostic], bool]:

@@ -50,7 +50,8 @@ from typing import Any
 import torch
 
 from mend.analyzers import static
-from mend.rewriter.engine import FileResult, FixOptions, fix_source
+from mend.rewriter import FileResult, FixOptions, fix_source
+from mend.rewriter.helper_module import PREFIX, TREE_MODULE, module_text, units
 from tests.rewriter.propgen import LOGGER, WIDTH, Program
 
 PATH = "generated.py"
@@ -300,6 +301,10 @@ class Observed:
 
 _TMP = Path(tempfile.mkdtemp(prefix="mend_propgen_"))
 atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
+# the helper module `mend fix` writes beside loose scripts (the generated programs import from it), every helper
+(_TMP / f"{TREE_MODULE}.py").write_text(module_text(None, [f"{PREFIX}{n.rstrip('_')}" for n in units()
+                                                            if not n.startswith("_")]))
+sys.path.insert(0, str(_TMP))
 
 
 def load(source: str, tag: str) -> Any:
@@ -310,6 +315,7 @@ def load(source: str, tag: str) -> Any:
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # as an import does: the kept messages find their callee through it
     spec.loader.exec_module(module)
     return module
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from mend.analyzers import static
-from mend.rewriter.engine import FixOptions, fix_source
+from mend.rewriter import FixOptions, fix_source
 
 SAM = """
 import torch

@@ -166,10 +166,13 @@ def _build_tree(root: Path, n: int, seed: int, ordinary: bool) -> None:
 
 
 def _state(root: Path) -> dict[str, tuple]:
-    """Every path under root: ("link", target) or ("file", bytes, mode, owner)."""
+    """Every path under root: ("link", target) or ("file", bytes, mode, owner); not the helper module `mend fix`
+    writes (`_mend.py`, before any file that imports from it: tests/rewriter/test_helper_module.py)."""
     out = {}
     for path in sorted(root.rglob("*")):
         rel = str(path.relative_to(root))
+        if path.name == "_mend.py":
+            continue
         if path.is_symlink():
             out[rel] = ("link", os.readlink(path))
         elif path.is_file():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mend.rewriter.engine import FixOptions, fix_source
+from mend.rewriter import FixOptions, fix_source
 from tests.rewriter.conftest import diag, load_fixture
 
 torch = pytest.importorskip("torch")
@@ -99,9 +99,8 @@ def test_a_class_with_integer_buffers_leaves_sites_they_do_not_feed_to_the_fold(
 def test_the_fold_runs_the_method_as_written_on_a_torch_before_2_13(helper, version, folds, monkeypatch) -> None:
     """torch 2.11 fails while tracing (InternalTorchDynamoError: a module is not a constant) where a module is
     handed to assume_constant_result: there the folded method runs its original code (``.active``)."""
-    from mend.rewriter.helpers import HELPER_SOURCES
+    from tests.rewriter.conftest import helpers
 
     monkeypatch.setattr(torch, "__version__", version)
-    ns: dict = {"torch": torch}
-    exec(HELPER_SOURCES[helper], ns)
+    ns = helpers(helper)
     assert ns[helper].active is (not folds)

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from mend.rewriter.engine import FixOptions, fix_source
+from mend.rewriter import FixOptions, fix_source
 from tests.rewriter.conftest import diag
 
 CASES = {
@@ -420,8 +420,8 @@ def test_rewriter_does_not_import_torch() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, mend.rewriter.engine, mend.rewriter.api, mend.rewriter.fixes.base, "
-            "mend.rewriter.fixes, mend.rewriter.runtime, mend.rewriter.verify, mend.cli.fix_cmd; "
+    code = ("import sys, mend.rewriter.engine, mend.rewriter.api, mend.rewriter.registry, mend.rewriter.runtime, "
+            "mend.rewriter.verify, mend.cli.fix_cmd; mend.rewriter.registry.strategies(); "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

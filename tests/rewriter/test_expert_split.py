@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mend.rewriter.engine import FixOptions, fix_source
+from mend.rewriter import FixOptions, fix_source
 from tests.rewriter.conftest import FIXTURES, diag
 
 SOURCE = (FIXTURES / "grouped_experts.in.py").read_text()

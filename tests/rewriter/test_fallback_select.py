@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from mend.rewriter.engine import FixOptions, fix_source
+from mend.rewriter import FixOptions, fix_source
 from tests.rewriter.conftest import diag, load_fixture
 
 _SRC = '''
@@ -160,10 +160,9 @@ def test_eager_is_unchanged_and_compiled_gives_eager_bits(grad: bool) -> None:
 
 
 def test_mend_where_selects_through_tuples_and_none() -> None:
-    from mend.rewriter.helpers import HELPER_SOURCES
+    from tests.rewriter.conftest import helpers
 
-    ns = {"torch": torch}
-    exec(HELPER_SOURCES["_mend_where"], ns)
+    ns = helpers("_mend_where")
     where = ns["_mend_where"]
     a, b = torch.ones(2), torch.zeros(2)
     out = where(torch.tensor(True), (a, None, [a, a]), (b, None, [b, b]))

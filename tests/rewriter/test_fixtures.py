@@ -7,7 +7,7 @@ import os
 import libcst as cst
 import pytest
 
-from mend.rewriter.engine import FixOptions, fix_source
+from mend.rewriter import FixOptions, fix_source
 from tests.rewriter.conftest import FIXTURES, header_diagnostics, header_options
 
 CASES = sorted(p.name[: -len(".in.py")] for p in FIXTURES.glob("*.in.py"))

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mend.rewriter.engine import FixOptions, fix_source
-from mend.rewriter.helpers import HELPER_SOURCES
-from tests.rewriter.conftest import diag, load_fixture
+from mend.rewriter import FixOptions, fix_source
+from tests.rewriter.conftest import diag, helpers, load_fixture
 
 _SRC = '''
 import torch
@@ -56,8 +55,7 @@ def test_declined_with_the_reason(append: str, tail: str, reason: str) -> None:
 
 def test_the_helper_takes_each_rows_own_modules_output() -> None:
     torch = pytest.importorskip("torch")
-    ns: dict = {"torch": torch}
-    exec(HELPER_SOURCES["_mend_grouped_rows"], ns)
+    ns = helpers("_mend_grouped_rows")
     modules = [torch.nn.Linear(4, 4) for _ in range(3)]
     x, ids = torch.randn(5, 2, 4), torch.tensor([2, 2, 0, 1, 2])
     out = ns["_mend_grouped_rows"](ids, modules, x)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mend.rewriter.engine import FixOptions, fix_source
+from mend.rewriter import FixOptions, fix_source
 from tests.rewriter.conftest import diag
 
 _SRC = '''import logging

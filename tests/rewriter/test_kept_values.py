@@ -6,18 +6,14 @@ import textwrap
 
 import pytest
 
-from mend.rewriter.engine import FixOptions, fix_source
-from mend.rewriter.helpers import HELPER_SOURCES
-from tests.rewriter.conftest import FIXTURES, diag, graphs_and_breaks, load_fixture
+from mend.rewriter import FixOptions, fix_source
+from tests.rewriter.conftest import FIXTURES, diag, graphs_and_breaks, helpers, load_fixture
 
 torch = pytest.importorskip("torch")
 
 
 def _helpers() -> dict:
-    ns: dict = {"torch": torch}
-    for name in ("_mend_keep_values", "_mend_kept"):
-        exec(HELPER_SOURCES[name], ns)
-    return ns
+    return helpers("_mend_keep_values", "_mend_kept")
 
 
 @pytest.fixture
@@ -138,10 +134,7 @@ def test_repaired_fixture_checks_clean_and_the_builder_stays_a_tensor() -> None:
 # --- ranges: ``cache_position = torch.arange(a, b)`` -----------------------------------------------------
 
 def _range_helpers() -> dict:
-    ns: dict = {"torch": torch}
-    for name in ("_mend_arange", "_mend_kept"):
-        exec(HELPER_SOURCES[name], ns)
-    return ns
+    return helpers("_mend_arange", "_mend_kept")
 
 
 def test_a_range_keeps_its_numbers_only_for_int_bounds_and_an_int64_result(compiling: None) -> None:

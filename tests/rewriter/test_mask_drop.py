@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mend.rewriter.engine import FixOptions, fix_source
+from mend.rewriter import FixOptions, fix_source
 from tests.rewriter.conftest import diag, load_fixture
 
 _SRC = '''

@@ -23,7 +23,7 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from mend.rewriter.engine import fix_source
+from mend.rewriter import fix_source
 from tests.rewriter.differential import OPTIONS, PATH, Report, check_program, diagnose, explain, fix_kind, rewrite
 from tests.rewriter.propgen import BLOCKS, Program, program_from_source, programs
 

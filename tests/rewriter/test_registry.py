@@ -1,49 +1,39 @@
-"""One rule registry: the rules, the fix each declares, the registered fixers and the rule pages agree."""
+"""One rule registry: the rules, the strategies each lists, the strategy modules and the rule pages agree."""
 
 from __future__ import annotations
 
-import importlib
+import pkgutil
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from mend.analyzers.static.rules import RULES
 from mend.cli.app import app
-from mend.rewriter.engine import FixOptions, fix_source
-from mend.rewriter.fixes import fixer, fixers
+from mend.rewriter import FixOptions, fix_source
+from mend.rewriter import strategies as strategy_package
+from mend.rewriter.registry import strategies, strategy_module
 from tests.rewriter.conftest import diag
 
 REPO = Path(__file__).resolve().parents[2]
+MODULES = sorted(m.name for m in pkgutil.iter_modules(strategy_package.__path__))
 
 
-def test_every_fixer_belongs_to_a_rule_that_declares_its_fix() -> None:
-    registered = fixers()
-    assert len(registered) >= 17
-    for code, fn in registered.items():
-        assert RULES[code].fix is not None, code
-        # the fixer lives in the fix module named after the rules module that declares its rule
-        family = fn.__module__.rsplit(".", 1)[-1]
-        assert fn.__module__ == f"mend.rewriter.fixes.{family}", fn.__module__
-        rules_module = importlib.import_module(f"mend.analyzers.static.rules.{family}")
-        assert f'"{code}"' in Path(rules_module.__file__).read_text(encoding="utf-8"), (code, family)
+def test_every_rule_that_declares_a_fix_lists_strategies_that_exist() -> None:
+    fixable = {c for c, r in RULES.items() if r.fix is not None}
+    assert len(fixable) >= 20 and set(strategies()) == fixable
+    for code in fixable:
+        names = RULES[code].fix.strategies
+        assert names and len(set(names)) == len(names), code
+        assert [s.name for s in strategies()[code]] == list(names), code
+        for name in names:
+            assert name in MODULES, (code, name)
+            assert callable(strategy_module(name).repair), name
 
 
-def test_every_rule_that_declares_a_fix_has_a_fixer() -> None:
-    assert {c for c, r in RULES.items() if r.fix is not None} == set(fixers())
-
-
-def test_a_fixer_needs_a_rule_with_a_fix_and_only_one_fixer_per_code() -> None:
-    def noop(ctx, d):  # pragma: no cover - never registered
-        raise AssertionError
-
-    with pytest.raises(ValueError, match="no rule MND202 declares a fix"):
-        fixer("MND202")(noop)  # a data-dependent `while` has no repair
-    with pytest.raises(ValueError, match="no rule MND999"):
-        fixer("MND999")(noop)
-    with pytest.raises(ValueError, match="two fixers for MND101"):
-        fixer("MND101")(noop)
-    assert fixers()["MND101"].__name__ == "fix_side_effect"
+def test_every_strategy_module_is_listed_by_a_rule() -> None:
+    listed = {name for r in RULES.values() if r.fix is not None for name in r.fix.strategies}
+    assert set(MODULES) == listed
+    assert len(MODULES) >= 30
 
 
 def test_a_finding_without_fix_is_left_with_the_rules_reason() -> None:

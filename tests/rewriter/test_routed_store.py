@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mend.rewriter.engine import FixOptions, fix_source
-from mend.rewriter.helpers import HELPER_SOURCES
-from tests.rewriter.conftest import diag, load_fixture
+from mend.rewriter import FixOptions, fix_source
+from tests.rewriter.conftest import diag, helpers, load_fixture
 
 torch = pytest.importorskip("torch")
 
@@ -55,9 +54,7 @@ def test_other_stores_are_not_taken_for_routed_ones(store: str, reason: str | No
 
 
 def test_the_helper_stores_the_masked_rows_and_keeps_the_others() -> None:
-    ns: dict = {"torch": torch}
-    exec(HELPER_SOURCES["_mend_routed_store"], ns)
-    store = ns["_mend_routed_store"]
+    store = helpers("_mend_routed_store")["_mend_routed_store"]
     t, rows = torch.randn(2, 5, 3), torch.randn(2, 5, 3)
     rows[0, 1] = float("nan")  # not selected: must not leak
     mask = torch.tensor([[True, False, True, False, False], [False, False, True, True, True]])

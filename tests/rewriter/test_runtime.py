@@ -359,7 +359,7 @@ def test_defer_policy_end_to_end(tmp_path, capsys) -> None:
     import sys
 
     from mend.analyzers.runtime import record
-    from mend.rewriter.engine import FixOptions, fix_source
+    from mend.rewriter import FixOptions, fix_source
     from tests.rewriter.conftest import diag
 
     res = fix_source(DEFER_SRC, "deferred_mod.py", [diag("MND101", 7, 5)],
@@ -522,7 +522,7 @@ def test_keep_policy_keeps_every_message_and_the_graph(tmp_path) -> None:
     import sys
 
     from mend.analyzers.runtime import record
-    from mend.rewriter.engine import FixOptions, fix_source
+    from mend.rewriter import FixOptions, fix_source
     from tests.rewriter.conftest import diag
 
     sites = [diag("MND101", 12, 5), diag("MND102", 14, 5), diag("MND103", 15, 5), diag("MND102", 16, 5)]
@@ -572,17 +572,16 @@ def test_int_buffers_fixture_traces_dynamic_shapes() -> None:
 
 
 def _helper(name: str) -> dict:
-    """The namespace of a module holding only the helper ``name`` (and torch), as a repaired file has it."""
+    """The helper ``name``, from a fresh module holding only it (and what it calls), as a repaired tree has it."""
     import sys
     import types
 
-    from mend.rewriter.helpers import HELPER_SOURCES
+    from mend.rewriter.helper_module import module_text, public_name
 
     module = types.ModuleType(f"mend_test_helper_{name}")
-    module.torch = torch
     sys.modules[module.__name__] = module
-    exec(compile(HELPER_SOURCES[name], f"<{name}>", "exec"), module.__dict__)
-    return module.__dict__
+    exec(compile(module_text(None, [name]), f"<{name}>", "exec"), module.__dict__)
+    return {name: module.__dict__[public_name(name)]}
 
 
 def test_scoped_capture_breaks_where_the_original_breaks() -> None:

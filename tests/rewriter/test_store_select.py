@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from mend.rewriter.engine import FixOptions, fix_source
+from mend.rewriter import FixOptions, fix_source
 from tests.rewriter.conftest import diag, graphs_and_breaks
 
 torch = pytest.importorskip("torch")
@@ -88,10 +88,9 @@ def test_compiled_store_equals_eager_on_both_paths(store: str) -> None:
 def test_any_of_a_tensor_that_is_not_1d_acts_as_pythons(shape: tuple) -> None:
     """``any(t)`` of a 0-d tensor raises TypeError, of rows of several numbers RuntimeError, of one-number
     rows it reads them: the helper hands such tensors to Python's ``any``, under compile too."""
-    from mend.rewriter.helpers import HELPER_SOURCES
+    from tests.rewriter.conftest import helpers
 
-    ns: dict = {"torch": torch}
-    exec(HELPER_SOURCES["_mend_any"], ns)
+    ns = helpers("_mend_any")
     t = torch.zeros(shape, dtype=torch.bool)
     if t.dim() == 1 or (t.dim() == 2 and t.shape[1] == 1):
         assert bool(ns["_mend_any"](t)) is any(t)

@@ -83,7 +83,7 @@ def test_int_buffers_fold_on_the_audio_codecs(model: str) -> None:
     recorded `F.pad` site in EnCodec): the padding method gets the exact integer form and every buffer
     the forward passes on is read as a number under compile; eager lines are kept."""
     from mend.analyzers.diagnostic import Diagnostic
-    from mend.rewriter.engine import FixOptions, fix_source
+    from mend.rewriter import FixOptions, fix_source
 
     path = Path(transformers.__file__).parent / "models" / model / f"modeling_{model}.py"
     src = path.read_text()

@@ -5,8 +5,9 @@ name, message, the Dynamo graph-break registry ids it predicts, severity, its do
 embedded VALID / INVALID examples (which double as tests and as the documentation's example), and
 whether ``mend fix`` repairs it (:class:`FixInfo`: availability, applicability, the fix's safety notes).
 ``mend check``, ``mend rule``, ``mend fix``, ``mend report`` and ``docs/rules/`` all read this one
-registry. The fixers themselves (LibCST code) register with ``mend.rewriter.fixes.fixer(code)``; the
-rule metadata never imports them, so ``mend check`` stays free of LibCST.
+registry. A fixable rule names its repair strategies in order (``FixInfo(strategies=...)``); the strategies
+themselves (LibCST code, ``mend.rewriter.strategies``) are found by those names, and the rule metadata
+never imports them, so ``mend check`` stays free of LibCST.
 
 Detection logic lives in plain checker functions registered at four levels (see
 :mod:`mend.analyzers.static.rules.context` for what each may read):
@@ -80,16 +81,20 @@ class FixInfo:
     conditions the fix can prove (``sometimes``); ``applicability``: the class of the fix in its most
     common form (``safe`` fixes are applied by ``mend fix``, ``unsafe`` ones need ``--unsafe-fixes``);
     ``summary``: one line (the ``[*]`` help of ``mend check --output-format full``); ``safety_doc``
-    (markdown): what the fix changes and when it declines (``mend rule CODE``, "Fix safety")."""
+    (markdown): what the fix changes and when it declines (``mend rule CODE``, "Fix safety");
+    ``strategies``: the repair strategies ``mend fix`` tries for a finding, in order (modules of
+    ``mend.rewriter.strategies``; the first that returns a plan repairs the site)."""
 
     availability: str
     applicability: str
     summary: str
     safety_doc: str
+    strategies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         assert self.availability in AVAILABILITY, self.availability
         assert self.applicability in APPLICABILITY, self.applicability
+        assert self.strategies and all(s.isidentifier() for s in self.strategies), self.strategies
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,7 @@ register(
             "number), and each assignment becomes `x = _mend_where(cond, new, x)` (elif chains in order, "
             "`return` branches as one `return _mend_where(...)`, a name new in the chain and assigned in every "
             "branch of a complete chain takes its first value plainly); a static prefix of an `and` chain "
-            "stays a Python test. `_mend_where`, a helper added to the file (it needs only torch), is "
+            "stays a Python test. `_mend_where`, a helper function (`mend.rewriter.helpers`), is "
             "`torch.where` when both sides are tensors of one shape, dtype and device and the condition has "
             "one element, all decided while tracing, and the original selection otherwise (a graph break "
             "there, never another value). Declined when a side can change shape (`torch.cat`, `reshape`, "
@@ -133,6 +133,8 @@ register(
             "of a 1-D tensor and Python's own otherwise (**unsafe**: the value, the test and the element are "
             "computed on both paths and can raise where the original skipped the store, and the tensor is "
             "written with its own numbers where the original left it alone; the stored numbers are eager's).",
+            strategies=("kept_values", "ifexp_where", "reporting_if", "buffer_select", "mask_drop", "store_select",
+                        "cond_branches", "where_select", "fallback_select"),
         ),
     ),
     Rule(
@@ -210,6 +212,7 @@ register(
             "graph computes it always; `b` of `a or b` is skipped only where the check fires anyway), "
             "non-builtin exceptions, messages built with `%` or `.format()`, "
             "`raise ... from`, guards inside `try`.",
+            strategies=("assert_async",),
         ),
     ),
 )

@@ -64,6 +64,7 @@ register(
             "1` stays (in place), `min`/`max` around its value become `torch.clamp`. **Unsafe**: the attribute "
             "is a tensor for code outside the class. Declines when the value reaches control flow, another "
             "call, a return, or is rebound with `=`.",
+            strategies=("buffer_attribute",),
         ),
     ),
     Rule(
@@ -106,6 +107,7 @@ register(
             "tracing did not. Declines when `dynamic=` or `**options` is already given, the name is compiled "
             "in more than one place, or the definition is not in the file; then pass the number as a 0-d "
             "tensor (`torch.tensor(n)`).",
+            strategies=("dynamic_compile",),
         ),
     ),
     Rule(
@@ -140,6 +142,7 @@ register(
             "sometimes", "safe", "hoist torch.compile out of the loop",
             "`name = torch.compile(expr)` directly in a loop body is moved before the loop when its arguments "
             "are not rebound in the loop (**safe**: the same object, compiled once).",
+            strategies=("hoist_compile",),
         ),
     ),
     Rule(

@@ -11,11 +11,11 @@ from mend.analyzers.static.torch_facts import TENSOR_CHECKS
 
 _HDR = "import torch\nfrom torch import nn\n"
 
-# The fallback repair of MND301-MND305 (and MND310/MND311): capture for one site (rewriter/fixes/capture.py).
+# The fallback repair of MND301-MND305 (and MND310/MND311): capture for one site (rewriter/parts/capture.py).
 SCOPED_CAPTURE = (
     "On a function compiled itself (`@torch.compile`) the fallback is `@torch._dynamo.config.patch(<flag>=True)` "
     "above its decorator; anywhere else the site's expression `E` becomes `_mend_captured(lambda: E)`, a "
-    "helper added to the file: eager calls `E` and nothing else; under compile Dynamo captures the numbers "
+    "helper function (`mend.rewriter.helpers`): eager calls `E` and nothing else; under compile Dynamo captures the numbers "
     "and data-dependent sizes of `E` as symbols, for that expression only (the traced frame's ShapeEnv "
     "settings and `patch_dynamo_config`, set while tracing and restored after it; the global config is "
     "never changed) (**unsafe**: no guard on the captured values; a failing `assert` on a captured number "
@@ -74,6 +74,8 @@ register(
             "`and`/`or`, chained comparisons and formatted messages (Dynamo breaks on them). Otherwise "
             "scalar capture for the site. " + SCOPED_CAPTURE + " Branching on `.item()` is repaired by the MND201 fix "
             "on the tensor.",
+            strategies=("item_assert", "eager_only_count", "validation_count", "branch_test", "keep_tensor",
+                        "capture"),
         ),
     ),
     Rule(
@@ -120,6 +122,7 @@ register(
             "where the original raised its own error type and message; the value is read on the host, a device "
             "sync, as in the original). Declined when the message is a function reading names (Dynamo breaks on "
             "its closure). Otherwise `int(t)`/`float(t)`: scalar capture for the site. " + SCOPED_CAPTURE,
+            strategies=("tensor_check", "branch_test", "keep_tensor", "capture"),
         ),
     ),
     Rule(
@@ -145,7 +148,7 @@ register(
         """,),
         fix=FixInfo(
             "sometimes", "safe", "len(t.tolist()) -> _mend_tolist_len(t) (t.shape[0])",
-            "`len(t.tolist())` becomes `_mend_tolist_len(t)`, a helper added to the file: `t.shape[0]`, and "
+            "`len(t.tolist())` becomes `_mend_tolist_len(t)`, a helper function: `t.shape[0]`, and "
             "the original `len(t.tolist())` for a 0-d `t`, whose list is a number (`TypeError` as before) "
             "(**safe**, exact: same results and exceptions, eager and compiled). A MoE router's per-expert counts "
             "(`expert_size = expert_size.tolist()`, returned, then `inputs.split(expert_size, dim=0)` and a "
@@ -155,6 +158,7 @@ register(
             "grow by the number of experts); declined when the counts reach other code. Other uses: scalar "
             "capture for the site (it helps integer tensors only; a float tensor's list still breaks). "
             + SCOPED_CAPTURE,
+            strategies=("tolist_len", "expert_split", "capture"),
         ),
     ),
     Rule(
@@ -203,6 +207,7 @@ register(
             "float tolerance, module FLOPs x number of modules, modules must treat rows independently; "
             "declined where the runs, counts, chunks or outputs are read elsewhere). Other sites: "
             "dynamic-output capture for the site. " + SCOPED_CAPTURE,
+            strategies=("expert_loop", "grouped_rows", "mask_store", "capture"),
         ),
     ),
     Rule(
@@ -232,7 +237,7 @@ register(
         fix=FixInfo(
             "sometimes", "safe", "masked reduction -> static-shape torch.where form",
             "`t[mask].sum()`/`.mean()` (elementwise methods in between allowed) become `_mend_masked_sum(t, "
-            "mask)`/`_mend_masked_mean(t, mask)`, helpers added to the file (**safe**): eager runs the "
+            "mask)`/`_mend_masked_mean(t, mask)`, helper functions (**safe**): eager runs the "
             "original expression (same bits, same exceptions); under compile a static-shape `torch.where` "
             "sum, equal up to floating-point reduction order (a float16 mean rounds its sum before dividing), "
             "and a dtype `mean()` rejects (integers, bool) runs the original, which raises as in eager. A routed "
@@ -241,6 +246,7 @@ register(
             "stores the selected rows with `torch.where` (**unsafe**: within float tolerance, expert FLOPs on "
             "every row, assumes the module treats rows independently; declined for a `torch`/builtin function). "
             "Other mask uses: dynamic-output capture for the site. " + SCOPED_CAPTURE,
+            strategies=("masked_reduction", "routed_store", "capture"),
         ),
     ),
 )

@@ -16,7 +16,7 @@ Policy `[tool.mend] side-effects` (or `mend fix --side-effects`):
 
 - `keep` (default, **safe**): `if not torch.compiler.is_compiling(): <the call> else:
   _mend_emit(__name__, "logger.info", *args)`. Eager runs exactly as before; under `torch.compile`
-  `_mend_emit` (a helper added to the file) makes the same call through `torch.ops.mend.emit`, an
+  `_mend_emit` (a helper function) makes the same call through `torch.ops.mend.emit`, an
   operator registered as an ordered effect: the compiled graph makes the call where it stood, on
   every call, in order with the graph's other effects, also from an inlined submodule or helper
   (Dynamo's `reorderable_logging_functions` drops calls made in inlined frames). Sizes that are
@@ -94,6 +94,7 @@ register(
         fix=FixInfo(
             "sometimes", "safe", "guard (or defer/drop) the print",
             SIDE_EFFECT_FIX_DOC,
+            strategies=("reporting_if", "drop_call", "defer_call", "emit_call", "guard_call"),
         ),
     ),
     Rule(
@@ -135,6 +136,7 @@ register(
         fix=FixInfo(
             "sometimes", "safe", "guard (or defer/drop) the logger call",
             SIDE_EFFECT_FIX_DOC,
+            strategies=("reporting_if", "drop_call", "defer_call", "emit_call", "guard_call"),
         ),
     ),
     Rule(
@@ -163,6 +165,7 @@ register(
         fix=FixInfo(
             "sometimes", "safe", "guard (or defer/drop) warnings.warn",
             SIDE_EFFECT_FIX_DOC,
+            strategies=("reporting_if", "drop_call", "defer_call", "emit_call", "guard_call"),
         ),
     ),
     Rule(
@@ -194,6 +197,7 @@ register(
         fix=FixInfo(
             "sometimes", "safe", "read the clock only in eager",
             SIDE_EFFECT_FIX_DOC,
+            strategies=("drop_call", "clock_value", "guard_call"),
         ),
     ),
     Rule(
@@ -225,6 +229,7 @@ register(
             "Declined by default: Python's random stream cannot be traced and a torch replacement draws "
             "different numbers. With `--torch-rng --unsafe-fixes`, `random.random()` becomes `torch.rand(())`, "
             "a 0-d tensor from torch's generator (**unsafe**).",
+            strategies=("torch_rng",),
         ),
     ),
     Rule(
@@ -253,6 +258,7 @@ register(
             "sometimes", "safe", "guard the debugger stop",
             "Wraps `pdb.set_trace()`/`breakpoint()` in `if not torch.compiler.is_compiling():` (**safe**): "
             "eager still stops, compiled code does not.",
+            strategies=("guard_call",),
         ),
     ),
     Rule(
@@ -306,6 +312,7 @@ register(
             "leaf; deepcopy of a non-leaf tensor raises in eager, so in practice the argument is a leaf or a "
             "no-grad tensor. Declined when the argument is not provably a tensor (`.clone()` on a config or a "
             "dict would crash).",
+            strategies=("deepcopy_clone",),
         ),
     ),
     Rule(

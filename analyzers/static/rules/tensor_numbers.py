@@ -20,9 +20,9 @@ from mend.analyzers.static.torch_facts import NUMPY_SHAPED
 
 _HDR = "import torch\nfrom torch import nn\n"
 
-# MND310 and MND311 share one repair: integer buffers folded (rewriter/fixes/int_buffers.py), a shape tensor's
-# Python copy kept (rewriter/fixes/kept_values.py), a method of Python values folded to constants
-# (rewriter/fixes/constant_methods.py), else capture
+# MND310 and MND311 share one repair: integer buffers folded (rewriter/strategies/int_buffers.py), a shape
+# tensor's Python copy kept (rewriter/strategies/kept_values.py), a method of Python values folded to constants
+# (rewriter/strategies/constant_method.py), else capture
 _SIZE_FIX = FixInfo(
     "sometimes", "unsafe",
     "fold a module's integer buffers to Python numbers under compile, read a shape tensor's kept Python copy, fold "
@@ -56,6 +56,7 @@ _SIZE_FIX = FixInfo(
     "builtins, draw no random numbers and assign no attribute (**unsafe**: computed once per traced input size; "
     "a config changed after compilation is not seen). Other tensor sizes and bounds: scalar capture for the "
     "site. " + SCOPED_CAPTURE,
+    strategies=("int_buffers", "kept_values", "constant_method", "capture"),
 )
 
 register(
@@ -194,6 +195,7 @@ register(
             "its rows where `np.sum` adds everything). Declined for a tensor argument (reading it as a "
             "number breaks the graph the same), other numpy functions, `.tolist()`, and random draws "
             "(numpy's generator state is the program's).",
+            strategies=("numpy_math",),
         ),
         invalid=("import numpy as np\n" + _HDR + """
             class M(nn.Module):

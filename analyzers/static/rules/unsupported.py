@@ -241,12 +241,13 @@ register(
         """,),
         fix=FixInfo(
             "always", "unsafe", "allow the recurrent module for this call only: _mend_rnn(lambda: self.lstm(x))",
-            "`self.lstm(x)` becomes `_mend_rnn(lambda: self.lstm(x))`, a helper added to the file (**unsafe**). "
+            "`self.lstm(x)` becomes `_mend_rnn(lambda: self.lstm(x))`, a helper function (**unsafe**). "
             "Eager calls the module and nothing else. Under compile a function Dynamo runs while tracing "
             "(`assume_constant_result`) turns `allow_rnn` on for the call and back off after it, so the "
             "recurrent layer is traced into the graph; the global setting is the same before and after. "
             "Dynamo's support is experimental and the traced layer is not bitwise the eager one (measured on "
             "the CPU, torch 2.13: within 3e-8 in float32), hence unsafe.",
+            strategies=("rnn_lambda",),
         ),
     ),
 )

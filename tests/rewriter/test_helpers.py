@@ -1,0 +1,108 @@
+"""mend's helper functions (:mod:`mend.rewriter.helpers`) as plain functions: each one's eager answer is the
+original expression's, and under torch.compile (Dynamo's ``eager`` backend) the same, in one graph where the
+helper promises it."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from mend.rewriter import helpers as h  # noqa: E402 - after torch is known to be there
+
+
+def _compiled(fn, *args):
+    """``fn(*args)`` under torch.compile: (result, graph breaks)."""
+    counters = torch._dynamo.utils.counters
+    torch._dynamo.reset()
+    counters.clear()
+    out = torch.compile(fn, backend="eager")(*args)
+    return out, sum(counters["graph_break"].values())
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_where_selects_as_the_if_does(cond) -> None:
+    a, b = torch.arange(3.0), -torch.arange(3.0)
+    c = torch.tensor(cond)
+    assert torch.equal(h.where(c, a, b), a if cond else b)
+    assert h.where(c, (a, b), (b, a))[0] is not None
+    assert h.where(c, None, None) is None
+    out, breaks = _compiled(lambda c, a, b: h.where(c, a, b) * 2, c, a, b)
+    assert torch.equal(out, (a if cond else b) * 2) and breaks == 0
+
+
+def test_where_falls_back_to_the_selection_for_other_values() -> None:
+    assert h.where(torch.tensor(True), 1, 2) == 1
+    assert h.where(torch.tensor(False), torch.ones(2), torch.ones(3)).shape == (3,)
+
+
+def test_same_is_the_object_itself_when_both_sides_are_it() -> None:
+    assert h.same(torch.tensor(True), torch.float32, torch.float32) is torch.float32
+    assert h.same(False, torch.float16, torch.float32) is torch.float32
+
+
+def test_elif_and_truth_and_any() -> None:
+    t, f = torch.tensor(True), torch.tensor(False)
+    assert bool(h.elif_(f, t)) and not bool(h.elif_(t, t)) and not bool(h.elif_(f, f))
+    h.truth(torch.tensor([1.0]))  # one element: nothing to ask
+    with pytest.raises(RuntimeError):
+        h.truth(torch.ones(2))  # as `if torch.ones(2):` raises
+    assert bool(h.any_(torch.tensor([0, 2]))) and not bool(h.any_(torch.tensor([0, 2]), every=True))
+    assert bool(h.any_([0, 1])) is True
+
+
+def test_masked_reductions_and_stores_equal_the_originals() -> None:
+    t = torch.arange(6.0).reshape(3, 2)
+    mask = torch.tensor([True, False, True])
+    assert torch.equal(h.masked_sum(t, mask), t[mask].sum())
+    assert torch.equal(h.masked_mean(t, mask), t[mask].mean())
+    for fn in (h.masked_sum, h.masked_mean):
+        out, breaks = _compiled(fn, t, mask)
+        assert torch.allclose(out, fn(t, mask)) and breaks == 0
+    a, b = t.clone(), t.clone()
+    rows = torch.full_like(t, 9.0)
+    a[mask] = rows[mask]
+    h.routed_store(b, mask, rows)
+    assert torch.equal(a, b)
+    assert bool(h.tensor_equal(t, t.clone())) and not bool(h.tensor_equal(t, t + 1))
+    assert h.tolist_len(torch.ones(4, 2)) == 4
+
+
+def test_emit_makes_the_call_in_its_module_eagerly_and_from_a_graph(capsys) -> None:
+    module = types.ModuleType("mend_test_emit_caller")
+    sys.modules[module.__name__] = module
+    lines: list[str] = []
+    module.report = lambda *args, **kwargs: lines.append(" ".join(map(str, args)) + str(sorted(kwargs.items())))
+    x = torch.ones(2, 3)
+    h.emit(module.__name__, "report:sep 1.tuple 2.format.1", "shape", x, "n={}", 5, "-")
+    assert lines == ["shape (2, 3) n=5[('sep', '-')]"]
+
+    def f(x):
+        h.emit(module.__name__, "report 0.when", x.sum() > 100, "never")
+        h.emit(module.__name__, "report 0.when", x.sum() > 0, "positive")
+        return x * 2
+
+    out, breaks = _compiled(f, x)
+    assert torch.equal(out, x * 2) and breaks == 0
+    assert lines[1:] == ["positive[]"]
+
+
+def test_emit_of_a_tensor_that_requires_grad_is_made_as_written() -> None:
+    module = types.ModuleType("mend_test_emit_grad")
+    sys.modules[module.__name__] = module
+    seen: list = []
+    module.report = seen.append
+    w = torch.ones(2, requires_grad=True)
+    h.emit(module.__name__, "report", w * 2)
+    assert seen and seen[0].grad_fn is not None  # its text names the grad_fn, as the original's does
+
+
+def test_restore_exceptions_gives_back_the_original_type() -> None:
+    def f(x):
+        raise RuntimeError("[mend:ValueError] bad size")
+
+    with pytest.raises(ValueError, match="bad size"):
+        h.restore_exceptions(f)(1)
