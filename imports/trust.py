@@ -13,7 +13,7 @@ either is used; an entry that does not verify is a miss, repaired again and writ
 A key file that is not a regular file, or (the per-user default) is owned by another user or readable
 by others, is refused: the hook then repairs without the cache and says why. Files in the cache are
 opened without following links and without blocking (a FIFO planted as an entry is skipped), and only
-if they are regular. Standard library only: the warm path of every import runs here.
+if they are regular (:func:`mend.safeio.read_regular`). Standard library only: the warm path of every import runs here.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import secrets
 import stat
 from pathlib import Path
 
+from mend.safeio import MAX_FILE_BYTES, read_regular
 from mend.settings import REPAIR_CACHE_KEY
 
 KEY_ENV_VAR = REPAIR_CACHE_KEY.name
-MAX_FILE_BYTES = 64 << 20  # larger than any repaired module mend writes
 
 
 class UntrustedCache(Exception):
@@ -93,28 +93,4 @@ def verify(key: bytes, signature: object, *parts: bytes) -> bool:
     return isinstance(signature, str) and hmac.compare_digest(sign(key, *parts), signature)
 
 
-def read_regular(path: Path, limit: int = MAX_FILE_BYTES) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes (no link followed, never
-    blocking on a FIFO or device), else None."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-__all__ = ["KEY_ENV_VAR", "UntrustedCache", "key_file", "load_key", "read_regular", "sign", "verify"]
+__all__ = ["KEY_ENV_VAR", "MAX_FILE_BYTES", "UntrustedCache", "key_file", "load_key", "read_regular", "sign", "verify"]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import stat
 import tempfile
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from mend import __version__
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.static import datacodec
 from mend.analyzers.static.summary import FileSummary
+from mend.safeio import read_regular
 
 _FINGERPRINT: str | None = None
 
@@ -134,20 +134,13 @@ MAX_BYTES = 256 << 20  # a cache file larger than this is not read (it is not on
 def _read(path: Path):
     """The value in ``path``, or None: a missing, non-regular (a FIFO would block), oversized, unreadable
     or undecodable file is no cache."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
+    data = read_regular(path, MAX_BYTES)
+    if data is None:
         return None
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return datacodec.loads(fh.read())
-    except (OSError, datacodec.DataError):
+        return datacodec.loads(data)
+    except datacodec.DataError:
         return None
-    finally:
-        os.close(fd)
 
 
 def _write(path: Path, value) -> None:
