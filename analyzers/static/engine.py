@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import os
 import sys
 import time
@@ -30,6 +31,7 @@ from mend.analyzers.static.rules import RULES
 from mend.analyzers.static.rules.base import PROJECT_CHECKERS, Finding
 from mend.analyzers.static.source import Suppressions, UnreadableSource, decode_source, read_suppressions
 from mend.analyzers.static.summary import FileSummary
+from mend.safeio import MAX_SOURCE_BYTES, NotRegular, read_file
 
 # A file that mentions none of these cannot hold a compile root or a module forward on its own; it is
 # only parsed when traced code elsewhere calls into it.
@@ -203,9 +205,8 @@ class DependencyLoader:
         return None
 
     def _read(self, f: str, module: str, is_pkg: bool) -> FileSummary | None:
-        try:
-            data = Path(f).read_bytes()
-        except OSError:
+        data = _read(Path(f))
+        if not isinstance(data, bytes):
             return None
         key = file_key(data, module, self.config.fingerprint())
         self.loaded.append((f, key))
@@ -246,6 +247,8 @@ class CheckResult:
     analyzed: int = 0
     seconds: float = 0.0
     project: Project | None = None
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why): not a regular file, too large
+    digests: dict[str, str] = field(default_factory=dict)  # path -> sha256 of the bytes analysed
 
     @property
     def errors(self) -> int:
@@ -258,8 +261,10 @@ def _work(item: tuple[str, bytes, str, bool, bool]) -> FileSummary:
 
 
 def _read(path: Path) -> bytes | OSError:
+    """A source file's bytes; a FIFO, device or folder is never opened for reading (it could block), and
+    a file over :data:`~mend.safeio.MAX_SOURCE_BYTES` is not read (:class:`~mend.safeio.NotRegular`)."""
     try:
-        return path.read_bytes()
+        return read_file(path, MAX_SOURCE_BYTES)[0]
     except OSError as exc:
         return exc
 
@@ -273,6 +278,7 @@ class _Entry:
     key: str
     prefilter: bool
     error: str | None = None
+    skip: str | None = None  # not analysed at all: not a regular file, or too large
 
 
 def hash_files(files: Iterable[Path], config: Config, explicit: frozenset[str] = frozenset()) -> list[_Entry]:
@@ -283,6 +289,10 @@ def hash_files(files: Iterable[Path], config: Config, explicit: frozenset[str] =
         path = str(f)
         module, is_package = module_name_for(f)
         data = _read(f)
+        if isinstance(data, NotRegular):
+            reason = data.strerror or str(data)
+            out.append(_Entry(path, module, is_package, None, f"skipped:{reason}", False, skip=reason))
+            continue
         if isinstance(data, OSError):
             reason = data.strerror or str(data)
             out.append(_Entry(path, module, is_package, None, f"unreadable:{reason}", False, reason))
@@ -309,6 +319,8 @@ def summarize_files(files: Iterable[Path], config: Config, jobs: int | None = No
     todo: list[tuple[str, bytes, str, bool, bool]] = []
     keys: dict[str, str] = {}
     for e in entries:
+        if e.skip is not None:
+            continue
         if e.error is not None:
             summaries.append(_meta_summary(e.path, e.module, e.is_package, "MND902", f"cannot read file: {e.error}"))
             continue
@@ -363,8 +375,6 @@ def display_path(path: Path) -> str:
 
 
 def _run_key(entries: list[_Entry], config: Config, ignore_noqa: bool) -> str:
-    import hashlib
-
     h = hashlib.blake2b(digest_size=20)
     sel = (config.select, config.ignore, config.extend_select, sorted(config.per_file_ignores.items()),
            config.fingerprint(), ignore_noqa, os.getcwd())
@@ -377,9 +387,8 @@ def _run_key(entries: list[_Entry], config: Config, ignore_noqa: bool) -> str:
 def _deps_unchanged(deps: list[tuple[str, str]], config: Config) -> bool:
     fp = config.fingerprint()
     for path, key in deps:
-        try:
-            data = Path(path).read_bytes()
-        except OSError:
+        data = _read(Path(path))
+        if not isinstance(data, bytes):
             return False
         mod, _ = module_name_for(Path(path))
         if file_key(data, mod, fp) != key:
@@ -404,6 +413,9 @@ def check_paths(paths: Iterable[str | Path], config: Config | None = None, jobs:
     files = discover_files(paths, config, force_exclude)
     explicit = frozenset(str(Path(p)) for p in paths if Path(p).is_file())
     entries = hash_files(files, config, explicit)
+    skipped = [(e.path, e.skip) for e in entries if e.skip is not None]
+    files = [f for f, e in zip(files, entries) if e.skip is None]
+    digests = {e.path: hashlib.sha256(e.data).hexdigest() for e in entries if e.data is not None}
     run_cache = run_key = None
     if use_cache and cache_dir_for(config) is not None:
         run_cache = RunCache(cache_dir_for(config))
@@ -411,11 +423,12 @@ def check_paths(paths: Iterable[str | Path], config: Config | None = None, jobs:
         hit = None if need_project else run_cache.get(run_key)
         if hit is not None and _deps_unchanged(hit["deps"], config):
             return CheckResult(diagnostics=list(hit["diagnostics"]), files=files, lines=hit["lines"],
-                               cached=len(files), analyzed=0, seconds=time.perf_counter() - t0)
+                               cached=len(files), analyzed=0, seconds=time.perf_counter() - t0,
+                               skipped=skipped, digests=digests)
     summaries, cache, analyzed = summarize_files(files, config, jobs, use_cache, progress, explicit, entries)
     project = build_project(summaries, config, cache)
     result = CheckResult(files=files, project=project, analyzed=analyzed,
-                         cached=cache.hits if cache else 0)
+                         cached=cache.hits if cache else 0, skipped=skipped, digests=digests)
     for s in summaries:
         result.lines += s.lines
         if s.path.startswith("<dependency>"):
