@@ -157,7 +157,12 @@ def fix_paths(
     """Fix every file under ``paths`` the analyzer reports on; write back unless ``write`` is off.
 
     A file that cannot be read, repaired or written is reported in ``FixRun.errors`` and left as it is;
-    the others are still fixed. A file reached through several paths (links) is fixed once."""
+    the others are still fixed. A file reached through several paths (links) is fixed once.
+
+    A finding is applied only to the bytes it was found in: each file is read, repaired and written while
+    its folder is locked against other ``mend fix`` runs (:func:`mend.rewriter.files.locked`), and a file
+    whose bytes differ from the ones the analysis read (edited meanwhile, or fixed by another run) is
+    analysed again first (a note says so). Files that are not regular files are skipped with a note."""
     static = _static()
     str_paths = [str(p) for p in paths]
     config = static.load_config(str_paths, config_file=config_file, isolated=isolated)
@@ -169,6 +174,7 @@ def fix_paths(
     targets = _inside(given, [Path(f) for f in static.discover_files(str_paths, config)], run)
     result = static.check_paths(str_paths, config, use_cache=False)
     project = getattr(result, "project", None)
+    analysed = {_key(p): d for p, d in getattr(result, "digests", {}).items()}
     sites: dict[str, list[Diagnostic]] = {}
     for d in result.diagnostics:
         sites.setdefault(_key(d.path), []).append(d)
@@ -184,6 +190,7 @@ def fix_paths(
                 targets.append(Path(d.path))
                 known.add(_key(d.path))
     trees = TreeModules(write)
+    run.notes += [(path, f"skipped: {why}") for path, why in getattr(result, "skipped", [])]
 
     def diagnose(text: str, display: str) -> list[Diagnostic]:
         return list(static.check_source(text, display, config, project))
@@ -192,7 +199,7 @@ def fix_paths(
         diags = _unique(sites.get(_key(file), []))
         if not diags:
             continue
-        res = _fix_file(file, diags, options, diagnose, run, write, trees)
+        res = _fix_file(file, diags, options, diagnose, run, write, trees, analysed.get(_key(file)))
         if res is not None and progress is not None:
             progress(res)
     return run
@@ -200,14 +207,32 @@ def fix_paths(
 
 def _fix_file(file: Path, diags: list[Diagnostic], options: FixOptions,
               diagnose: Callable[[str, str], list[Diagnostic]], run: FixRun, write: bool,
-              trees: TreeModules) -> FileResult | None:
-    """Read, repair and (with ``write``) write back one file; problems go to ``run.errors``."""
+              trees: TreeModules, analysed: str | None = None) -> FileResult | None:
+    """Read, repair and (with ``write``) write back one file, its folder locked (see :func:`fix_paths`);
+    problems go to ``run.errors``."""
+    try:
+        with files.locked(file):
+            return _fix_locked(file, diags, options, diagnose, run, write, trees, analysed)
+    except files.FileProblem as exc:
+        run.errors.append((str(file), str(exc)))
+        return None
+
+
+def _fix_locked(file: Path, diags: list[Diagnostic], options: FixOptions,
+                diagnose: Callable[[str, str], list[Diagnostic]], run: FixRun, write: bool,
+                trees: TreeModules, analysed: str | None) -> FileResult | None:
     display = str(file)
     try:
         source = files.read(file)
     except files.FileProblem as exc:
         run.errors.append((display, str(exc)))
         return None
+    if analysed is not None and source.digest != analysed:
+        run.notes.append((display, "changed on disk since it was analysed: analysed again"))
+        diags = [d for d in diagnose(source.text, display) if d.source == "static"] + \
+            [d for d in diags if d.source != "static"]
+        if not diags:
+            return None
     diags = [d if d.path == display else _with_path(d, display) for d in diags]
     try:
         res = fix_windowed(source.text, display, diags, options, lambda text: diagnose(text, display))

@@ -11,14 +11,20 @@ Writing (:func:`write`) follows these rules:
 * a file the user may not write in place (read-only, immutable, owned by someone else without write
   permission) is never replaced, and neither is a file in a folder the user may not write: the file is
   reported and left as it is;
-* a file that changed on disk since it was read is left as it is;
+* a file that is not a regular file (a FIFO, a device) is never opened for reading (it could block), and
+  one over :data:`~mend.safeio.MAX_SOURCE_BYTES` is not read;
+* a file whose bytes changed on disk since they were read (:attr:`SourceFile.digest`, compared again
+  just before the write) is left as it is; :func:`locked` keeps other ``mend fix`` runs out of a folder
+  from the read to the write;
 * otherwise the new text goes to a temporary file in the same folder, with the old file's permission
   bits, owner and group, and replaces it with ``os.replace``: an interrupt at any point leaves the old
   or the new file. When the replacement could not keep what the old file had (its owner or group, for a
   user who may write the file but does not own it; a file with several hard links, which a new file
   would split), the text is written into the existing file instead: owner, links and permissions stay,
   and SIGTERM and SIGINT wait until the write is done, but a SIGKILL mid-write can leave it partial;
-* SIGTERM and SIGINT that arrive during a write are acted on once it is done, as a KeyboardInterrupt.
+* SIGTERM and SIGINT that arrive during a write are acted on once it is done, as a KeyboardInterrupt;
+  the temporary file a SIGKILL leaves behind (``.NAME.*.mend-tmp``) is removed by the next write of
+  that file.
 
 :func:`create` writes a new file (the helper module of a repaired tree) the same way, never over one that
 exists. :func:`identity` names the real file behind a path (device and inode), so that a file reached through
@@ -28,6 +34,7 @@ several links or hard links is fixed once.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import signal
@@ -39,8 +46,10 @@ from pathlib import Path
 from typing import Any
 
 from mend.analyzers.static.source import SourceText, UnreadableSource, decode
+from mend.safeio import MAX_SOURCE_BYTES, NotRegular, folder_lock, read_file, remove_stale
 
 TEMP_SUFFIX = ".mend-tmp"
+STALE_SECONDS = 0.0  # under the folder lock (:func:`locked`) no other run is writing: every such file is stale
 
 
 class FileProblem(Exception):
@@ -55,6 +64,7 @@ class SourceFile:
     real: Path
     source: SourceText
     state: os.stat_result
+    digest: str = ""  # sha256 of the bytes read
 
     @property
     def text(self) -> str:
@@ -74,16 +84,32 @@ def read(path: Path) -> SourceFile:
     """Read and decode ``path`` (links followed). Raises :class:`FileProblem` (``cannot read: ...``)."""
     real = Path(os.path.realpath(path))
     try:
-        with open(real, "rb") as fh:
-            state = os.fstat(fh.fileno())
-            data = fh.read()
+        data, state = read_file(real, MAX_SOURCE_BYTES)
     except OSError as exc:
         raise FileProblem(f"cannot read: {exc.strerror or exc}") from None
     try:
         source = decode(data)
     except UnreadableSource as exc:
         raise FileProblem(f"cannot read: {exc}") from None
-    return SourceFile(path, real, source, state)
+    return SourceFile(path, real, source, state, digest(data))
+
+
+def digest(data: bytes) -> str:
+    """The content hash that says two reads saw the same bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold the folder of the real file behind ``path`` against other ``mend fix`` runs (read to write).
+    Raises :class:`FileProblem` when another run holds it for too long."""
+    try:
+        with folder_lock(Path(os.path.realpath(path)).parent):
+            yield
+    except OSError as exc:
+        if isinstance(exc, FileProblem):
+            raise
+        raise FileProblem(f"skipped: {exc.strerror or exc}; left unchanged") from None
 
 
 def write(file: SourceFile, text: str) -> None:
@@ -151,13 +177,24 @@ def _unwritable(file: SourceFile) -> str | None:
         return f"the file is gone ({exc.strerror})"
     before = file.state
     if (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) != \
-            (before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns):
+            (before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns) or not _same_bytes(file):
         return "the file changed on disk while mend was fixing it"
     if not _may(file.real, os.W_OK):
         return "permission denied (the file is read-only for this user, or immutable)"
     if not _may(file.real.parent, os.W_OK | os.X_OK):
         return f"permission denied (the folder {file.real.parent} is read-only for this user)"
     return None
+
+
+def _same_bytes(file: SourceFile) -> bool:
+    """The file still holds the bytes it was read with (an edit within one mtime tick keeps the stat)."""
+    if not file.digest:
+        return True
+    try:
+        data, _ = read_file(file.real, MAX_SOURCE_BYTES)
+    except (OSError, NotRegular):
+        return False
+    return digest(data) == file.digest
 
 
 def _may(path: Path, mode: int) -> bool:
@@ -169,6 +206,7 @@ def _replace(real: Path, data: bytes, old: os.stat_result) -> bool:
     """Atomically replace ``real`` by ``data`` with the old file's mode, owner and group.
 
     Returns False (and leaves everything as it was) when the new file cannot get the old owner or group."""
+    remove_stale(real.parent, f".{real.name}.", TEMP_SUFFIX, STALE_SECONDS)
     fd, tmp = tempfile.mkstemp(dir=str(real.parent), prefix=f".{real.name}.", suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -226,4 +264,4 @@ def deferred_signals() -> Iterator[None]:
         raise KeyboardInterrupt(f"signal {pending[0]}")
 
 
-__all__ = ["FileProblem", "SourceFile", "create", "deferred_signals", "identity", "read", "write"]
+__all__ = ["FileProblem", "SourceFile", "create", "deferred_signals", "digest", "identity", "locked", "read", "write"]
