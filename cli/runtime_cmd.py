@@ -50,9 +50,11 @@ def run(
 
     mend run [OPTIONS] [--] script.py ARGS...   or   mend run [OPTIONS] -m module ARGS...
     """
+    import os
+
     from mend.analyzers.paths import default_refused
-    from mend.analyzers.runtime.data import DataFileError, save
-    from mend.analyzers.runtime.runner import RunError, run_program
+    from mend.analyzers.runtime.data import FINISHED, RETURNED, DataFileError, save
+    from mend.analyzers.runtime.runner import RunError, begin, check_script, run_program, supervise
 
     args = list(ctx.args)
     if module is not None:
@@ -69,8 +71,23 @@ def run(
     if refused:
         _err(refused)
         raise typer.Exit(2)
+    path = Path(os.path.abspath(path))  # a program that changes folder writes here too
     hook = _repair_hook(repair, unsafe_fixes, from_run) if repair or unsafe_fixes or from_run else None
     folders = [str(s) for s in source] + (_package_folders(hook) if hook else [])
+    try:
+        if not is_module:
+            check_script(what)
+        info = begin(path, [("-m " + what) if is_module else what, *args], append, os.getcwd())
+    except RunError as exc:
+        _err(str(exc))
+        raise typer.Exit(2) from None
+    except (DataFileError, OSError) as exc:
+        _err(f"could not write {path}: {exc}")
+        raise typer.Exit(2) from None
+    ended = supervise(path, info, os.getcwd())
+    if ended is not None:  # this process only waited for the program's process
+        _say_how_it_ended(path, info.id, quiet)
+        raise typer.Exit(ended)
     try:
         result = run_program(what, args, module=is_module, source=folders, fast=fast and not keep_backend)
     except RunError as exc:
@@ -80,6 +97,9 @@ def run(
         from mend.imports.runs import attribute
 
         attribute(result.data, hook)
+    for record in result.data.runs:
+        record.id, record.started = info.id, info.started
+        record.status = RETURNED if hasattr(os, "fork") else FINISHED
     try:
         written = save(result.data, path, append=append)
     except (DataFileError, OSError) as exc:
@@ -94,6 +114,23 @@ def run(
         if compat.hook_errors:
             _err(f"{len(compat.hook_errors)} recorder hook error(s); first: {compat.hook_errors[0].splitlines()[-1]}")
     raise typer.Exit(result.exit_code)
+
+
+def _say_how_it_ended(path: Path, run_id: str, quiet: bool) -> None:
+    """One line when the program's process did not end as the program returned (``atexit``, a signal)."""
+    from mend.analyzers.runtime.data import DataFileError, find_run, load
+
+    try:
+        record = find_run(load(path), run_id)
+    except DataFileError:
+        return
+    if record is None:
+        return
+    if not record.recorded:
+        how = f"was ended by {record.signal}" if record.signal else f"exited with code {record.exit_code}"
+        _err(f"the program {how} without returning to mend: its graph breaks were not recorded; {path} says so")
+    elif record.signal and not quiet:
+        _err(f"the program's process was ended by {record.signal} after it returned; {path} says so")
 
 
 def _repair_hook(packages: Optional[str], unsafe: bool, from_run: Optional[Path]):  # -> RepairHook

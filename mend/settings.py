@@ -26,9 +26,9 @@ ON = ("1", "true", "yes", "on")
 OFF = ("0", "false", "no", "off")
 
 # who reads a switch: the column the docs table sorts by
-COMPILER, GPU, IMPORTS, CLI, BENCH, TESTS, BENCHMARKS = (
-    "compiler", "compiler (GPU)", "repair at import", "mend check", "mend bench", "tests", "benchmarks")
-AREAS = (COMPILER, GPU, IMPORTS, CLI, BENCH, TESTS, BENCHMARKS)
+COMPILER, GPU, IMPORTS, CLI, RUN, BENCH, TESTS, BENCHMARKS = (
+    "compiler", "compiler (GPU)", "repair at import", "mend check", "mend run", "mend bench", "tests", "benchmarks")
+AREAS = (COMPILER, GPU, IMPORTS, CLI, RUN, BENCH, TESTS, BENCHMARKS)
 
 
 class SettingWarning(UserWarning):
@@ -247,6 +247,8 @@ REPAIR_CACHE_KEY = PathSwitch("MEND_REPAIR_CACHE_KEY", None, "a file holding the
 OUTPUT_FORMAT = Choice("MEND_OUTPUT_FORMAT", "concise", "mend check's --output-format when the option is not "
                        "given", CLI, choices=("concise", "full", "json", "github", "sarif", "junit"))
 DEBUG = Flag("MEND_DEBUG", False, "1: an internal error of mend check shows its traceback", CLI)
+RUN_CHILDREN = PathSwitch("MEND_RUN_CHILDREN", None, "set by mend run in the program's environment: the folder "
+                          "its child processes write their graph-break records to", RUN)
 BENCH_DEVICE = Switch("MEND_BENCH_DEVICE", "cpu", "set by mend bench's worker to the device it runs on "
                       "(cpu, cuda, cuda:1), for a harness to build its model there", BENCH)
 

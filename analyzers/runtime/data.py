@@ -32,7 +32,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from mend.safeio import NotRegular, folder_lock, read_file
+
 VERSION = 1
+MAX_DATA_BYTES = 1 << 30  # a data file larger than this is not read
 DEFAULT_DATA_FILE = Path(".mend") / "run.json"
 SCHEMA_FILE = Path(__file__).with_name("run-data.schema.json")
 
@@ -109,8 +112,19 @@ class Region:
     in_library: bool = False
 
 
+RUNNING, RETURNED, FINISHED = "running", "returned", "finished"
+
+
 @dataclass
 class RunInfo:
+    """One recorded run. ``mend run`` writes it as ``running`` before the program starts, as ``returned``
+    when the program has returned to mend (its sites recorded), and as ``finished`` once the process has
+    exited, with the exit code the process really ended with (an ``atexit`` handler or a signal may change
+    it); ``recorded`` is false when the program ended without returning to mend (``os._exit``, a signal),
+    so its sites were never seen. ``children``: the child processes whose records were merged;
+    ``unobserved_children``: child processes that started but recorded nothing (their breaks were not seen).
+    A record without a ``status`` (older mend) counts as finished."""
+
     argv: list[str] = field(default_factory=list)
     started: str = ""
     duration_s: float = 0.0
@@ -118,7 +132,13 @@ class RunInfo:
     fast: bool = False
     torch: str = ""
     python: str = ""
-    kind: str = "run"  # run | pytest | record
+    kind: str = "run"  # run | pytest | record | child
+    id: str = ""
+    status: str = FINISHED  # running | returned | finished
+    recorded: bool = True
+    signal: str = ""  # the signal that ended the process (SIGKILL), when one did
+    children: int = 0
+    unobserved_children: int = 0
 
 
 @dataclass
@@ -246,6 +266,8 @@ def _merge_sites(left: list[Any], right: list[Any]) -> list[Any]:
 
 
 def _build(cls: type, raw: Any) -> Any:
+    if cls is RunInfo and isinstance(raw, dict) and raw.get("status") not in (None, RUNNING, RETURNED, FINISHED):
+        raise ValueError(f"RunInfo.status must be {RUNNING}, {RETURNED} or {FINISHED}, got {raw.get('status')!r}")
     if not isinstance(raw, dict):
         raise ValueError(f"{cls.__name__} entry must be an object, got {type(raw).__name__}")
     known = {f.name for f in fields(cls)}
@@ -261,7 +283,7 @@ def _build(cls: type, raw: Any) -> Any:
 
 
 _INTEGERS = frozenset({"line", "count", "function_line", "graphs", "compiles", "recompiles", "frame_skips", "breaks",
-                       "exit_code"})
+                       "exit_code", "children", "unobserved_children"})
 _REQUIRED = {
     "BreakSite": ("path", "line", "function", "gb_type", "registry_id", "message"),
     "RecompileSite": ("path", "line", "function", "kind"),
@@ -363,29 +385,47 @@ def load(path: str | os.PathLike[str]) -> RunData:
     p = Path(path)
     if not p.exists():
         raise DataFileError(f"no data file at {p}; run `mend run SCRIPT` (or `pytest --mend`) first")
-    if not p.is_file():
-        raise DataFileError(f"{p} is not a file")
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data, _ = read_file(p, MAX_DATA_BYTES)
+    except NotRegular as exc:
+        raise DataFileError(f"{p} is not a data file: {exc.strerror}") from exc
+    except OSError as exc:
+        raise DataFileError(f"cannot read {p}: {exc.strerror or exc}") from exc
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
         raise DataFileError(f"cannot read {p}: {exc}") from exc
-    try:
-        raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataFileError(f"{p} is not valid JSON ({exc.msg} at line {exc.lineno}); re-run `mend run`") from exc
-    return RunData.from_dict(raw, origin=str(p))
+    except RecursionError:
+        raise DataFileError(f"{p} is nested too deeply to be a data file") from None
+    try:
+        return RunData.from_dict(raw, origin=str(p))
+    except RecursionError:
+        raise DataFileError(f"{p} is nested too deeply to be a data file") from None
 
 
 def save(data: RunData, path: str | os.PathLike[str], append: bool = False) -> RunData:
     """Write ``data`` atomically (a crash never leaves half a file). With ``append``, merge first.
 
     Returns what was written. An existing file that cannot be read is an error with ``append``
-    (nothing is lost); without ``append`` it is replaced.
+    (nothing is lost); without ``append`` it is replaced. The read, merge and write hold the data file's
+    folder locked, so concurrent ``--append`` runs lose nothing; a run already in the file (by its ``id``:
+    the ``running`` record written before the program started) is replaced by its new record.
     """
     p = Path(path)
-    if append and p.exists():
-        data = load(p).merge(data)
     p.parent.mkdir(parents=True, exist_ok=True)
+    with folder_lock(p.parent):
+        if append and p.exists():
+            ids = {r.id for r in data.runs if r.id}
+            old = load(p)
+            old.runs = [r for r in old.runs if not (r.id and r.id in ids)]
+            data = old.merge(data)
+        _write(p, data)
+    return data
+
+
+def _write(p: Path, data: RunData) -> None:
     fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -395,7 +435,27 @@ def save(data: RunData, path: str | os.PathLike[str], append: bool = False) -> R
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def update_run(path: str | os.PathLike[str], info: RunInfo, root: str = "") -> RunData:
+    """Replace the record of run ``info.id`` in the data file by ``info`` (added when the file lacks it, or
+    written anew when the file is gone or unreadable), under the folder lock; returns what was written."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with folder_lock(p.parent):
+        try:
+            data = load(p)
+        except DataFileError:
+            data = RunData(root=root)
+        data.runs = [info if r.id == info.id else r for r in data.runs]
+        if not any(r.id == info.id for r in data.runs):
+            data.runs.append(info)
+        _write(p, data)
     return data
+
+
+def find_run(data: RunData, run_id: str) -> RunInfo | None:
+    return next((r for r in data.runs if r.id == run_id), None)
 
 
 def resolve(data: RunData, path: str) -> Path:

@@ -13,9 +13,11 @@ Budgets live in ``[tool.mend.gate]``::
 A file or region override replaces the global budget for the sites inside it; the global budget then
 counts only the sites no override covers. Without any budget the gate is strict (0 and 0).
 
-A run that cannot be trusted passes no budget: one whose program exited with a non-zero code, or one
-that compiled nothing (no graph reached a backend), fails the gate with the reason
-(:func:`run_problems`; ``mend gate --ignore-run-status`` opts out).
+A run that cannot be trusted passes no budget (:func:`run_problems`; ``mend gate --ignore-run-status``
+opts out): one whose process exited with a non-zero code (an ``atexit`` handler's or a signal's
+included), one that never finished (killed, ``os._exit``: the ``running`` record written before the
+program started is still there), one whose program ended without its sites being recorded, one with child
+processes whose breaks were not observed, or one that compiled nothing (no graph reached a backend).
 
 A baseline (``mend gate --baseline F``) accepts the sites recorded in ``F`` and fails only on new break
 sites or on recompile sites whose count grew. Sites are keyed by path, kind and the text of the source
@@ -33,7 +35,7 @@ from typing import Any
 
 import tomllib
 
-from mend.analyzers.runtime.data import BreakSite, RecompileSite, RunData
+from mend.analyzers.runtime.data import FINISHED, BreakSite, RecompileSite, RunData
 
 BASELINE_VERSION = 1
 
@@ -163,9 +165,19 @@ def run_problems(data: RunData) -> list[str]:
     """Why the recorded run cannot pass a gate: its program failed, or it compiled nothing."""
     problems = []
     for run in data.runs:
-        if run.exit_code not in (0, None):
-            what = " ".join(run.argv) or run.kind
-            problems.append(f"the recorded {run.kind} exited with code {run.exit_code} ({what})")
+        what = " ".join(run.argv) or run.kind
+        if run.status != FINISHED:
+            problems.append(f"the recorded {run.kind} never finished: mend did not see its process end ({what}; "
+                            "killed, os._exit, or still running)")
+        elif run.exit_code not in (0, None):
+            by = f", ended by {run.signal}" if run.signal else ""
+            problems.append(f"the recorded {run.kind} exited with code {run.exit_code}{by} ({what})")
+        if run.status == FINISHED and not run.recorded:
+            problems.append(f"the program of the recorded {run.kind} ended without returning to mend (os._exit or "
+                            f"a signal): its graph breaks were not recorded ({what})")
+        if run.unobserved_children:
+            problems.append(f"{run.unobserved_children} child process(es) of the recorded {run.kind} were not "
+                            f"observed: graph breaks in them were not recorded ({what})")
     if not data.runs:
         problems.append("the data file records no run")
     elif data.graph_count == 0:

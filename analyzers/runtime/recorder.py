@@ -135,6 +135,24 @@ class Recorder:
         self._active = False
         self._started = 0.0
         self.info = RunInfo(kind=kind, fast=fast, torch=compat.TORCH_VERSION, python=sys.version.split()[0])
+        self.sink: Any = None  # called after every event (a child process writes its record there)
+
+    def reset(self) -> None:
+        """Forget every site, region and count seen so far (a forked child starts empty)."""
+        with self._lock:
+            self._breaks.clear()
+            self._recompiles.clear()
+            self._regions.clear()
+            self._frames.clear()
+            self._known_functions.clear()
+            self._skips_by_compile.clear()
+            self.tests.clear()
+            self.traced.clear()
+            self.lines.clear()
+
+    def _event_done(self) -> None:
+        if self.sink is not None:
+            self.sink()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> Recorder:
@@ -325,6 +343,7 @@ class Recorder:
             if info.get("compile_id"):
                 self._skips_by_compile.setdefault(info["compile_id"], []).append(site_)
             self._count_test("breaks")
+        self._event_done()
 
     def on_line(self, filename: str, lineno: int) -> None:
         self.lines.add((filename, lineno))
@@ -336,6 +355,7 @@ class Recorder:
             if region is not None:
                 region.graphs += 1
             self._count_test("graphs")
+        self._event_done()
 
     def on_compile(self, info: dict[str, Any]) -> None:
         compile_id = info.get("compile_id")
@@ -357,6 +377,7 @@ class Recorder:
                 region.recompiles += 1
                 self._record_recompile(region, info.get("frame"), reason, limit_hit)
                 self._count_test("recompiles")
+        self._event_done()
 
     def _record_recompile(self, region: Region, frame: Any, reason: str, limit_hit: bool) -> None:
         parsed = compat.parse_recompile_reason(reason)

@@ -1,4 +1,6 @@
-"""mend's start-up hook for child processes: repair imports when ``MEND_REPAIR`` is set.
+"""mend's start-up hook for child processes: repair imports when ``MEND_REPAIR`` is set, record graph
+breaks when ``MEND_RUN_CHILDREN`` is (the child of a program ``mend run`` records:
+:mod:`mend.analyzers.runtime.children`).
 
 ``mend run --repair`` and ``mend.repair_imports`` put this folder first on ``PYTHONPATH``; Python imports
 ``sitecustomize`` at start-up, before the program. After installing the hook, the ``sitecustomize`` this
@@ -36,6 +38,19 @@ def _chain() -> None:
     spec.loader.exec_module(module)
 
 
+def _record() -> None:
+    if not os.environ.get("MEND_RUN_CHILDREN"):
+        return
+    try:
+        from mend.analyzers.runtime.children import install_from_env
+    except ImportError as exc:
+        print(f"mend: MEND_RUN_CHILDREN is set but mend cannot be imported ({exc}); breaks here are not recorded",
+              file=sys.stderr)
+        return
+    install_from_env()
+
+
 if __name__ == "sitecustomize":  # run by Python at start-up (not imported as mend.imports.startup.sitecustomize)
     _install()
+    _record()
     _chain()
