@@ -6,6 +6,13 @@ sources of mend's compiler package, the torch version and the switches that chan
 :class:`ir.ScheduledGraph` (plus the list of ops that became ATen calls). Entries live in ``$MEND_CACHE_DIR/v1/graphs/<k[:2]>/<k>.pkl``
 and are published atomically; an unreadable entry is ignored (and rebuilt). ``MEND_DISABLE_CACHE=1``
 turns it off.
+
+A pickle runs code when it is loaded, so an entry is unpickled only once it is proven to be one this user
+(or their team, in a shared set-up) wrote: each file is an HMAC-SHA256 of the key and the pickle, under the
+signing key of :mod:`mend.imports.trust` (a per-user key, or ``MEND_REPAIR_CACHE_KEY``'s), then the pickle.
+A planted, tampered, truncated or swapped entry does not verify and is rebuilt, never unpickled; files are
+read only if regular (never a FIFO, no link followed). When the key cannot be trusted the cache is not
+used. See ``docs/security.md``.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from pathlib import Path
 import torch
 
 from mend import settings
+from mend.imports import trust
+from mend.safeio import read_regular
 
 from .cache import cache_root, enabled
 
@@ -126,29 +135,47 @@ def _path(key: str) -> Path:
     return cache_root() / "v1" / "graphs" / key[:2] / f"{key}.pkl"
 
 
+_KIND = b"mend graph"
+
+
+def _key() -> bytes | None:
+    """The signing key, or None (the cache is then not used): see :mod:`mend.imports.trust`."""
+    try:
+        return trust.load_key()[0]
+    except (OSError, trust.UntrustedCache):
+        return None
+
+
 def load(key: str):
     if not enabled():
         return None
-    p = _path(key)
-    try:
-        with open(p, "rb") as f:
-            return pickle.load(f)
-    except FileNotFoundError:
+    secret = _key()
+    data = read_regular(_path(key)) if secret is not None else None
+    if data is None or len(data) < 65 or data[64:65] != b"\n":
         return None
-    except Exception:  # a stale or damaged entry: rebuild
+    body = data[65:]
+    if not trust.verify(secret, data[:64].decode("ascii", "replace"), _KIND, key.encode(), body):
+        return None  # not written by a holder of the key: never unpickled
+    try:
+        return pickle.loads(body)  # authenticated above
+    except Exception:  # a stale entry (a class that moved): rebuild
         return None
 
 
 def store(key: str, value) -> None:
     if not enabled():
         return
+    secret = _key()
+    if secret is None:
+        return
     p = _path(key)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         buf = io.BytesIO()
         _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+        body = buf.getvalue()
         tmp = p.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_bytes(buf.getvalue())
+        tmp.write_bytes(trust.sign(secret, _KIND, key.encode(), body).encode() + b"\n" + body)
         os.replace(tmp, p)
     except Exception:  # the cache is an optimization; an unpicklable graph is simply not cached
         return
