@@ -449,3 +449,31 @@ def test_background_jobs_compile_in_the_pool_and_need_one(monkeypatch):
     triton_aot.shutdown()
     monkeypatch.setenv("MEND_COMPILE_WORKERS", "0")
     assert triton_aot.submit_background(job) is None  # no pool: the launcher tunes at its first launch
+
+
+def test_the_worker_protocol_is_data_never_a_pickle(tmp_path):
+    import io
+    import pickle
+    import struct
+
+    from mend.compiler.codegen.triton import worker as triton_worker
+
+    job = {"path": "/k.py", "module": "k", "fn": "f", "signature": {"x": "*fp32", "B": "constexpr"},
+           "constexprs": {"B": 128, "EVEN": True, "SCALE": 0.5, "NONE": None}, "options": {"num_warps": 4},
+           "target": ("cuda", 90, 32)}
+    assert triton_worker.decode_frame(triton_worker.encode_frame(job)) == job
+    result = {"name": "f", "cubin": b"\x00\x7fELF", "arg_types": ["*fp32"], "shared": 0}
+    assert triton_worker.decode_frame(triton_worker.encode_frame(result)) == result
+
+    class Sentinel:
+        def __reduce__(self):
+            return (open, (str(tmp_path / "pwned"), "w"))
+
+    frame = pickle.dumps(Sentinel())
+    stream = io.BytesIO(struct.pack("<I", len(frame)) + frame)
+    with pytest.raises(ValueError):
+        triton_worker._read(stream)
+    assert not (tmp_path / "pwned").exists()
+    for bad in (b'{"@x": 1}', b'{"@b": 3}', b"[", b"\xff"):
+        with pytest.raises(ValueError):
+            triton_worker.decode_frame(bad)

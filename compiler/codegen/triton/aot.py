@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import pickle
 import queue
 import struct
 import subprocess
@@ -49,7 +48,7 @@ from mend import settings
 from ... import compat
 from ...debug import warn_once
 from ...runtime import cache
-from .worker import compile_job
+from .worker import compile_job, decode_frame, encode_frame
 
 WORKER = Path(__file__).with_name("worker.py")
 STATS = {"submitted": 0, "compiled": 0, "failed": 0, "static_loaded": 0, "workers_started": 0}
@@ -95,10 +94,10 @@ class _Worker:
         if len(head) < 4:
             raise RuntimeError("compile worker exited")
         (n,) = struct.unpack("<I", head)
-        return pickle.loads(self.proc.stdout.read(n))
+        return decode_frame(self.proc.stdout.read(n))
 
     def call(self, job: dict) -> dict:
-        data = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+        data = encode_frame(job)
         # the job goes into the pipe before the worker says it is ready: a worker that finds a job
         # waiting once Triton is imported compiles it instead of warming up
         self.proc.stdin.write(struct.pack("<I", len(data)) + data)

@@ -4,8 +4,9 @@ Run as a separate process by :mod:`mend.compiler.codegen.triton.aot`, as a scrip
 of ``mend.compiler`` in the worker, so a worker imports Triton only: no torch, no CUDA context). The main
 process imports this module too (``aot`` calls :func:`compile_job` in-process without a pool), so Triton is
 imported inside the functions that use it, never when the module loads. Protocol on stdin/stdout:
-frames of a 4-byte little-endian length plus a pickled object; a request is a job dict (see
-:func:`compile_job`), the reply the result dict. EOF on stdin ends the worker. Anything Triton prints
+frames of a 4-byte little-endian length plus a JSON object (:func:`encode_frame`: plain data, tuples
+and bytes tagged; never a pickle, so a frame cannot run code in the process that reads it); a request is
+a job dict (see :func:`compile_job`), the reply the result dict. EOF on stdin ends the worker. Anything Triton prints
 goes to stderr, never into the protocol stream.
 
 With a target on the command line (``backend:arch:warp_size``) a worker that has no job waiting once
@@ -18,11 +19,11 @@ The parent process can also call :func:`compile_job` in-process (no pool, ``MEND
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib.util
 import json
 import os
-import pickle
 import select
 import shutil
 import struct
@@ -90,6 +91,47 @@ def compile_job(job: dict) -> dict:
     }
 
 
+def _tag(obj):
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, (bytes, bytearray)):
+        return {"@b": base64.b64encode(bytes(obj)).decode("ascii")}
+    if isinstance(obj, tuple):
+        return {"@t": [_tag(v) for v in obj]}
+    if isinstance(obj, list):
+        return [_tag(v) for v in obj]
+    if isinstance(obj, dict) and all(isinstance(k, str) for k in obj):
+        return {"@d": {k: _tag(v) for k, v in obj.items()}}
+    raise TypeError(f"a compile job or result cannot hold a {type(obj).__name__}")
+
+
+def _untag(obj):
+    if isinstance(obj, list):
+        return [_untag(v) for v in obj]
+    if isinstance(obj, dict):
+        if set(obj) == {"@b"} and isinstance(obj["@b"], str):
+            return base64.b64decode(obj["@b"], validate=True)
+        if set(obj) == {"@t"} and isinstance(obj["@t"], list):
+            return tuple(_untag(v) for v in obj["@t"])
+        if set(obj) == {"@d"} and isinstance(obj["@d"], dict):
+            return {k: _untag(v) for k, v in obj["@d"].items()}
+        raise ValueError("not a frame of the compile protocol")
+    return obj
+
+
+def encode_frame(obj) -> bytes:
+    """``obj`` (None, bool, int, float, str, bytes, tuple, list, dict with str keys) as a frame's JSON."""
+    return json.dumps(_tag(obj), separators=(",", ":"), allow_nan=True).encode("utf-8")
+
+
+def decode_frame(data: bytes):
+    """The value :func:`encode_frame` wrote; ``ValueError`` for anything else."""
+    try:
+        return _untag(json.loads(data.decode("utf-8")))
+    except (UnicodeDecodeError, RecursionError, TypeError) as exc:
+        raise ValueError(f"not a frame of the compile protocol: {exc}") from None
+
+
 def _read(stream):
     head = stream.read(4)
     if len(head) < 4:
@@ -98,11 +140,11 @@ def _read(stream):
     data = stream.read(n)
     if len(data) < n:
         return None
-    return pickle.loads(data)
+    return decode_frame(data)
 
 
 def _write(stream, obj) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    data = encode_frame(obj)
     stream.write(struct.pack("<I", len(data)) + data)
     stream.flush()
 
