@@ -222,12 +222,16 @@ def _repaired_text(data) -> str:  # noqa: ANN001
     if not modules:
         return ""
     lines = [f"\nLoaded repaired at import ({len(modules)} module(s)):"]
-    for m in modules:
+    for m in modules:  # only module, path, status, applied and each change's code and line are required
+        name, path = m.get("module", "?"), m.get("path", "?")
+        applied = [a for a in m.get("applied") or [] if isinstance(a, dict)]
         if m.get("status") != "repaired":
-            lines.append(f"  {m['module']} ({m['path']}): loaded unchanged, {m.get('error') or 'not repaired'}")
+            lines.append(f"  {name} ({path}): loaded unchanged, {m.get('error') or 'not repaired'}")
             continue
-        lines.append(f"  {m['module']} ({m['path']}): {len(m['applied'])} fix(es), {m.get('remaining', 0)} left")
-        lines += [f"    {m['path']}:{a['line']}: {a['code']} {a['message']} ({a['applicability']})" for a in m["applied"]]
+        lines.append(f"  {name} ({path}): {len(applied)} fix(es), {m.get('remaining', 0)} left")
+        for a in applied:
+            how = f" ({a['applicability']})" if a.get("applicability") else ""
+            lines.append(f"    {path}:{a.get('line', '?')}: {a.get('code', '?')} {a.get('message', '')}".rstrip() + how)
     return "\n".join(lines) + "\n"
 
 

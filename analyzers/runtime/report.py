@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import html
 import json
-import linecache
+import os
+import urllib.parse
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
 from mend import __version__
 from mend.analyzers.runtime.data import RunData, resolve
 from mend.analyzers.runtime.mapping import Finding
+from mend.safeio import MAX_SOURCE_BYTES, read_file
 
 FORMATS = ("table", "json", "sarif", "github", "junit", "html")
 DOCS_URL = "https://github.com/mend-project/mend/blob/main/docs/runtime.md"
@@ -129,7 +132,7 @@ def render_sarif(data: RunData, found: Sequence[Finding]) -> str:
                 "locations": [
                     {
                         "physicalLocation": {
-                            "artifactLocation": {"uri": f.path, **({"uriBaseId": "%SRCROOT%"} if not f.path.startswith("/") else {})},
+                            "artifactLocation": _artifact(f.path),
                             "region": {"startLine": max(1, f.line), "startColumn": 1},
                         }
                     }
@@ -158,9 +161,18 @@ def render_sarif(data: RunData, found: Sequence[Finding]) -> str:
     return json.dumps(doc, indent=2)
 
 
-def _file_uri(root: str) -> str:
-    from pathlib import Path
+def _artifact(path: str) -> dict[str, str]:
+    """A SARIF artifact location: a percent-encoded URI (spaces, ``#``, ``%``, non-ASCII), relative to
+    ``%SRCROOT%`` for a path relative to the run's root, a ``file:`` URI for an absolute one."""
+    if Path(path).is_absolute():
+        try:
+            return {"uri": Path(path).as_uri()}
+        except ValueError:
+            pass
+    return {"uri": urllib.parse.quote(Path(path).as_posix(), safe="/"), "uriBaseId": "%SRCROOT%"}
 
+
+def _file_uri(root: str) -> str:
     try:
         return Path(root or ".").resolve().as_uri() + "/"
     except ValueError:
@@ -212,22 +224,43 @@ footer{margin-top:32px;color:var(--muted);font-size:12px}
 """
 
 
-def _snippet(data: RunData, path: str, line: int, context: int = 2) -> str:
-    file = str(resolve(data, path))
+def _snippet(data: RunData, path: str, line: int, context: int = 2, files: dict[str, list[str]] | None = None) -> str:
+    lines = _source_lines(data, path, {} if files is None else files)
     rows = []
     for n in range(max(1, line - context), line + context + 1):
-        text = linecache.getline(file, n)
+        text = lines[n - 1] if 0 < n <= len(lines) else ""
         if not text and n > line:
             break
         cls = ' class="hit"' if n == line else ""
         rows.append(f"<span{cls}><i>{n}</i>{html.escape(text.rstrip())}</span>")
-    if not rows:
+    if not rows or not lines:
         return ""
     return '<pre class="src">' + "".join(rows) + "</pre>"
 
 
+def _source_lines(data: RunData, path: str, files: dict[str, list[str]]) -> list[str]:
+    """The lines of a recorded site's file, for the HTML report; [] unless it is a Python source file (a
+    regular ``.py`` file) whose real path lies under the run's root, which is not the file system's root:
+    a crafted data file (``root: "/"``, a path through ``..`` or a link) never brings another file into
+    the report."""
+    if path in files:
+        return files[path]
+    lines: list[str] = []
+    try:
+        root = os.path.realpath(data.root or ".")
+        real = os.path.realpath(resolve(data, path))
+        if (Path(real).suffix in (".py", ".pyw") and os.path.dirname(root) != root
+                and os.path.commonpath([root, real]) == root):
+            lines = read_file(real, MAX_SOURCE_BYTES)[0].decode("utf-8", "replace").splitlines()
+    except (OSError, ValueError):
+        lines = []
+    files[path] = lines
+    return lines
+
+
 def render_html(data: RunData, found: Sequence[Finding]) -> str:
     e = html.escape
+    sources: dict[str, list[str]] = {}  # each file read once
     breaks = [f for f in found if f.kind != "recompile"]
     recompiles = [f for f in found if f.kind == "recompile"]
     cards = [
@@ -286,7 +319,7 @@ def render_html(data: RunData, found: Sequence[Finding]) -> str:
                 out.append(f"<div><b>{e(reg + site.gb_type)}</b>{outer}: {e(site.message)}</div>")
                 if site.hints:
                     out.append('<ul class="hints">' + "".join(f"<li>{e(h)}</li>" for h in site.hints[:4]) + "</ul>")
-            out.append(_snippet(data, f.path, f.line))
+            out.append(_snippet(data, f.path, f.line, files=sources))
             out.append("</div></section>")
     out.append("<h2>Compiled regions</h2>")
     if data.regions:
