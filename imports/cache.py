@@ -228,7 +228,7 @@ class RepairCache:
         if not trust.verify(self.key, data[:64].decode("ascii", "replace"), key.encode(), body):
             return None
         try:
-            return marshal.loads(body)
+            return marshal.loads(body)  # authenticated above (trust.verify)
         except (EOFError, ValueError, TypeError):
             return None
 

@@ -157,7 +157,7 @@ def load(key: str):
     if not trust.verify(secret, data[:64].decode("ascii", "replace"), _KIND, key.encode(), body):
         return None  # not written by a holder of the key: never unpickled
     try:
-        return pickle.loads(body)  # authenticated above
+        return pickle.loads(body)  # authenticated above (trust.verify)
     except Exception:  # a stale entry (a class that moved): rebuild
         return None
 
