@@ -90,7 +90,8 @@ def sign(key: bytes, *parts: bytes) -> str:
 
 
 def verify(key: bytes, signature: object, *parts: bytes) -> bool:
-    return isinstance(signature, str) and hmac.compare_digest(sign(key, *parts), signature)
+    # compare_digest raises TypeError on a non-ASCII str: a crafted signature is a mismatch, not a crash
+    return isinstance(signature, str) and signature.isascii() and hmac.compare_digest(sign(key, *parts), signature)
 
 
 __all__ = ["KEY_ENV_VAR", "MAX_FILE_BYTES", "UntrustedCache", "key_file", "load_key", "read_regular", "sign", "verify"]
