@@ -1,7 +1,7 @@
 """Fuzz of mend's file and data layers (issue 36): random bytes, truncations and JSON of the wrong shape
 fed to every reader of a cache, data file or pipe frame. Each must answer with its own error or a miss:
-never another exception, never code run. Fast (150 examples each); raise ``max_examples`` in ``FAST`` for a
-long profile."""
+never another exception, never code run. Fast (150 examples each); ``FUZZ_EXAMPLES=5000`` in the
+environment is the long profile."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from mend.analyzers.static import datacodec
 from mend.analyzers.static.cache import ResultCache
 from mend.imports.cache import Entry, RepairCache
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES") or 150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
