@@ -173,8 +173,8 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 
 def install_from_env() -> None:
-    """In a spawned child of a recorded program: record from the moment torch is imported (at once if it
-    already is). Never raises."""
+    """In a spawned child of a recorded program: write an empty record (the child is observed), then record
+    from the moment torch is imported (at once if it already is). Never raises."""
     folder = RUN_CHILDREN.raw()
     if not folder or _state["folder"] == folder:
         return
@@ -190,8 +190,13 @@ def install_from_env() -> None:
             _become_child(recorder, folder)
         except Exception as exc:  # never break the child: its sites are then not observed
             print(f"mend: cannot record in child process {os.getpid()}: {exc}", file=sys.stderr)
+            with contextlib.suppress(OSError):
+                _record_path(folder).unlink()  # counted as not observed
 
     _state["folder"] = folder
+    # observed from here: a child that never imports torch has no graph to break, and says so now
+    with contextlib.suppress(Exception):
+        save(RunData(runs=[RunInfo(kind="child", status=RUNNING)]), _record_path(folder))
     if "torch" in sys.modules:
         begin()
     else:

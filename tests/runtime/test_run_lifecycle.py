@@ -148,3 +148,25 @@ def test_concurrent_appends_lose_no_run(tmp_path: Path) -> None:
     runs = rd.load(path).runs
     assert sorted(r.argv[0] for r in runs) == sorted(f"p{t}-{i}" for t in range(4) for i in range(10))
     assert all(r.status == rd.FINISHED for r in runs)
+
+
+NO_TORCH_CHILD = """
+import multiprocessing as mp
+
+if __name__ == "__main__":
+    import torch
+
+    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))
+    with mp.get_context("spawn").Pool(1) as pool:
+        print(pool.map(len, ["ab"]))
+"""
+
+
+@pytest.mark.slow
+def test_a_spawned_worker_that_never_imports_torch_is_observed(tmp_path: Path) -> None:
+    (tmp_path / "prog.py").write_text(NO_TORCH_CHILD)
+    ran = mend("run", "prog.py", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    run = json.loads((tmp_path / ".mend" / "run.json").read_text())["runs"][0]
+    assert run["children"] >= 1 and run["unobserved_children"] == 0  # the worker (and the resource tracker)
+    assert mend("gate", cwd=tmp_path).returncode == 0
