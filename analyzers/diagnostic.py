@@ -67,12 +67,14 @@ class Fix:
     message: str
     applicability: Applicability = Applicability.SAFE
     edits: tuple[Edit, ...] = ()
+    decided: bool = False  # `mend fix` decided it applies this fix to these bytes (``[*]``); else undecided
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "message": self.message,
             "applicability": self.applicability.value,
             "edits": [e.to_dict() for e in self.edits],
+            "decided": self.decided,
         }
 
     @classmethod
@@ -81,6 +83,7 @@ class Fix:
             message=data["message"],
             applicability=Applicability(data.get("applicability", "safe")),
             edits=tuple(Edit.from_dict(e) for e in data.get("edits", ())),
+            decided=bool(data.get("decided", False)),
         )
 
 

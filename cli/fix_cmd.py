@@ -70,7 +70,8 @@ def fix(
     write = not diff and verify_harness is None
     try:
         run = fix_paths(targets, options, write=write, side_effects=side_effects, helpers=helpers,
-                        config_file=str(config) if config else None, isolated=isolated, from_run=from_run)
+                        config_file=str(config) if config else None, isolated=isolated, from_run=from_run,
+                        record=verify_harness is None)  # --verify writes nothing, not even decisions
     except (FixError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_ERROR) from None

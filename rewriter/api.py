@@ -17,6 +17,7 @@ from typing import Any
 
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.paths import within
+from mend.analyzers.static import fixability
 from mend.rewriter import files
 from mend.rewriter.helper_module import TreeModules
 from mend.rewriter.options import FixOptions
@@ -34,6 +35,7 @@ class FixRun:
     errors: list[tuple[str, str]] = field(default_factory=list)  # (path, message)
     written: list[str] = field(default_factory=list)
     notes: list[tuple[str, str]] = field(default_factory=list)  # (path, message): skipped, not an error
+    decisions: dict[str, dict[str, str | None]] = field(default_factory=dict)  # see analyzers.static.fixability
 
     @property
     def applied(self) -> int:
@@ -153,6 +155,7 @@ def fix_paths(
     isolated: bool = False,
     from_run: str | Path | None = None,
     progress: Callable[[FileResult], None] | None = None,
+    record: bool = True,
 ) -> FixRun:
     """Fix every file under ``paths`` the analyzer reports on; write back unless ``write`` is off.
 
@@ -162,7 +165,9 @@ def fix_paths(
     A finding is applied only to the bytes it was found in: each file is read, repaired and written while
     its folder is locked against other ``mend fix`` runs (:func:`mend.rewriter.files.locked`), and a file
     whose bytes differ from the ones the analysis read (edited meanwhile, or fixed by another run) is
-    analysed again first (a note says so). Files that are not regular files are skipped with a note."""
+    analysed again first (a note says so). Files that are not regular files are skipped with a note. With
+    ``record``, what was decided for each finding is stored for ``mend check``
+    (:mod:`mend.analyzers.static.fixability`)."""
     static = _static()
     str_paths = [str(p) for p in paths]
     config = static.load_config(str_paths, config_file=config_file, isolated=isolated)
@@ -195,24 +200,29 @@ def fix_paths(
     def diagnose(text: str, display: str) -> list[Diagnostic]:
         return list(static.check_source(text, display, config, project))
 
+    modes = [fixability.mode(options.unsafe, side_effects or fixability.config_policy(raw))]
+    if options.unsafe:  # what an unsafe run leaves, a safe run leaves too
+        modes.append(fixability.mode(False, side_effects or fixability.config_policy(raw)))
     for file in _once_each(targets, run):
         diags = _unique(sites.get(_key(file), []))
         if not diags:
             continue
-        res = _fix_file(file, diags, options, diagnose, run, write, trees, analysed.get(_key(file)))
+        res = _fix_file(file, diags, options, diagnose, run, write, trees, modes, analysed.get(_key(file)))
         if res is not None and progress is not None:
             progress(res)
+    if record:
+        fixability.record(static.cache_dir_for(config), run.decisions)
     return run
 
 
 def _fix_file(file: Path, diags: list[Diagnostic], options: FixOptions,
               diagnose: Callable[[str, str], list[Diagnostic]], run: FixRun, write: bool,
-              trees: TreeModules, analysed: str | None = None) -> FileResult | None:
+              trees: TreeModules, modes: list[str], analysed: str | None = None) -> FileResult | None:
     """Read, repair and (with ``write``) write back one file, its folder locked (see :func:`fix_paths`);
-    problems go to ``run.errors``."""
+    problems go to ``run.errors``; decisions to ``run.decisions`` under each of ``modes``."""
     try:
         with files.locked(file):
-            return _fix_locked(file, diags, options, diagnose, run, write, trees, analysed)
+            return _fix_locked(file, diags, options, diagnose, run, write, trees, modes, analysed)
     except files.FileProblem as exc:
         run.errors.append((str(file), str(exc)))
         return None
@@ -220,7 +230,7 @@ def _fix_file(file: Path, diags: list[Diagnostic], options: FixOptions,
 
 def _fix_locked(file: Path, diags: list[Diagnostic], options: FixOptions,
                 diagnose: Callable[[str, str], list[Diagnostic]], run: FixRun, write: bool,
-                trees: TreeModules, analysed: str | None) -> FileResult | None:
+                trees: TreeModules, modes: list[str], analysed: str | None) -> FileResult | None:
     display = str(file)
     try:
         source = files.read(file)
@@ -239,7 +249,13 @@ def _fix_locked(file: Path, diags: list[Diagnostic], options: FixOptions,
     except (RecursionError, MemoryError) as exc:  # a pathological file must not stop the run
         run.errors.append((display, f"cannot repair: {type(exc).__name__}; left unchanged"))
         return None
+    # the findings left, at their positions in the repaired text (before they are put at the user's lines)
+    left = {fixability.site(r.diagnostic): r.reason or "mend fix left it" for r in res.remaining
+            if r.diagnostic.fix is not None and r.diagnostic.source == "static"}
     _remaining_in_original(res)
+    if res.error is None:
+        still = {(r.diagnostic.code, r.diagnostic.line): r.reason or "mend fix left it" for r in res.remaining}
+        run.decisions[f"{modes[0]}:{source.digest}"] = fixability.decisions_for(diags, still)
     run.files.append(res)
     if res.error:
         run.errors.append((display, res.error))
@@ -254,7 +270,21 @@ def _fix_locked(file: Path, diags: list[Diagnostic], options: FixOptions,
             run.errors.append((display, res.error))
         else:
             run.written.append(display)
+            _record_left(file, res, left, modes, run)
     return res
+
+
+def _record_left(file: Path, res: FileResult, left: dict[str, str], modes: list[str], run: FixRun) -> None:
+    """Record the findings a written file still has as declined, in every mode the run covers: ``mend check``
+    of the repaired file then promises no fix that ``mend fix`` would not make."""
+    try:
+        written = files.read(file)
+    except files.FileProblem:
+        return
+    if written.text != res.fixed:
+        return  # changed again since: nothing to say about those bytes
+    for mode in modes:
+        run.decisions[f"{mode}:{written.digest}"] = dict(left)
 
 
 def _covered(recorded: Diagnostic, found: list[Diagnostic]) -> bool:

@@ -34,7 +34,6 @@ several links or hard links is fixed once.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import signal
@@ -45,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mend.analyzers.static.fixability import digest  # the one name of a file's bytes, check's and fix's
 from mend.analyzers.static.source import SourceText, UnreadableSource, decode
 from mend.safeio import MAX_SOURCE_BYTES, NotRegular, folder_lock, read_file, remove_stale
 
@@ -92,11 +92,6 @@ def read(path: Path) -> SourceFile:
     except UnreadableSource as exc:
         raise FileProblem(f"cannot read: {exc}") from None
     return SourceFile(path, real, source, state, digest(data))
-
-
-def digest(data: bytes) -> str:
-    """The content hash that says two reads saw the same bytes."""
-    return hashlib.sha256(data).hexdigest()
 
 
 @contextlib.contextmanager

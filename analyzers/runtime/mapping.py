@@ -137,8 +137,9 @@ def code_for_recompile(site: RecompileSite) -> str:
 # --------------------------------------------------------------------------------------------------
 # static findings and fixes (optional parts: they may not be installed or ready)
 # --------------------------------------------------------------------------------------------------
-def static_codes(paths: Iterable[str], extra: Iterable[str] = ()) -> dict[tuple[str, int], list[str]]:
-    """Static findings per (absolute path, line) for the given files; empty if unavailable.
+def static_codes(paths: Iterable[str], extra: Iterable[str] = ()) -> dict[tuple[str, int], list[Diagnostic]]:
+    """Static findings per (absolute path, line) for the given files; empty if unavailable. Their fixes
+    carry what ``mend fix`` decided for the files' bytes (``mend check``'s marks).
 
     ``extra`` files (the run's scripts) are analysed with them, so that the analyzer sees the
     ``torch.compile`` call sites that make the other files' functions compiled.
@@ -160,7 +161,7 @@ def static_codes(paths: Iterable[str], extra: Iterable[str] = ()) -> dict[tuple[
     for d in diagnostics:
         path = os.path.realpath(d.path if os.path.isabs(d.path) else Path.cwd() / d.path)
         for line in range(d.line, (d.end_line or d.line) + 1):
-            out.setdefault((path, line), []).append(d.code)
+            out.setdefault((path, line), []).append(d)
     return out
 
 
@@ -182,6 +183,15 @@ def fix_status(code: str) -> FixStatus:
     if info is None:
         return FixStatus(None, None)
     return FixStatus(info.availability, info.applicability, info.summary)
+
+
+def decided_status(d: Diagnostic) -> FixStatus:
+    """The fix status of a static finding as ``mend check`` marks it: ``always`` where ``mend fix`` decided to
+    fix it (in its own mode: ``unsafe`` when only ``--unsafe-fixes`` does), ``sometimes`` where it has not
+    decided yet, none where it declines."""
+    if d.fix is None:
+        return FixStatus(None, None, str(d.data.get("not_fixed", "")))
+    return FixStatus("always" if d.fix.decided else "sometimes", d.fix.applicability.value, d.fix.message)
 
 
 @dataclass
@@ -291,19 +301,26 @@ def findings(data: RunData, use_static: bool = True, include_library: bool = Tru
             continue
         guess = code_for_break(site, data.root)
         flagged = static.get(key(site), [])
-        code, matched = _choose(guess, flagged, BREAK_CODES.get(site.registry_id or "", ()))
-        fix = fixes.setdefault(code, fix_status(code))
+        code, matched = _choose(guess, [d.code for d in flagged], BREAK_CODES.get(site.registry_id or "", ()))
+        fix = _status(code, matched, flagged, fixes)
         out.append(Finding("frame-skip" if site.frame_skip else "break", code, rule_name(code), site, matched, fix))
     for site in data.recompiles:
         if site.in_library and not include_library:
             continue
         guess = code_for_recompile(site)
         flagged = static.get(key(site), [])
-        code, matched = _choose(guess, flagged, (guess,) if guess != "MND991" else ())
-        fix = fixes.setdefault(code, fix_status(code))
+        code, matched = _choose(guess, [d.code for d in flagged], (guess,) if guess != "MND991" else ())
+        fix = _status(code, matched, flagged, fixes)
         out.append(Finding("recompile", code, rule_name(code), site, matched, fix))
     out.sort(key=lambda f: (f.path, f.line, f.kind, f.code))
     return out
+
+
+def _status(code: str, matched: bool, flagged: list[Diagnostic], rules: dict[str, FixStatus]) -> FixStatus:
+    """The site's static finding decides (as ``mend check`` marks it); a site check does not flag gets the
+    rule's."""
+    found = next((d for d in flagged if d.code == code), None) if matched else None
+    return decided_status(found) if found is not None else rules.setdefault(code, fix_status(code))
 
 
 def _choose(guess: str, flagged: list[str], predicting: tuple[str, ...]) -> tuple[str, bool]:

@@ -64,7 +64,8 @@ def render_table(data: RunData, found: Sequence[Finding], console: Any = None) -
             table.add_row(f"{f.path}:{f.line}{lib}", kind, rule, str(f.count), _escape(reg + _short(f.reason, 90)), fix)
         console.print(table)
         if any(f.fix.available == "sometimes" for f in found):
-            console.print("[dim]* the fix applies when its safety conditions hold (see `mend rule CODE`)[/]")
+            console.print("[dim]* `mend fix` has not decided whether it applies here (`mend fix --diff` decides; "
+                          "see `mend rule CODE`)[/]")
     else:
         console.print("[green]No graph breaks or recompiles were recorded.[/]")
     if data.regions:

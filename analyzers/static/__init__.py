@@ -40,6 +40,7 @@ from mend.analyzers.static.discovery import discover_files
 from mend.analyzers.static.engine import (
     CheckResult,
     build_project,
+    cache_dir_for,
     check_paths,
     check_source,
     summarize_files,
@@ -62,5 +63,5 @@ def build_project_for(paths, config: Config | None = None, use_cache: bool = Tru
 
 __all__ = [
     "RULES", "CheckResult", "CompileSite", "Config", "ConfigError", "Path", "Project", "Rule", "TracedFunction",
-    "build_project", "build_project_for", "check_paths", "check_source", "discover_files", "load_config",
+    "build_project", "build_project_for", "cache_dir_for", "check_paths", "check_source", "discover_files", "load_config",
 ]

@@ -128,6 +128,46 @@ class RunCache:
             pass
 
 
+class FixDecisions:
+    """What ``mend fix`` decided for each finding of a file's bytes: ``{site: None}`` where it applies a
+    fix, ``{site: reason}`` where it declines, keyed by ``"<mode>:<digest of the bytes>"`` (see
+    :mod:`mend.analyzers.static.fixability`). ``mend fix`` writes it, ``mend check`` reads it, so ``[*]``
+    says what ``mend fix`` does. The most recent files are kept."""
+
+    MAX_FILES = 4096
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.file = directory / "check" / f"fixes-v{__version__}.json"
+
+    def load(self) -> dict[str, dict[str, str | None]]:
+        data = _read(self.file)
+        ok = isinstance(data, dict) and all(
+            isinstance(k, str) and isinstance(v, dict)
+            and all(isinstance(s, str) and (r is None or isinstance(r, str)) for s, r in v.items())
+            for k, v in data.items())
+        return data if ok else {}
+
+    def update(self, decided: dict[str, dict[str, str | None]]) -> None:
+        """Merge ``decided`` (key -> site -> decision) into the store and write it."""
+        if not decided:
+            return
+        known = self.load()
+        for key, sites in decided.items():
+            merged = {**known.pop(key, {}), **sites}
+            known[key] = merged  # most recent last
+        while len(known) > self.MAX_FILES:
+            known.pop(next(iter(known)))
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            gi = self.directory / ".gitignore"
+            if not gi.exists():
+                gi.write_text("# Automatically created by mend.\n*\n")
+            _write(self.file, known)
+        except (OSError, datacodec.DataError):
+            pass  # check then says the fix is undecided
+
+
 MAX_BYTES = 256 << 20  # a cache file larger than this is not read (it is not one mend wrote for a real tree)
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from mend.analyzers.diagnostic import Applicability, Diagnostic, Fix
 from mend.analyzers.paths import escaping
+from mend.analyzers.static import fixability
 from mend.analyzers.static.cache import ResultCache, file_key
 from mend.analyzers.static.config import Config
 from mend.analyzers.static.discovery import discover_files
@@ -415,15 +416,15 @@ def check_paths(paths: Iterable[str | Path], config: Config | None = None, jobs:
     entries = hash_files(files, config, explicit)
     skipped = [(e.path, e.skip) for e in entries if e.skip is not None]
     files = [f for f, e in zip(files, entries) if e.skip is None]
-    digests = {e.path: hashlib.sha256(e.data).hexdigest() for e in entries if e.data is not None}
+    digests = {e.path: fixability.digest(e.data) for e in entries if e.data is not None}
     run_cache = run_key = None
     if use_cache and cache_dir_for(config) is not None:
         run_cache = RunCache(cache_dir_for(config))
         run_key = _run_key(entries, config, ignore_noqa)
         hit = None if need_project else run_cache.get(run_key)
         if hit is not None and _deps_unchanged(hit["deps"], config):
-            return CheckResult(diagnostics=list(hit["diagnostics"]), files=files, lines=hit["lines"],
-                               cached=len(files), analyzed=0, seconds=time.perf_counter() - t0,
+            return CheckResult(diagnostics=_with_decisions(hit["diagnostics"], digests, config, True), files=files,
+                               lines=hit["lines"], cached=len(files), analyzed=0, seconds=time.perf_counter() - t0,
                                skipped=skipped, digests=digests)
     summaries, cache, analyzed = summarize_files(files, config, jobs, use_cache, progress, explicit, entries)
     project = build_project(summaries, config, cache)
@@ -439,5 +440,16 @@ def check_paths(paths: Iterable[str | Path], config: Config | None = None, jobs:
     if run_cache is not None and run_key is not None:
         deps = list(getattr(project.loader, "loaded", []))
         run_cache.put(run_key, {"deps": deps, "diagnostics": result.diagnostics, "lines": result.lines})
+    result.diagnostics = _with_decisions(result.diagnostics, digests, config, use_cache)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _with_decisions(diags: list[Diagnostic], digests: dict[str, str], config: Config,
+                    use_cache: bool) -> list[Diagnostic]:
+    """Each fix marked by what ``mend fix`` decided for the bytes analysed (``digests`` by file path;
+    :mod:`.fixability`; with ``--no-cache`` nothing is read: every fix is undecided). The run cache holds the
+    unmarked diagnostics, since a later ``mend fix --diff`` decides without changing bytes."""
+    by_display = {display_path(Path(p)): d for p, d in digests.items()}
+    folder = cache_dir_for(config) if use_cache else None
+    return fixability.mark(diags, by_display, folder, fixability.config_policy(config.raw))

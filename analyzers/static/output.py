@@ -24,13 +24,23 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def safe_fix(d: Diagnostic) -> bool:
-    return d.fix is not None and d.fix.applicability is Applicability.SAFE
+    """A safe fix ``mend fix`` decided to apply to these bytes (``[*]``; see :mod:`.fixability`)."""
+    return d.fix is not None and d.fix.applicability is Applicability.SAFE and d.fix.decided
+
+
+def undecided_fix(d: Diagnostic) -> bool:
+    """A safe fix the rule has, not yet decided for these bytes by ``mend fix`` (``[?]``)."""
+    return d.fix is not None and d.fix.applicability is Applicability.SAFE and not d.fix.decided
+
+
+def fix_mark(d: Diagnostic) -> str:
+    return "[*] " if safe_fix(d) else "[?] " if undecided_fix(d) else ""
 
 
 def concise(diags: Iterable[Diagnostic]) -> str:
     lines = []
     for d in diags:
-        mark = "[*] " if safe_fix(d) else ""
+        mark = fix_mark(d)
         lines.append(f"{d.path}:{d.line}:{d.col}: {d.code} {mark}{d.message}")
     return "\n".join(lines) + ("\n" if lines else "")
 
@@ -39,7 +49,7 @@ def full(diags: Iterable[Diagnostic], read_lines=None) -> str:
     out = []
     cache: dict[str, list[str]] = {}
     for d in diags:
-        mark = "[*] " if safe_fix(d) else ""
+        mark = fix_mark(d)
         out.append(f"{d.path}:{d.line}:{d.col}: {d.code} {mark}{d.message}")
         if d.path not in cache:
             try:
@@ -59,7 +69,10 @@ def full(diags: Iterable[Diagnostic], read_lines=None) -> str:
             out.append(f"{' ' * width} |")
         rule = RULES.get(d.code)
         if d.fix is not None:
-            out.append(f"  = help: {d.fix.message} ({d.fix.applicability.value} fix: mend fix)")
+            decided = "" if d.fix.decided else "; `mend fix --diff` decides whether it applies here"
+            out.append(f"  = help: {d.fix.message} ({d.fix.applicability.value} fix: mend fix{decided})")
+        elif d.data.get("not_fixed"):
+            out.append(f"  = note: mend fix does not fix this: {d.data['not_fixed']}")
         if rule and rule.registry_ids and rule.registry_ids[0].startswith("GB"):
             out.append(f"  = note: predicts Dynamo {', '.join(rule.registry_ids)}; see `mend rule {d.code}`")
         out.append("")
@@ -186,12 +199,14 @@ def render(fmt: str, diags: list[Diagnostic], files: Iterable[str] = ()) -> str:
 def statistics(diags: list[Diagnostic], fmt: str = "concise") -> str:
     counts = Counter(d.code for d in diags)
     fixable = {d.code for d in diags if safe_fix(d)}
+    undecided = {d.code for d in diags if undecided_fix(d)} - fixable
     rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     if fmt == "json":
-        return json.dumps([{"code": c, "name": RULES[c].name, "count": n, "fixable": c in fixable}
-                           for c, n in rows], indent=2) + "\n"
+        return json.dumps([{"code": c, "name": RULES[c].name, "count": n, "fixable": c in fixable,
+                            "undecided": c in undecided} for c, n in rows], indent=2) + "\n"
     width = max((len(str(n)) for _, n in rows), default=1)
-    return "".join(f"{n:>{width}}\t{c}\t{'[*] ' if c in fixable else '    '}{RULES[c].name}\n" for c, n in rows)
+    marks = {c: "[*] " if c in fixable else "[?] " if c in undecided else "    " for c, _ in rows}
+    return "".join(f"{n:>{width}}\t{c}\t{marks[c]}{RULES[c].name}\n" for c, n in rows)
 
 
 def summary_line(diags: list[Diagnostic]) -> str:
@@ -199,11 +214,15 @@ def summary_line(diags: list[Diagnostic]) -> str:
     if n == 0:
         return "All checks passed!\n"
     fixable = sum(1 for d in diags if safe_fix(d))
+    undecided = sum(1 for d in diags if undecided_fix(d))
     unsafe = sum(1 for d in diags if d.fix is not None and d.fix.applicability is Applicability.UNSAFE)
     text = f"Found {n} error{'s' if n != 1 else ''}.\n"
+    hidden = f" ({unsafe} hidden fixes can be enabled with `--unsafe-fixes`)" if unsafe else ""
     if fixable:
-        text += f"[*] {fixable} fixable with `mend fix`"
-        text += f" ({unsafe} hidden fixes can be enabled with `--unsafe-fixes`).\n" if unsafe else ".\n"
-    elif unsafe:
-        text += f"No fixes available ({unsafe} hidden fixes can be enabled with `mend fix --unsafe-fixes`).\n"
+        text += f"[*] {fixable} fixable with `mend fix`{hidden}.\n"
+    if undecided:
+        text += (f"[?] {undecided} with a fix that `mend fix` may apply{'' if fixable else hidden}; `mend fix "
+                 "--diff` decides, and check marks them after it.\n")
+    if not fixable and not undecided and unsafe:
+        text += f"No fixes available{hidden}.\n"
     return text

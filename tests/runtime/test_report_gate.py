@@ -276,3 +276,19 @@ def test_html_report_renders_in_headless_chromium(project, tmp_path):
     res = subprocess.run([*base, "--window-size=1280,1400", f"--screenshot={shot}", out.as_uri()],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+def test_report_fix_column_is_what_mend_fix_decided(project):
+    """A recorded site's fix column comes from the same decision as ``mend check``'s mark: ``safe*`` (not
+    decided yet) before ``mend fix --diff``, then what ``mend fix`` does there."""
+    data = rd.load(project / ".mend" / "run.json")
+    before = {f.line: f.fix.label for f in findings(data) if f.path == "model.py" and f.kind == "break"}
+    assert before == {7: "safe (sometimes)", 8: "safe (sometimes)"}
+    safe = invoke("fix", "--diff", "model.py").output
+    unsafe = invoke("fix", "--diff", "--unsafe-fixes", "model.py").output
+    after = {f.line: f.fix.label for f in findings(data) if f.path == "model.py" and f.kind == "break"}
+    for line, label in after.items():
+        by_safe, by_unsafe = (next(ln for ln in out.splitlines() if f"model.py:{line}:" in ln) for out in (safe, unsafe))
+        want = "safe" if "not fixed" not in by_safe else "unsafe" if "not fixed" not in by_unsafe else "no"
+        assert label == want, (by_safe, by_unsafe, label)
+    assert after[7] == "safe"

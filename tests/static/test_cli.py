@@ -279,7 +279,7 @@ def test_rule_command():
 
 
 @pytest.mark.parametrize("argv, expect", [
-    (["check", "--no-cache", "{dir}"], "MND101 [*]"),  # the fix metadata comes from the rule registry
+    (["check", "--no-cache", "{dir}"], "MND101 [?]"),  # the fix metadata comes from the rule registry
     (["check", "--no-cache", "--output-format", "full", "{dir}"], "= help: guard (or defer/drop) the print"),
     (["rule", "MND201"], "Fix sometimes available (safe): data-dependent if -> torch.where"),
     (["rule", "--all", "--output-format", "json"], '"applicability": "unsafe"'),
