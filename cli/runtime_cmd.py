@@ -71,6 +71,7 @@ def run(
     if refused:
         _err(refused)
         raise typer.Exit(2)
+    shown = path  # as the user named it (the default: relative to this folder)
     path = Path(os.path.abspath(path))  # a program that changes folder writes here too
     hook = _repair_hook(repair, unsafe_fixes, from_run) if repair or unsafe_fixes or from_run else None
     folders = [str(s) for s in source] + (_package_folders(hook) if hook else [])
@@ -108,7 +109,7 @@ def run(
     if not quiet:
         from mend.analyzers.runtime.report import summary_line
 
-        _err(f"recorded {summary_line(result.data)}; wrote {path}" + (" (appended)" if append and len(written.runs) > 1 else ""))
+        _err(f"recorded {summary_line(result.data)}; wrote {shown}" + (" (appended)" if append and len(written.runs) > 1 else ""))
         from mend.analyzers.runtime import compat
 
         if compat.hook_errors:
