@@ -5,6 +5,8 @@
     python -m benchmarks.zoo --subset breaking --sources original,safe  # the rows that break (checked-in list)
     python -m benchmarks.zoo --subset breaking --from-json zoo.json     # ... as found by a previous run
     python -m benchmarks.zoo --show zoo.json [--markdown]               # print a previous result
+    python -m benchmarks.zoo --modes eval,train --subset breaking       # training steps beside eval
+    python -m benchmarks.zoo --suite timm --modes eval,train            # a library's model zoo (corpus.md)
 
 Exit code 1 when a safe fix changed an eager output (or made a row fail that ran before).
 """
@@ -20,7 +22,9 @@ from benchmarks.zoo import records as R
 from benchmarks.zoo.runner import Settings, run_zoo
 from benchmarks.zoo.sources import SOURCES
 from benchmarks.zoo.specs import ModelSpec, specs
-from benchmarks.zoo.table import render, summarize
+from benchmarks.zoo.suites import MODES, SUITES
+from benchmarks.zoo.suites import rows as suite_rows
+from benchmarks.zoo.table import render_results, summarize
 
 BREAKING = Path(__file__).resolve().parent / "breaking.json"
 
@@ -55,9 +59,20 @@ def write_breaking(results: R.Results, path: Path) -> list[str]:
     return rows
 
 
-def select(a: argparse.Namespace) -> list[ModelSpec]:
+def select(a: argparse.Namespace) -> list[ModelSpec] | list[str]:
     if a.models and a.subset:
         raise SystemExit("--models and --subset exclude each other")
+    if a.suite != "transformers":
+        every = suite_rows(a.suite)
+        if a.subset:
+            return breaking_rows(a.from_json) if a.from_json else every
+        if not a.models:
+            return every
+        names = [n.strip() for n in a.models.split(",") if n.strip()]
+        unknown = [n for n in names if n not in every]
+        if unknown:
+            raise SystemExit(f"unknown row(s) of suite {a.suite}: {', '.join(unknown)}")
+        return names
     if a.subset == "breaking":
         return specs(breaking_rows(a.from_json), variants=False)
     names = [n.strip() for n in a.models.split(",") if n.strip()] if a.models else None
@@ -72,6 +87,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--subset", choices=["breaking"], help="only the rows that break (checked-in list or --from-json)")
     ap.add_argument("--from-json", type=Path, help="a previous result to take --subset from")
     ap.add_argument("--sources", default="original,safe,unsafe", help=f"comma-separated of {', '.join(SOURCES)}")
+    ap.add_argument("--suite", default="transformers", choices=SUITES,
+                    help="what runs: the transformers zoo, a library's model zoo, or repos (see docs/corpus.md)")
+    ap.add_argument("--checkouts", type=Path, help="repos: the folder the manifest's repositories are checked out in")
+    ap.add_argument("--modes", "--mode", default="eval",
+                    help="comma-separated of eval (forward, no_grad) and train (train(), loss, backward)")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"])
     ap.add_argument("--profile", default="tiny", choices=["tiny", "real"])
     ap.add_argument("--backend", default="eager", help="torch.compile backend (breaks are Dynamo's either way)")
@@ -102,30 +122,40 @@ def main(argv: list[str] | None = None) -> int:
         bad = [s for s in sources if s not in SOURCES]
         if bad:
             raise SystemExit(f"unknown source(s) {', '.join(bad)}; choose from {', '.join(SOURCES)}")
+        modes = [m.strip() for m in a.modes.split(",") if m.strip()]
+        if not modes or any(m not in MODES for m in modes):
+            raise SystemExit(f"--modes: choose from {', '.join(MODES)}")
+        if a.suite == "repos" and a.checkouts is None:
+            raise SystemExit("--suite repos needs --checkouts DIR (docs/corpus.md says how to make it)")
         rows = select(a)
-        total = len(rows) * len(sources)
+        total = len(rows) * len(sources) * len(modes)
         done = [0]
 
         def progress(r: R.Record) -> None:
             done[0] += 1
             if not a.quiet:
                 what = (f"graphs {r.graphs} breaks {len(r.breaks)}" if r.status == R.OK else r.error[:100])
-                print(f"[{done[0]}/{total}] {r.source:<8} {r.name:<32} {r.status:<14} {what} "
+                print(f"[{done[0]}/{total}] {r.source:<8} {r.mode:<5} {r.name:<32} {r.status:<14} {what} "
                       f"({r.seconds.get('total', 0):.1f} s)", file=sys.stderr, flush=True)
 
         settings = Settings(dtype=a.dtype, profile=a.profile, backend=a.backend, device=a.device,
-                            timeout=a.timeout, jobs=a.jobs, capture=a.dynamo_capture)
+                            timeout=a.timeout, jobs=a.jobs, capture=a.dynamo_capture, suite=a.suite)
         scope = a.scope if a.scope in (None, "traced") else [s for s in a.scope.split(",") if s]
+        if a.suite == "repos" and scope is None:  # what a user fixes: the files that hold each model
+            from benchmarks.zoo.repos import model_files
+
+            scope = model_files(rows)
         results = run_zoo(rows, sources, settings, out_dir=a.out, cache_dir=a.cache_dir, scope=scope,
                           check_idempotent=not a.no_second_fix, progress=progress,
-                          log=lambda m: print(m, file=sys.stderr, flush=True))
+                          log=lambda m: print(m, file=sys.stderr, flush=True), modes=modes,
+                          folder=a.checkouts)
         if a.json:
             R.save(results, a.json)
         if a.write_breaking:
             write_breaking(results, a.write_breaking)
-    summary = summarize(results)
-    print(render(summary, markdown=a.markdown))
-    safe_changes = [c for c in summary.changed if c.source == "safe"]
+    print(render_results(results, markdown=a.markdown))
+    summaries = [summarize(results, m) for m in results.modes]
+    safe_changes = [c for s in summaries for c in s.changed + s.rng_changed if c.source == "safe"]
     return 1 if safe_changes else 0
 
 

@@ -12,7 +12,10 @@ compares with the original's. A result file holds every record plus what produce
      "records": [Record...]}
 
 Version 2 added ``Record.lines`` (the package lines the eager forward ran); version 1 files still load,
-with ``lines`` None (not recorded).
+with ``lines`` None (not recorded). Version 3 added the mode (``eval``/``train``), the suite, what a training
+step left (loss kind, backward graphs, compiled gradients against eager, the random-number state) and the
+messages each phase emitted (:mod:`benchmarks.zoo.observe`) with their comparison against the original source;
+older files load as eval rows of the transformers suite without messages.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA = "mend-zoo"
-VERSION = 2
-READABLE_VERSIONS = (1, 2)  # older files load; fields they lack take their defaults
+VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)  # older files load; fields they lack take their defaults
 
 # a row's status in one source; "runs" means the eager forward ran
 OK = "ok"  # eager and compiled forward ran
@@ -106,6 +109,33 @@ class Record:
     eager_max_abs_diff: float | None = None
     eager_note: str = ""  # why the comparison is missing or what differs (shape, count, dtype)
     seconds: dict[str, float] = field(default_factory=dict)  # build, inputs, eager, compile, total
+    mode: str = "eval"  # "eval": forward under no_grad; "train": train(), forward, loss, backward
+    note: str = ""  # how the row was made where it matters (a training head that did not build...)
+    compiled_note: str = ""  # what differs first between the compiled and the eager step
+    # training rows
+    loss_kind: str = ""  # "labels": the model's own loss; "outputs": the mean square of the outputs
+    backward_graphs: int | None = None  # backward graphs AOTAutograd compiled
+    compiled_grads_max_abs_diff: float | None = None
+    compiled_grads_match: bool | None = None  # compiled gradients within tolerance of eager's
+    rng: str = ""  # digest of every random-number state after the first eager step (benchmarks.zoo.train.rng_digest)
+    rng_same: bool | None = None  # repaired sources: the same digest as the original's
+    # messages each phase emitted ("eager", "compiled"): [kind, name, level, text] (benchmarks.zoo.observe);
+    # None: not observed (older files)
+    messages: dict[str, list[list[str]]] | None = field(default_factory=dict)
+    # repaired sources: per phase, the MessageDiff against the original's same phase (kept, lost, added...)
+    messages_diff: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(row, mode): what a record is compared across sources by."""
+        return (self.name, self.mode)
+
+    @property
+    def messages_ok(self) -> bool | None:
+        """No message lost, added or reordered in any phase (None: not compared)."""
+        if not self.messages_diff:
+            return None
+        return all(not (d["lost"] or d["added"] or d["reordered"]) for d in self.messages_diff.values())
 
     @property
     def runs(self) -> bool:
@@ -165,8 +195,14 @@ class Results:
     created: str = ""
     wall_s: float = 0.0
 
-    def by(self, source: str) -> dict[str, Record]:
-        return {r.name: r for r in self.records if r.source == source}
+    def by(self, source: str, mode: str | None = None) -> dict[str, Record]:
+        """The records of ``source`` by row (of one ``mode``; None: the first mode the results hold)."""
+        mode = mode or (self.modes[0] if self.modes else "eval")
+        return {r.name: r for r in self.records if r.source == source and r.mode == mode}
+
+    @property
+    def modes(self) -> list[str]:
+        return list(dict.fromkeys(r.mode for r in self.records))
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "version": VERSION, "created": self.created, "command": self.command,

@@ -27,8 +27,9 @@ from typing import Any
 
 from benchmarks.zoo import records as R
 from benchmarks.zoo.records import Record, Results, SourceInfo
-from benchmarks.zoo.sources import prepare
+from benchmarks.zoo.sources import PACKAGE, prepare
 from benchmarks.zoo.specs import ModelSpec
+from benchmarks.zoo.suites import package_of
 
 STARTUP_TIMEOUT = 300.0  # importing torch and transformers on a loaded machine
 # the repository root: workers import this harness as ``benchmarks.zoo`` (it is not part of the installed mend)
@@ -45,6 +46,7 @@ class Settings:
     jobs: int = 1
     threads: int = 1  # torch threads per worker
     capture: bool = False  # Dynamo's scalar and dynamic-shape capture switched on globally in the workers
+    suite: str = "transformers"  # benchmarks.zoo.suites: transformers, a library's model zoo, or repos
 
 
 class WorkerDied(Exception):
@@ -82,7 +84,9 @@ class Worker:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (source.pythonpath, str(REPO), env.get("PYTHONPATH")) if p)
         cmd = [sys.executable, "-m", "benchmarks.zoo.worker", "--source", source.name, "--out", str(out),
                "--dtype", settings.dtype, "--profile", settings.profile, "--backend", settings.backend,
-               "--device", settings.device, "--threads", str(settings.threads)] + (["--capture"] if settings.capture else [])
+               "--device", settings.device, "--threads", str(settings.threads), "--suite", settings.suite]
+        cmd += ["--capture"] if settings.capture else []
+        cmd += ["--root", source.path] if settings.suite == "repos" else []
         self.source = source
         self.log = log
         self._err = open(log, "ab")
@@ -113,10 +117,10 @@ class Worker:
             return ""
         return lines[-1][:300] if lines else ""
 
-    def ask(self, name: str, timeout: float) -> Record:
+    def ask(self, name: str, timeout: float, mode: str = "eval") -> Record:
         assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write((name + "\n").encode())
+            self.proc.stdin.write(f"{mode}\t{name}\n".encode())
             self.proc.stdin.flush()
         except BrokenPipeError:
             self.close()
@@ -133,24 +137,27 @@ class Worker:
         self._err.close()
 
 
+Task = tuple[str, str, str]  # (row, source, mode)
+
+
 class _Queue:
     """Rows to run; a slot prefers rows of the source its worker serves."""
 
-    def __init__(self, tasks: list[tuple[ModelSpec, str]]) -> None:
+    def __init__(self, tasks: list[Task]) -> None:
         self.tasks = list(tasks)
         self.lock = threading.Lock()
 
-    def take(self, prefer: str | None) -> tuple[ModelSpec, str] | None:
+    def take(self, prefer: str | None) -> Task | None:
         with self.lock:
             if not self.tasks:
                 return None
-            i = next((i for i, (_, s) in enumerate(self.tasks) if s == prefer), 0)
+            i = next((i for i, (_, s, _m) in enumerate(self.tasks) if s == prefer), 0)
             return self.tasks.pop(i)
 
 
-def _failed(spec: ModelSpec, source: str, settings: Settings, status: str, error: str) -> Record:
-    return Record(name=spec.name, model_type=spec.model_type, variant=spec.variant, source=source,
-                  dtype=settings.dtype, profile=settings.profile, status=status, error=error)
+def _failed(name: str, source: str, mode: str, settings: Settings, status: str, error: str) -> Record:
+    return Record(name=name, model_type=name.partition(":")[0], variant=name.partition(":")[2], source=source,
+                  dtype=settings.dtype, profile=settings.profile, status=status, error=error, mode=mode)
 
 
 def _device_broken(rec: Record) -> bool:
@@ -163,7 +170,7 @@ def _slot(queue: _Queue, sources: dict[str, SourceInfo], settings: Settings, out
     worker: Worker | None = None
     started = 0
     while (task := queue.take(worker.source.name if worker else None)) is not None:
-        spec, source = task
+        name, source, mode = task
         try:
             if worker is None or worker.source.name != source:
                 if worker is not None:
@@ -171,13 +178,13 @@ def _slot(queue: _Queue, sources: dict[str, SourceInfo], settings: Settings, out
                 started += 1
                 worker = None
                 worker = Worker(sources[source], settings, out, out / f"worker-{slot}-{source}-{started}.log")
-            rec = worker.ask(spec.name, settings.timeout)
+            rec = worker.ask(name, settings.timeout, mode)
             if _device_broken(rec):  # a CUDA error sticks to the process: the next row gets a fresh one
                 worker.close()
                 worker = None
         except WorkerDied as exc:
             worker = None
-            rec = _failed(spec, source, settings, exc.status, str(exc))
+            rec = _failed(name, source, mode, settings, exc.status, str(exc))
         results.append(rec)
         progress(rec)
     if worker is not None:
@@ -185,16 +192,24 @@ def _slot(queue: _Queue, sources: dict[str, SourceInfo], settings: Settings, out
 
 
 def compare_sources(records: list[Record], reference: str = "original") -> None:
-    """Fill ``eager_same``/``eager_max_abs_diff`` of every repaired record against the reference source."""
+    """Fill, for every repaired record, the comparison with the reference source's record of the same row and
+    mode: eager outputs (training: outputs, loss and gradients) bitwise and max |diff|, the random-number
+    state after the step, and the messages of each phase (:func:`benchmarks.zoo.observe.compare`)."""
     import torch
 
     from benchmarks.zoo.compare import compare
+    from benchmarks.zoo.observe import compare as compare_messages
 
-    ref = {r.name: r for r in records if r.source == reference}
+    ref = {r.key: r for r in records if r.source == reference}
     for r in records:
-        base = ref.get(r.name)
+        base = ref.get(r.key)
         if r.source == reference or base is None:
             continue
+        if base.rng and r.rng:
+            r.rng_same = base.rng == r.rng
+        if base.messages and r.messages:
+            r.messages_diff = {phase: compare_messages(base.messages[phase], r.messages[phase]).to_dict()
+                               for phase in base.messages if phase in r.messages}
         if not (base.outputs and r.outputs):
             r.eager_note = "not compared: " + ("the original did not run" if not base.outputs else "it did not run")
             continue
@@ -210,11 +225,12 @@ def _versions() -> dict[str, str]:
     import importlib.metadata as md
 
     out = {"python": platform.python_version()}
-    for pkg in ("transformers", "torch", "mend"):
+    for pkg in ("transformers", "torch", "mend", "torchvision", "timm", "diffusers", "torch_geometric"):
         try:
             out[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
-            out[pkg] = ""
+            if pkg in ("transformers", "torch", "mend"):
+                out[pkg] = ""
     return out
 
 
@@ -226,9 +242,10 @@ def traced_files(records: Sequence[Record]) -> list[str]:
     return sorted({t[0] for r in records for t in r.traced})
 
 
-def _run_tasks(specs: Sequence[ModelSpec], sources: Sequence[str], infos: dict[str, SourceInfo], settings: Settings,
-               out: Path, progress: Callable[[Record], None]) -> list[Record]:
-    queue, records = _Queue([(spec, src) for src in sources for spec in specs]), []  # type: ignore[var-annotated]
+def _run_tasks(names: Sequence[str], sources: Sequence[str], infos: dict[str, SourceInfo], settings: Settings,
+               out: Path, progress: Callable[[Record], None], modes: Sequence[str] = ("eval",)) -> list[Record]:
+    tasks = [(n, src, m) for src in sources for m in modes for n in names]
+    queue, records = _Queue(tasks), []  # type: ignore[var-annotated]
     slots = [threading.Thread(target=_slot, args=(queue, infos, settings, out, records, progress, i), daemon=True)
              for i in range(max(1, settings.jobs))]
     for t in slots:
@@ -238,16 +255,24 @@ def _run_tasks(specs: Sequence[ModelSpec], sources: Sequence[str], infos: dict[s
     return records
 
 
-def run_zoo(specs: Sequence[ModelSpec], sources: Sequence[str] = ("original", "safe", "unsafe"),
+def run_zoo(specs: Sequence[ModelSpec | str], sources: Sequence[str] = ("original", "safe", "unsafe"),
             settings: Settings | None = None, out_dir: str | Path | None = None, cache_dir: str | Path | None = None,
             scope: Sequence[str] | str | None = None, check_idempotent: bool = True,
-            progress: Callable[[Record], None] | None = None, log: Callable[[str], None] = print) -> Results:
-    """Run every spec in every source; the records come back in (spec, source) order.
+            progress: Callable[[Record], None] | None = None, log: Callable[[str], None] = print,
+            modes: Sequence[str] = ("eval",), folder: Path | None = None) -> Results:
+    """Run every row (a spec or a row name of the settings' suite) in every source and mode; the records come
+    back in (row, mode, source) order.
 
     ``scope``: the package paths ``mend fix`` repairs (None: all of it); ``"traced"``: the files Dynamo traced
-    for these specs in the original source, which then runs first.
+    for these rows in the original source, which then runs first. ``folder``: the checkouts of the ``repos``
+    suite.
     """
     settings = settings or Settings()
+    names = [getattr(s, "name", s) for s in specs]
+    package = package_of(settings.suite)
+    where = {"package": package or PACKAGE, "folder": folder}
+    if package is None and folder is None:
+        raise ValueError("the repos suite needs the folder of checkouts")
     progress = progress or (lambda r: None)
     t0 = time.perf_counter()
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="mend-zoo-"))
@@ -257,24 +282,24 @@ def run_zoo(specs: Sequence[ModelSpec], sources: Sequence[str] = ("original", "s
     if scope == TRACED:
         if "original" not in sources:
             raise ValueError("scope 'traced' needs the original source (its run says which files are traced)")
-        first = {"original": prepare("original", log=log)}
-        records += _run_tasks(specs, ["original"], first, settings, out, progress)
+        first = {"original": prepare("original", log=log, **where)}
+        records += _run_tasks(names, ["original"], first, settings, out, progress, modes)
         scope = traced_files(records)
         log(f"scope: {len(scope)} files Dynamo traced")
         rest = [s for s in sources if s != "original"]
-        infos = {**first, **{s: prepare(s, cache, scope, check_idempotent, log) for s in rest}}
-        records += _run_tasks(specs, rest, infos, settings, out, progress)
+        infos = {**first, **{s: prepare(s, cache, scope, check_idempotent, log, **where) for s in rest}}
+        records += _run_tasks(names, rest, infos, settings, out, progress, modes)
     else:
-        infos = {s: prepare(s, cache, scope, check_idempotent, log) for s in sources}
-        records += _run_tasks(specs, sources, infos, settings, out, progress)
-    order = {(s.name, src): i for i, (s, src) in enumerate((s, src) for s in specs for src in sources)}
-    records.sort(key=lambda r: order.get((r.name, r.source), len(order)))
+        infos = {s: prepare(s, cache, scope, check_idempotent, log, **where) for s in sources}
+        records += _run_tasks(names, sources, infos, settings, out, progress, modes)
+    order = {(n, m, src): i for i, (n, m, src) in enumerate((n, m, src) for n in names for m in modes for src in sources)}
+    records.sort(key=lambda r: order.get((r.name, r.mode, r.source), len(order)))
     if "original" in sources:
         compare_sources(records)
     return Results(records=records, sources=infos, versions=_versions(), command=list(sys.argv),
                    settings={"dtype": settings.dtype, "profile": settings.profile, "backend": settings.backend,
                              "device": settings.device, "timeout": settings.timeout, "jobs": settings.jobs,
-                             "capture": settings.capture,
+                             "capture": settings.capture, "suite": settings.suite, "modes": list(modes),
                              "scope": scope if scope is None or isinstance(scope, str) else "paths",
                              "outputs": str(out)},
                    created=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),

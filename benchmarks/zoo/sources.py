@@ -1,4 +1,9 @@
-"""The zoo's sources: the installed transformers ("original") and copies repaired by ``mend fix``.
+"""The zoo's sources: the installed package ("original") and copies repaired by ``mend fix``.
+
+The package is the suite's (:mod:`benchmarks.zoo.suites`): transformers for the zoo proper, torchvision, timm,
+diffusers or torch_geometric for the library corpora; for the ``repos`` suite it is a folder of checkouts
+(not imported: each driver puts its repository on ``sys.path``), and ``mend fix`` repairs the files the
+manifest names as the model's (the scope).
 
 A repaired copy is made once and reused: it lives in the cache folder under a key made of transformers'
 version, a hash of mend's rewriter and analyzer sources, the fix options and the scope (which parts of the
@@ -40,12 +45,19 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mend" / "zoo"
 
 
-def package_dir() -> Path:
+def package_dir(package: str = PACKAGE) -> Path:
     """The installed package's folder, found without importing it."""
-    spec = importlib.util.find_spec(PACKAGE)
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(f"{PACKAGE} is not installed")
+        raise RuntimeError(f"{package} is not installed")
     return Path(next(iter(spec.submodule_search_locations))).resolve()
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package.replace("_", "-"))
+    except importlib.metadata.PackageNotFoundError:
+        return importlib.metadata.version(package)
 
 
 def _tree_hash(folders: Sequence[Path]) -> str:
@@ -68,9 +80,10 @@ def mend_hash() -> str:
     return _tree_hash(folders)
 
 
-def cache_key(options: dict[str, bool], scope: Sequence[str] | None) -> str:
-    parts = {"package": PACKAGE, "version": importlib.metadata.version(PACKAGE), "mend": mend_hash(),
-             "options": options, "scope": sorted(scope) if scope else None}
+def cache_key(options: dict[str, bool], scope: Sequence[str] | None, package: str = PACKAGE,
+              folder: Path | None = None) -> str:
+    what = {"folder": _tree_hash([folder])} if folder is not None else {"package": package, "version": _version(package)}
+    parts = {**what, "mend": mend_hash(), "options": options, "scope": sorted(scope) if scope else None}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -110,17 +123,24 @@ def run_fix(package: Path, options: dict[str, bool], scope: Sequence[str] | None
 
 
 def prepare(name: str, cache_dir: Path | None = None, scope: Sequence[str] | None = None,
-            check_idempotent: bool = True, log: Callable[[str], None] = print) -> SourceInfo:
-    """The source ``name`` ready to run: the installed package, or a repaired copy (made or reused)."""
+            check_idempotent: bool = True, log: Callable[[str], None] = print, package: str = PACKAGE,
+            folder: Path | None = None) -> SourceInfo:
+    """The source ``name`` ready to run: the installed ``package`` (or the ``folder`` of checkouts), or a
+    repaired copy of it (made or reused)."""
     if name not in SOURCES:
         raise ValueError(f"unknown source {name!r}; choose from {', '.join(SOURCES)}")
     options = SOURCES[name]
+    origin = folder.resolve() if folder is not None else package_dir(package)
     if options is None:
-        return SourceInfo(name=name, path=str(package_dir()))
+        return SourceInfo(name=name, path=str(origin))
+    if folder is not None and name == "hook":
+        raise ValueError("the import hook repairs packages, not a folder of checkouts")
     cache_dir = Path(cache_dir or default_cache_dir())
-    key = cache_key(options, scope)
-    final = cache_dir / f"{name}-{key}"
-    info = SourceInfo(name=name, path=str(final / PACKAGE), pythonpath=str(final), unsafe=options["unsafe"], key=key)
+    key = cache_key(options, scope, package, folder)
+    stem = origin.name
+    final = cache_dir / f"{name}-{key}" if package == PACKAGE and folder is None else cache_dir / f"{stem}-{name}-{key}"
+    info = SourceInfo(name=name, path=str(final / stem), pythonpath=None if folder is not None else str(final),
+                      unsafe=options["unsafe"], key=key)
     meta = final / "fix.json"
     if meta.exists():
         info.fix = FixSummary(**json.loads(meta.read_text()))
@@ -129,10 +149,10 @@ def prepare(name: str, cache_dir: Path | None = None, scope: Sequence[str] | Non
     staging = cache_dir / f".{name}-{key}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    log(f"[{name}] copying {package_dir()} and running mend fix{' --unsafe-fixes' if options['unsafe'] else ''}"
-        f"{' on ' + ', '.join(scope) if scope else ''} ...")
-    shutil.copytree(package_dir(), staging / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
-    info.fix = run_fix(staging / PACKAGE, options, scope, check_idempotent)
+    log(f"[{name}] copying {origin} and running mend fix{' --unsafe-fixes' if options['unsafe'] else ''}"
+        f"{' on ' + str(len(scope)) + ' paths' if scope else ''} ...")
+    shutil.copytree(origin, staging / stem, ignore=shutil.ignore_patterns("__pycache__", ".git"), symlinks=True)
+    info.fix = run_fix(staging / stem, options, scope, check_idempotent)
     (staging / "fix.json").write_text(json.dumps(asdict(info.fix), indent=1))
     try:
         os.rename(staging, final)

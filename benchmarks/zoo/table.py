@@ -51,6 +51,14 @@ class Summary:
     settings: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     wall_s: float = 0.0
+    mode: str = "eval"
+    backward_graphs: dict[str, int] = field(default_factory=dict)  # training: over common rows
+    grads_mismatch: dict[str, list[str]] = field(default_factory=dict)  # training: compiled gradients off eager
+    rng_changed: list[Changed] = field(default_factory=list)  # repaired rows that drew other random numbers
+    # source -> phase -> {"rows": compared, "failing": rows with a message lost/added/reordered, "kept", ...}
+    messages: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    message_failures: list[Changed] = field(default_factory=list)  # (row, source, "phase: lost ...")
+    worse: list[Changed] = field(default_factory=list)  # repaired rows with more break sites or graphs than the original
 
 
 def _changed(rec: Record, base: Record) -> str | None:
@@ -61,10 +69,45 @@ def _changed(rec: Record, base: Record) -> str | None:
     return None
 
 
-def summarize(results: Results) -> Summary:
-    sources = list(dict.fromkeys(r.source for r in results.records))
-    by = {s: results.by(s) for s in sources}
-    names = list(dict.fromkeys(r.name for r in results.records))
+def _messages(by: dict[str, dict[str, Record]], sources: list[str]) -> tuple[dict, list[Changed]]:
+    totals: dict[str, dict[str, dict[str, int]]] = {}
+    failures = []
+    for s in sources[1:]:
+        for name, r in by[s].items():
+            for phase, d in (r.messages_diff or {}).items():
+                t = totals.setdefault(s, {}).setdefault(phase, dict.fromkeys(
+                    ("rows", "failing", "reference", "kept", "lost", "added", "reordered"), 0))
+                t["rows"] += 1
+                for k in ("reference", "kept", "lost", "added", "reordered"):
+                    t[k] += d[k]
+                if d["lost"] or d["added"] or d["reordered"]:
+                    t["failing"] += 1
+                    failures.append(Changed(name, s, f"{phase}: lost {d['lost']}, added {d['added']}, reordered "
+                                                     f"{d['reordered']} of {d['reference']}; " + "; ".join(d["first"])))
+    return totals, failures
+
+
+def worse_rows(by: dict[str, dict[str, Record]], sources: list[str]) -> list[Changed]:
+    """Repaired rows that end with more break sites or more graphs than the original (both compiled)."""
+    out = []
+    first = by[sources[0]]
+    for s in sources[1:]:
+        for name, r in by[s].items():
+            base = first.get(name)
+            if base is None or base.status != R.OK or r.status != R.OK:
+                continue
+            if len(r.breaks) > len(base.breaks) or (r.graphs or 0) > (base.graphs or 0):
+                out.append(Changed(name, s, f"break sites {len(base.breaks)} -> {len(r.breaks)}, graphs "
+                                            f"{base.graphs} -> {r.graphs}"))
+    return out
+
+
+def summarize(results: Results, mode: str | None = None) -> Summary:
+    mode = mode or (results.modes[0] if results.modes else "eval")
+    records = [r for r in results.records if r.mode == mode]
+    sources = list(dict.fromkeys(r.source for r in records))
+    by = {s: results.by(s, mode) for s in sources}
+    names = list(dict.fromkeys(r.name for r in records))
     first = by[sources[0]]
     common = [n for n in names if all(n in by[s] and by[s][n].status == R.OK for s in sources)]
     count = lambda s, fn: sum(fn(by[s][n]) for n in common)  # noqa: E731
@@ -75,13 +118,19 @@ def summarize(results: Results) -> Summary:
             for b in by[s][n].breaks:
                 by_class[b.reason_class][s] += 1
                 by_class_hits[b.reason_class][s] += b.count
-    changed = []
+    changed, rng = [], []
     for s in sources[1:]:
         for n in names:
             if n in by[s] and n in first and (what := _changed(by[s][n], first[n])):
                 changed.append(Changed(n, s, what))
+            if n in by[s] and by[s][n].rng_same is False:
+                rng.append(Changed(n, s, "the random-number state after the eager step differs from the original's"))
+    messages, message_failures = _messages(by, sources)
     return Summary(
-        sources=sources, rows=len(names), types=len({r.model_type for r in results.records}),
+        mode=mode, backward_graphs={s: count(s, lambda r: r.backward_graphs or 0) for s in sources},
+        grads_mismatch={s: [r.name for r in by[s].values() if r.compiled_grads_match is False] for s in sources},
+        rng_changed=rng, messages=messages, message_failures=message_failures, worse=worse_rows(by, sources),
+        sources=sources, rows=len(names), types=len({r.model_type for r in records}),
         runs={s: sum(r.runs for r in by[s].values()) for s in sources},
         types_run={s: len({r.model_type for r in by[s].values() if r.runs}) for s in sources},
         compiled={s: sum(r.status == R.OK for r in by[s].values()) for s in sources},
@@ -108,11 +157,35 @@ def _arrow(values: dict[str, int], sources: list[str]) -> str:
     return " -> ".join(str(values[s]) for s in sources)
 
 
+def render_results(results: Results, markdown: bool = False) -> str:
+    """Every mode's report, then break sites by class side by side across modes (when there are several)."""
+    summaries = [summarize(results, m) for m in results.modes] or [summarize(results)]
+    parts = [render(s, markdown) for s in summaries]
+    if len(summaries) > 1:
+        parts.append(render_modes(summaries, markdown))
+    return "\n\n".join(parts)
+
+
+def render_modes(summaries: list[Summary], markdown: bool = False) -> str:
+    """Break sites (occurrences) by reason class, every mode's sources side by side."""
+    head = ["reason class"] + [f"{s.mode} {x}" for s in summaries for x in s.sources]
+    rows = [[c] + [f"{s.by_class[c][x]} ({s.by_class_hits[c][x]})" for s in summaries for x in s.sources]
+            for c in CLASSES]
+    rows.append(["all"] + [f"{s.breaks[x]} ({s.occurrences[x]})" for s in summaries for x in s.sources])
+    rows.append(["graph breaks"] + [str(s.graph_breaks[x]) for s in summaries for x in s.sources])
+    rows.append(["rows that break"] + [f"{s.breaking[x]} of {s.common}" for s in summaries for x in s.sources])
+    return "\n".join(["break sites (occurrences) by Dynamo reason class, the modes side by side:",
+                      *_table(head, rows, markdown)])
+
+
 def render(s: Summary, markdown: bool = False) -> str:
     """The report as text (or Markdown tables)."""
     out: list[str] = []
     v, st = s.versions, s.settings
-    out.append(f"transformers {v.get('transformers', '?')}, torch {v.get('torch', '?')}, dtype {st.get('dtype')}, "
+    suite = st.get("suite", "transformers")
+    libs = ", ".join(f"{k} {v[k]}" for k in ("torchvision", "timm", "diffusers", "torch_geometric") if v.get(k))
+    out.append(f"[{s.mode}] suite {suite}; transformers {v.get('transformers', '?')}, torch {v.get('torch', '?')}"
+               f"{', ' + libs if libs and suite != 'transformers' else ''}, dtype {st.get('dtype')}, "
                f"profile {st.get('profile')}, backend {st.get('backend')}"
                f"{', Dynamo capture on globally' if st.get('capture') else ''}; sources: {' -> '.join(s.sources)}; "
                f"wall {s.wall_s:.0f} s")
@@ -129,8 +202,29 @@ def render(s: Summary, markdown: bool = False) -> str:
         ["graphs", *[str(s.graphs[x]) for x in s.sources]],
         ["recompiles", *[str(s.recompiles[x]) for x in s.sources]],
         ["compiled output off eager", *[str(len(s.compiled_mismatch[x])) for x in s.sources]],
-        ["eager output changed vs original", "-", *[str(sum(c.source == x for c in s.changed)) for x in s.sources[1:]]],
+        ["eager output changed vs original" + (" (outputs, loss, gradients)" if s.mode == "train" else ""), "-",
+         *[str(sum(c.source == x for c in s.changed)) for x in s.sources[1:]]],
+        ["rows with more break sites or graphs than the original", "-",
+         *[str(sum(c.source == x for c in s.worse)) for x in s.sources[1:]]],
     ]
+    if s.mode == "train":
+        rows += [
+            ["backward graphs", *[str(s.backward_graphs[x]) for x in s.sources]],
+            ["compiled gradients off eager", *[str(len(s.grads_mismatch[x])) for x in s.sources]],
+            ["random-number state changed vs original", "-",
+             *[str(sum(c.source == x for c in s.rng_changed)) for x in s.sources[1:]]],
+        ]
+    for phase in ("eager", "compiled"):
+        cells = []
+        for x in s.sources[1:]:
+            t = s.messages.get(x, {}).get(phase)
+            cells.append(f"{t['failing']} of {t['rows']}" if t else "-")
+        rows.append([f"rows whose messages differ ({phase}: lost, added or reordered)", "-", *cells])
+    out_messages = []
+    for x in s.sources[1:]:
+        for phase, t in sorted(s.messages.get(x, {}).items()):
+            out_messages.append(f"  {x} {phase}: {t['reference']} messages in the original, kept {t['kept']}, "
+                                f"lost {t['lost']}, added {t['added']}, reordered {t['reordered']}")
     out += _table(head, rows, markdown)
     out.append("")
     out.append("break sites (occurrences) by Dynamo reason class (" + " -> ".join(s.sources) + "):")
@@ -147,6 +241,20 @@ def render(s: Summary, markdown: bool = False) -> str:
         out += [f"  unparsable: {p}" for p in fix.unparsable]
     out.append("\neager output changed by the repair (" + (", ".join(s.sources[1:]) or "no repaired source") + "):")
     out += [f"  {c.source}: {c.name}: {c.what}" for c in s.changed] or ["  none"]
+    if s.mode == "train":
+        out.append("\nrandom-number state changed by the repair:")
+        out += [f"  {c.source}: {c.name}" for c in s.rng_changed] or ["  none"]
+    out.append("\nrows that end with more break sites or graphs after the repair:")
+    out += [f"  {c.source}: {c.name}: {c.what}" for c in s.worse] or ["  none"]
+    if out_messages:
+        out.append("\nmessages observed (stdout, stderr, logging, warnings), repaired against the original, same phase:")
+        out += out_messages
+        out += [f"  {c.source}: {c.name}: {c.what}" for c in s.message_failures[:40]]
+        if len(s.message_failures) > 40:
+            out.append(f"  ... and {len(s.message_failures) - 40} more rows")
+    for x in s.sources:
+        if s.grads_mismatch.get(x):
+            out.append(f"\ncompiled gradients off eager ({x}): {', '.join(s.grads_mismatch[x])}")
     for x in s.sources:
         if s.compiled_mismatch[x]:
             out.append(f"\ncompiled output off eager ({x}): {', '.join(s.compiled_mismatch[x])}")

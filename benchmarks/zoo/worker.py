@@ -62,22 +62,26 @@ def _status_of(stage: str, exc: BaseException, dtype: str) -> str:
 
 
 class Runner:
-    """Runs rows for one source in this process."""
+    """Runs rows of one source of one suite in this process."""
 
-    def __init__(self, source: str, out: Path, dtype: str, profile: str, backend: str, device: str) -> None:
+    def __init__(self, source: str, out: Path, dtype: str, profile: str, backend: str, device: str,
+                 suite: str = "transformers", root: str | None = None) -> None:
         import torch
-        import transformers
+
+        from benchmarks.zoo.suites import load
 
         self.torch = torch
         self.source, self.out, self.dtype, self.profile_name = source, out, dtype, profile
         self.backend, self.device = backend, device
-        self.tf_dir = str(Path(transformers.__file__).resolve().parent)
+        self.suite = load(suite, root)
+        self.tf_dir = self.suite.root  # the folder whose files are the project (the package, the checkouts)
         (out / source).mkdir(parents=True, exist_ok=True)
 
-    def _forward(self, fn: Any, inputs: dict[str, Any]) -> Any:
-        self.torch.manual_seed(1234)
-        with self.torch.no_grad():
-            return fn(**inputs)
+    def _seeded(self, fn: Any) -> Any:
+        from benchmarks.zoo.train import seed_all
+
+        seed_all(1234)
+        return fn()
 
     def _backend(self) -> Any:
         if self.backend == "eager":
@@ -86,15 +90,13 @@ class Runner:
             return counting_backend()
         return self.backend
 
-    def run(self, name: str) -> R.Record:
-        from benchmarks.zoo.specs import spec_by_name
-
-        spec = spec_by_name(name)
-        rec = R.Record(name=name, model_type=spec.model_type, variant=spec.variant, source=self.source,
-                       dtype=self.dtype, profile=self.profile_name, transformers=self.tf_dir)
+    def run(self, name: str, mode: str = "eval") -> R.Record:
+        rec = R.Record(name=name, model_type=name.partition(":")[0], variant=name.partition(":")[2],
+                       source=self.source, dtype=self.dtype, profile=self.profile_name, transformers=self.tf_dir,
+                       mode=mode)
         t0 = time.perf_counter()
         try:
-            self._run(spec, rec)
+            self._run(name, rec)
         finally:
             rec.seconds["total"] = round(time.perf_counter() - t0, 3)
             self.torch._dynamo.reset()
@@ -107,52 +109,120 @@ class Runner:
         finally:
             rec.seconds[stage] = round(time.perf_counter() - t0, 3)
 
-    def _run(self, spec: Any, rec: R.Record) -> None:
-        from benchmarks.zoo.build import build_model, model_class_name, torch_dtype
-        from benchmarks.zoo.compare import compare, flatten
-        from benchmarks.zoo.inputs import make_inputs
-        from benchmarks.zoo.profiles import profile
+    def _observe(self) -> Any:
+        from benchmarks.zoo.observe import Observer
 
-        p = profile(self.profile_name)
+        reset = getattr(self.suite, "reset_messages", None)
+        if reset is not None:
+            reset()
+        return Observer([self.tf_dir])
+
+    def _step(self, model: Any, case: Any, mode: str, rec: R.Record) -> list:
+        """One seeded eager step: the flattened output (training: output, loss, gradients)."""
+        from benchmarks.zoo.compare import flatten
+
+        if mode == "eval":
+            with self.torch.no_grad():
+                return flatten(self._seeded(lambda: case.call(model)))
+        from benchmarks.zoo.train import loss_of, step_tensors
+
+        def step() -> list:
+            out = case.call(model)
+            loss, rec.loss_kind = (case.loss or loss_of)(out)
+            loss.backward()
+            return step_tensors(out, loss, model)
+
+        return self._seeded(step)
+
+    def _run(self, name: str, rec: R.Record) -> None:
+        from benchmarks.zoo.compare import compare
+
+        mode = rec.mode
         stage = "build"
         try:
-            rec.model_class = spec.model_class or model_class_name(spec.model_type)
-            model, config = self._stage(rec, "build", lambda: build_model(spec, self.dtype, p))
-            rec.params = sum(t.numel() for t in model.parameters())
-            stage = "inputs"  # made beside the model where it was built (some run a model part to count tokens)
-            inputs = self._stage(rec, "inputs", lambda: make_inputs(model, config, spec, p, torch_dtype(self.dtype)))
-            model, inputs = model.to(self.device), _to_device(inputs, self.device)
-            fresh = _copy(model)
+            case = self._stage(rec, "build", lambda: self.suite.case(name, mode, self.dtype, self.profile_name))
+            rec.model_class, rec.note = case.model_class, case.note
+            stage = "inputs"
+            case.model = case.model.to(self.device)
+            case.args, case.kwargs = _to_device(case.args, self.device), _to_device(case.kwargs, self.device)
             stage = "eager"
-            with LineRecorder(self.tf_dir) as ran:
-                eager = self._stage(rec, "eager", lambda: flatten(self._forward(model, inputs)))
-            rec.lines = ran.ranges()
-            again = self._stage(rec, "eager_again", lambda: flatten(self._forward(model, inputs)))
-            rec.eager_deterministic = compare(eager, again).same
+            eager, fresh = self._eager(case, mode, rec)
         except Exception as exc:  # the row's failure is its result
             rec.status, rec.error = _status_of(stage, exc, self.dtype), last_line(exc)
             return
-        compiled = self._compile(fresh, inputs, rec)
+        compiled = self._compile(fresh, case, rec)
         if compiled is not None:
             diff = compare(eager, compiled)
             rec.compiled_max_abs_diff, rec.compiled_matches = diff.max_abs_diff, diff.close
-        path = self.out / self.source / f"{rec.name.replace(':', '--')}.pt"
+            rec.compiled_note = diff.note
+            if mode == "train":
+                g = compare([t for t in eager if t[0].startswith("grad.")],
+                            [t for t in compiled if t[0].startswith("grad.")])
+                rec.compiled_grads_max_abs_diff, rec.compiled_grads_match = g.max_abs_diff, g.close
+        path = self.out / self.source / f"{rec.name.replace(':', '--')}{'' if mode == 'eval' else '--' + mode}.pt"
         self.torch.save({"eager": eager, "compiled": compiled}, path)
         rec.outputs = str(path)
 
-    def _compile(self, model: Any, inputs: dict[str, Any], rec: R.Record) -> list | None:
-        from benchmarks.zoo.compare import flatten
+    def _eager(self, case: Any, mode: str, rec: R.Record) -> tuple[list, Any]:
+        """Two seeded eager steps (the first under the line recorder and the message observer); the model as
+        built, for the compiled step. Training: each step on its own copy; a row whose labelled head raises
+        runs its fallback (the base model with the outputs' loss)."""
+        try:
+            return self._eager_steps(case, mode, rec)
+        except Exception as exc:
+            if case.fallback is None:
+                raise
+            note = f"{case.model_class} raised in eager ({last_line(exc)[:120]})"
+            fallback = case.fallback()
+            case.model, case.args, case.kwargs = fallback.model.to(self.device), fallback.args, fallback.kwargs
+            case.kwargs = _to_device(case.kwargs, self.device)
+            case.model_class, case.loss, case.fallback = fallback.model_class, fallback.loss, None
+            rec.model_class, rec.note = case.model_class, f"{note}; {case.model_class} with the outputs' loss"
+            return self._eager_steps(case, mode, rec)
+
+    def _eager_steps(self, case: Any, mode: str, rec: R.Record) -> tuple[list, Any]:
+        from benchmarks.zoo.compare import compare
+        from benchmarks.zoo.train import rng_digest
+
+        rec.params = sum(t.numel() for t in case.model.parameters())
+        fresh = _copy(case.model)
+        first = _copy(case.model) if mode == "train" else case.model
+        with LineRecorder(self.tf_dir) as ran, self._observe() as seen:
+            eager = self._stage(rec, "eager", lambda: self._step(first, case, mode, rec))
+        rec.lines, rec.messages["eager"] = ran.ranges(), seen.messages
+        rec.rng = rng_digest()
+        second = _copy(case.model) if mode == "train" else case.model
+        again = self._stage(rec, "eager_again", lambda: self._step(second, case, mode, rec))
+        rec.eager_deterministic = compare(eager, again).same
+        return eager, fresh
+
+    def _compile(self, model: Any, case: Any, rec: R.Record) -> list | None:
         from mend.analyzers.runtime.recorder import Recorder
 
+        train = rec.mode == "train"
         t0 = time.perf_counter()
         compiled = None
+        if train:
+            from benchmarks.zoo.train import TrainBackend
+
+            backend = TrainBackend() if self.backend == "eager" else self.backend
+        else:
+            backend = self._backend()
         # track_lines: the functions Dynamo traced are recorded too (what a static finding can be scored on)
-        with Recorder(source=[self.tf_dir], root=self.tf_dir, fast=self.backend == "eager", track_lines=True) as run:
+        with Recorder(source=[self.tf_dir], root=self.tf_dir, fast=self.backend == "eager" and not train,
+                      track_lines=True) as run, self._observe() as seen:
             try:
-                compiled = flatten(self._forward(self.torch.compile(model, backend=self._backend()), inputs))
+                compiled = self._step(self.torch.compile(model, backend=backend), case, rec.mode, rec)
+                if train:  # the gradients are the parameters' (the compiled module shares them)
+                    from benchmarks.zoo.train import grads
+
+                    compiled = [t for t in compiled if not t[0].startswith("grad.")] + grads(model)
             except Exception as exc:
                 rec.status, rec.error = R.COMPILE_ERROR, last_line(exc)
+        rec.messages["compiled"] = seen.messages
         rec.seconds["compile"] = round(time.perf_counter() - t0, 3)
+        if hasattr(backend, "backward_graphs"):
+            rec.backward_graphs = backend.backward_graphs
         root = self.tf_dir + os.sep
         rec.traced = sorted([os.path.relpath(f, self.tf_dir), first, last, fn] for f, first, last, fn in run.traced
                             if os.path.realpath(f).startswith(root))
@@ -178,10 +248,11 @@ def _copy(model: Any) -> Any:
 
 def serve(runner: Runner, requests: Any, reply: Any) -> None:
     for line in requests:
-        name = line.strip()
-        if not name:
+        line = line.strip()
+        if not line:
             continue
-        rec = runner.run(name)
+        mode, _, name = line.rpartition("\t")  # "MODE<TAB>ROW" or a bare row (eval)
+        rec = runner.run(name, mode or "eval")
         reply.write(json.dumps(rec.to_dict()) + "\n")
         reply.flush()
 
@@ -195,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="eager")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--suite", default="transformers", help="transformers, torchvision, timm, diffusers, "
+                    "torch_geometric or repos")
+    ap.add_argument("--root", help="repos: the folder of checkouts this source runs")
     ap.add_argument("--capture", action="store_true",
                     help="set capture_scalar_outputs and capture_dynamic_output_shape_ops for the whole process")
     a = ap.parse_args(argv)
@@ -212,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.capture:  # what Dynamo's own capture achieves, switched on globally (the baseline mend's repair must beat)
         torch._dynamo.config.capture_scalar_outputs = True
         torch._dynamo.config.capture_dynamic_output_shape_ops = True
-    runner = Runner(a.source, a.out, a.dtype, a.profile, a.backend, a.device)
+    runner = Runner(a.source, a.out, a.dtype, a.profile, a.backend, a.device, a.suite, a.root)
     reply.write(json.dumps({"ready": runner.tf_dir}) + "\n")
     reply.flush()
     serve(runner, sys.stdin, reply)
