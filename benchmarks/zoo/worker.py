@@ -128,7 +128,8 @@ class Runner:
 
         def step() -> list:
             out = case.call(model)
-            loss, rec.loss_kind = (case.loss or loss_of)(out)
+            got = (case.loss or loss_of)(out)
+            loss, rec.loss_kind = got if isinstance(got, tuple) else (got, "driver")
             loss.backward()
             return step_tensors(out, loss, model)
 

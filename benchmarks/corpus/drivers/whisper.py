@@ -1,0 +1,21 @@
+"""openai/whisper: Whisper from tiny dimensions; a mel spectrogram and decoder tokens (teacher forcing in
+training: cross-entropy on the next token)."""
+
+import torch
+import torch.nn.functional as F
+
+
+def build(repo, mode):
+    from whisper.model import ModelDimensions, Whisper
+
+    dims = ModelDimensions(n_mels=16, n_audio_ctx=16, n_audio_state=32, n_audio_head=2, n_audio_layer=2,
+                           n_vocab=96, n_text_ctx=16, n_text_state=32, n_text_head=2, n_text_layer=2)
+    model = Whisper(dims)
+    g = torch.Generator().manual_seed(1)
+    mel = torch.randn(2, 16, 32, generator=g)
+    tokens = torch.randint(0, 96, (2, 8), generator=g)
+
+    def loss(logits):
+        return F.cross_entropy(logits[:, :-1].reshape(-1, 96), tokens[:, 1:].reshape(-1)), "labels"
+
+    return {"model": model, "args": (mel, tokens), "loss": loss if mode == "train" else None}
