@@ -8,7 +8,7 @@ import torch.nn.functional as F
 def _build(vision_layers, mode):
     from clip.model import CLIP
 
-    model = CLIP(embed_dim=16, image_resolution=32, vision_layers=vision_layers, vision_width=32,
+    model = CLIP(embed_dim=16, image_resolution=32, vision_layers=vision_layers, vision_width=64,
                  vision_patch_size=8, context_length=12, vocab_size=96, transformer_width=32, transformer_heads=2,
                  transformer_layers=2)
     g = torch.Generator().manual_seed(1)

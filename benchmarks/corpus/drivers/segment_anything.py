@@ -33,11 +33,16 @@ class FineTune(nn.Module):
         self.sam = sam
 
     def forward(self, images, points, labels):
-        emb = self.sam.image_encoder(self.sam.preprocess(images))
-        sparse, dense = self.sam.prompt_encoder(points=(points, labels), boxes=None, masks=None)
-        return self.sam.mask_decoder(image_embeddings=emb, image_pe=self.sam.prompt_encoder.get_dense_pe(),
-                                     sparse_prompt_embeddings=sparse, dense_prompt_embeddings=dense,
-                                     multimask_output=False)
+        emb = self.sam.image_encoder(torch.stack([self.sam.preprocess(x) for x in images]))
+        masks, ious = [], []
+        for i in range(images.shape[0]):  # one image's embedding, its prompts (as Sam.forward does)
+            sparse, dense = self.sam.prompt_encoder(points=(points[i:i + 1], labels[i:i + 1]), boxes=None, masks=None)
+            m, iou = self.sam.mask_decoder(image_embeddings=emb[i:i + 1], image_pe=self.sam.prompt_encoder.get_dense_pe(),
+                                           sparse_prompt_embeddings=sparse, dense_prompt_embeddings=dense,
+                                           multimask_output=False)
+            masks.append(m)
+            ious.append(iou)
+        return torch.cat(masks), torch.cat(ious)
 
 
 def build(repo, mode):
@@ -51,7 +56,7 @@ def build(repo, mode):
         return {"model": sam, "args": (batched, True)}
     points = torch.tensor([[[20.0, 30.0]], [[40.0, 12.0]]])
     labels = torch.tensor([[1], [1]])
-    target = (torch.rand(2, 1, 16, 16, generator=g) > 0.5).float()
+    target = (torch.rand(2, 1, 32, 32, generator=g) > 0.5).float()
 
     def loss(out):
         masks, iou = out

@@ -1,6 +1,6 @@
 """lucidrains/vector-quantize-pytorch: four quantizers on 2 x 16 vectors: ``vq`` (VectorQuantize with k-means
 init and EMA codebook updates, cosine off), ``residual`` (ResidualVQ, 2 quantizers, with quantizer dropout),
-``fsq`` (FSQ), ``lfq`` (LFQ with its entropy loss). Training: reconstruction error plus each quantizer's
+``fsq`` (FSQ with projections), ``lfq`` (LFQ with projections and its entropy loss). Training: reconstruction error plus each quantizer's
 auxiliary loss."""
 
 import torch
@@ -39,16 +39,16 @@ def residual(repo, mode):
 def fsq(repo, mode):
     from vector_quantize_pytorch import FSQ
 
-    x = _x(4)
-    model = FSQ(levels=[8, 5, 5, 5])
+    x = _x()
+    model = FSQ(levels=[8, 5, 5, 5], dim=16)
     return {"model": model, "args": (x,), "loss": _loss(x) if mode == "train" else None}
 
 
 def lfq(repo, mode):
     from vector_quantize_pytorch import LFQ
 
-    x = _x(8)
-    model = LFQ(codebook_size=256, dim=8, entropy_loss_weight=0.1, diversity_gamma=1.0)
+    x = _x()
+    model = LFQ(codebook_size=256, dim=16, entropy_loss_weight=0.1, diversity_gamma=1.0)
     return {"model": model, "args": (x,), "loss": _loss(x) if mode == "train" else None}
 
 
