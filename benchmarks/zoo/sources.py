@@ -64,7 +64,7 @@ def _tree_hash(folders: Sequence[Path]) -> str:
     h = hashlib.sha256()
     for folder in folders:
         for p in sorted(folder.rglob("*.py")):
-            if "__pycache__" in p.parts:
+            if "__pycache__" in p.parts or not p.is_file():
                 continue
             h.update(p.relative_to(folder).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
