@@ -101,12 +101,17 @@ class StaticFinding:
     break_path: str = ""
     break_line: int = 0
 
-    def unrun_mode(self, dtype: str = "fp32") -> bool:
-        """The reported code runs only in a mode no zoo row runs: training (the zoo runs models in eval
-        mode), a flash/flex attention implementation (the zoo runs eager and sdpa attention), or a test
-        for a dtype other than the zoo's (``h.dtype == torch.float16`` in an fp32 zoo)."""
+    def unrun_mode(self, dtype: str = "fp32", run_mode: str = "eval") -> bool:
+        """The reported code runs only in a mode the rows did not run: training when they ran in eval mode
+        (``self.training``; "not self.training" the other way round), a flash/flex attention implementation
+        (the zoo runs eager and sdpa attention), or a test for a dtype other than the zoo's
+        (``h.dtype == torch.float16`` in an fp32 zoo)."""
         mode = self.mode.replace(" ", "")
-        if mode.startswith("self.training") or any(m in mode for m in UNRUN_ATTENTION):
+        if mode.startswith("self.training") and run_mode != "train":
+            return True
+        if mode.startswith(("notself.training", "(notself.training")) and run_mode == "train":
+            return True
+        if any(m in mode for m in UNRUN_ATTENTION):
             return True
         tested = _tested_dtype(mode)
         return tested is not None and tested != dtype
@@ -321,9 +326,10 @@ def _covers(f: StaticFinding, s: Site, tolerance: int) -> bool:
     return f.line - tolerance <= s.line <= f.end_line + tolerance
 
 
-def score(records: list[Any], findings: Iterable[StaticFinding], tolerance: int = 0, dtype: str = "fp32") -> ZooScore:
+def score(records: list[Any], findings: Iterable[StaticFinding], tolerance: int = 0, dtype: str = "fp32",
+          run_mode: str = "eval") -> ZooScore:
     """Score break-predicting ``findings`` (paths relative to the package) against ``records``, which
-    ran in ``dtype``."""
+    ran in ``dtype`` and ``run_mode`` (a finding "(only when self.training)" is judged on training rows)."""
     records = [r for r in records if getattr(r, "runs", True)]
     sites = collect_sites(records)
     ran = RanIndex(records)
@@ -339,7 +345,7 @@ def score(records: list[Any], findings: Iterable[StaticFinding], tolerance: int 
             near = near + by_path.get(f.break_path, [])
         return any(_covers(f, s, tolerance) for s in near)
 
-    judged = [f for f in findings if (not f.unrun_mode(dtype) and _ran(f, ran)) or confirms(f)]
+    judged = [f for f in findings if (not f.unrun_mode(dtype, run_mode) and _ran(f, ran)) or confirms(f)]
     confirmed = [f for f in judged if confirms(f)]
     found = [s for s in sites if any(_covers(f, s, tolerance) for f in confirmed)]
     return ZooScore(sites, findings, judged, confirmed, found, tolerance, dtype, rows=len(records),
@@ -393,14 +399,17 @@ def installed_version(package: Path) -> str | None:
     return None
 
 
-def check_package(package: Path, jobs: int | None = None, cache_dir: Path | None = None) -> tuple[list[StaticFinding], float]:
-    """``mend check`` over the whole package (isolated settings); findings relative to ``package``."""
+def check_package(package: Path, jobs: int | None = None, cache_dir: Path | None = None,
+                  paths: list[Path] | None = None) -> tuple[list[StaticFinding], float]:
+    """``mend check`` over the whole package, or over ``paths`` inside it (isolated settings); findings
+    relative to ``package``."""
     from mend.analyzers.static import check_paths, load_config
 
-    config = load_config([package], isolated=True)
+    targets = [str(p) for p in (paths or [package])]
+    config = load_config(targets, isolated=True)
     if cache_dir is not None:
         config = config.with_overrides(cache_dir=cache_dir)
-    result = check_paths([package], config, jobs=jobs, use_cache=cache_dir is not None)
+    result = check_paths(targets, config, jobs=jobs, use_cache=cache_dir is not None)
     root = os.path.realpath(package)
     out = []
     for d in result.diagnostics:

@@ -1,0 +1,367 @@
+"""The corpus report: what a zoo result (any suite) says about mend, row by row and in total.
+
+    python -m benchmarks.corpus.report RESULT.json [--markdown] [--json OUT] [--limit N]
+
+From a result of ``python -m benchmarks.zoo`` (original, safe and unsafe sources; eval and/or train) and the
+original source's files on disk (the package, or the folder of checkouts):
+
+* per row (and per repository): recorded break sites, how many ``mend check`` finds, break sites and graphs
+  original -> safe -> unsafe, eager outputs/gradients changed, messages lost/added/reordered;
+* ``mend check`` recall and precision against the recorded sites, per mode (a finding "(only when
+  self.training)" is judged on training rows only; the scoring is :mod:`benchmarks.zoo.score`'s: a finding
+  matches a site whose line lies in its span, a finding is judged when a line it names ran);
+* rows that end with more break sites or graphs after a fix than before (each listed);
+* fixability: for every finding in the fixed scope, what ``mend check`` promised (a safe or unsafe fix, none)
+  against what ``mend fix`` did with the same options (applied, or declined with its reason);
+* the classes of code the recorded sites are (LayerDrop, boolean-mask stores, comprehensions over tensors,
+  unique/nonzero, detection post-processing, ...), counted, with examples;
+* for the repositories, every figure for the repositories used to build repairs and for the held-out third
+  apart (the manifest's split).
+
+Nothing is run but ``mend check`` and ``mend fix --diff`` (no torch import).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.zoo import records as R
+from benchmarks.zoo import score as S
+from benchmarks.zoo.table import worse_rows
+
+SOURCES = ("original", "safe", "unsafe")
+
+
+# ---- classes of code the recorded sites are (ordered: the first match wins)
+
+CODE_CLASSES: list[tuple[str, str]] = [
+    ("LayerDrop / random layer or path skip",
+     r"layerdrop|layer_drop|dropout_probability|drop_path|random\(\)\s*<|rand\([^)]*\)\s*<|to_drop|layer_dropout"),
+    ("logging, print, warnings", r"\blogger\.|\blogging\.|\bprint\(|warnings\.warn|\.warn\(|warning_once|tqdm"),
+    ("unique / nonzero feeding pad_sequence or a loop", r"pad_sequence|unique|nonzero|unique_consecutive"),
+    ("detection post-processing (NMS, RoI, boxes, top-k by score)",
+     r"\bnms\b|batched_nms|roi|box|anchor|keep\b|scores?\b.*(>|topk)|topk|postprocess|degenerate|matcher|"
+     r"linear_sum_assignment"),
+    ("boolean-mask store or update (x[mask] = v, x[mask] += v)", r"\w\[[^\]]*\]\s*(\+|-|\*|/)?=(?!=)"),
+    ("comprehension or filter over tensors", r"\bfor\b.+\bin\b"),
+    ("slice bound or size from a tensor", r"\[[^\]]*:[^\]]*\]|\.size\(|\.shape|range\(|arange|split\(|view\(|reshape"),
+    ("tensor used as a Python number (.item(), int(), tolist)", r"\.item\(\)|\bint\(|\bfloat\(|tolist\(|\bbool\("),
+    ("branch or assertion on a tensor", r"^\s*(if|elif|while|assert)\b|\bif\b.+\belse\b"),
+]
+_CODE = [(name, re.compile(p)) for name, p in CODE_CLASSES]
+OTHER = "other"
+
+
+def code_class(site: Any) -> str:
+    text = (getattr(site, "source_line", "") or "").strip()
+    if getattr(site, "reason_class", "") == "side effects":
+        return CODE_CLASSES[1][0]
+    for name, pat in _CODE:
+        if pat.search(text):
+            return name
+    return OTHER
+
+
+# ---- per row
+
+
+@dataclass
+class RowReport:
+    name: str
+    mode: str
+    group: str  # the repository (rows of one driver) or the row
+    held_out: bool = False
+    status: dict[str, str] = field(default_factory=dict)
+    breaks: dict[str, int | None] = field(default_factory=dict)
+    graphs: dict[str, int | None] = field(default_factory=dict)
+    sites: int = 0
+    found: int = 0
+    eager_changed: list[str] = field(default_factory=list)  # sources whose eager step differs from the original's
+    rng_changed: list[str] = field(default_factory=list)
+    messages_failing: list[str] = field(default_factory=list)  # "safe compiled: lost 1 ..."
+
+
+def _group(name: str, suite: str) -> str:
+    return name.partition(":")[0] if suite == "repos" else name
+
+
+def row_reports(results: R.Results, scores: dict[str, S.ZooScore], held: set[str]) -> list[RowReport]:
+    suite = results.settings.get("suite", "transformers")
+    out = []
+    for mode in results.modes:
+        by = {s: results.by(s, mode) for s in SOURCES if s in {r.source for r in results.records}}
+        found = {(s.path, s.line) for s in scores[mode].found}
+        for name, rec in by["original"].items():
+            rr = RowReport(name, mode, _group(name, suite), _group(name, suite) in held)
+            for src, recs in by.items():
+                r = recs.get(name)
+                if r is None:
+                    continue
+                rr.status[src] = r.status
+                rr.breaks[src] = len(r.breaks) if r.status == R.OK else None
+                rr.graphs[src] = r.graphs if r.status == R.OK else None
+                if src != "original":
+                    if r.eager_same is False or (rec.runs and not r.runs):
+                        rr.eager_changed.append(src)
+                    if r.rng_same is False:
+                        rr.rng_changed.append(src)
+                    for phase, d in (r.messages_diff or {}).items():
+                        if d["lost"] or d["added"] or d["reordered"]:
+                            rr.messages_failing.append(f"{src} {phase}: lost {d['lost']}, added {d['added']}, "
+                                                       f"reordered {d['reordered']} of {d['reference']}")
+            sites = {(b.path, b.line) for b in rec.breaks if S.in_package(b.path)} if rec.status == R.OK else set()
+            rr.sites, rr.found = len(sites), len(sites & found)
+            out.append(rr)
+    return out
+
+
+# ---- fixability: check's promise against fix's deed
+
+
+@dataclass
+class Fixability:
+    promised: Counter = field(default_factory=Counter)  # (promise, safe outcome, unsafe outcome) -> findings
+    mismatches: list[tuple[str, str, str, str]] = field(default_factory=list)  # (site, code, promise, outcome)
+    declined: Counter = field(default_factory=Counter)  # (code, reason) -> findings promised and declined
+
+
+def _line(text: str, n: int) -> str:
+    lines = text.splitlines()
+    return lines[n - 1].strip() if 0 < n <= len(lines) else ""
+
+
+def _outcomes(run: Any, root: Path) -> dict[tuple[str, str, Any], str]:
+    """What ``mend fix`` did, keyed by (file, code, line) and by (file, code, the line's text): a finding left
+    after other repairs in its file is reported at its line in the repaired text."""
+    out: dict[tuple[str, str, Any], str] = {}
+    for f in run.files:
+        rel = S._relative(f.path, str(root))  # noqa: SLF001 - one helper for the relative form
+        for a in f.applied:
+            out[(rel, a.code, a.line)] = f"applied ({a.applicability})"
+            out.setdefault((rel, a.code, _line(f.original, a.line)), f"applied ({a.applicability})")
+        for rem in f.remaining:
+            d = rem.diagnostic
+            why = "declined: " + rem.reason
+            out.setdefault((rel, d.code, _line(f.fixed, d.line)), why)
+            if f.fixed == f.original:
+                out.setdefault((rel, d.code, d.line), why)
+    return out
+
+
+def fixability(root: Path, targets: list[Path], diagnostics: list[Any]) -> Fixability:
+    from mend.rewriter.api import fix_paths
+    from mend.rewriter.engine import FixOptions
+
+    deeds = {k: _outcomes(fix_paths(targets, FixOptions(unsafe=k == "unsafe"), isolated=True, write=False), root)
+             for k in ("safe", "unsafe")}
+    result = Fixability()
+    texts: dict[str, str] = {}
+    for d in diagnostics:
+        if d.code.startswith(S.NON_BREAK_PREFIXES):
+            continue
+        rel = S._relative(d.path, str(root))  # noqa: SLF001
+        promise = d.fix.applicability.value if d.fix is not None else "none"
+        if d.path not in texts:
+            texts[d.path] = Path(d.path).read_text(encoding="utf-8", errors="replace")
+        keys = [(rel, d.code, d.line), (rel, d.code, _line(texts[d.path], d.line))]
+        got = {k: next((deeds[k][x] for x in keys if x in deeds[k]), "not fixed, no reason given") for k in deeds}
+        result.promised[(promise, _short(got["safe"]), _short(got["unsafe"]))] += 1
+        wanted = "safe" if promise == "safe" else "unsafe" if promise == "unsafe" else None
+        if wanted and not got[wanted].startswith("applied"):
+            result.mismatches.append((f"{rel}:{d.line}", d.code, promise, got[wanted]))
+            result.declined[(d.code, got[wanted][:140])] += 1
+        elif wanted is None and (got["safe"].startswith("applied") or got["unsafe"].startswith("applied")):
+            result.mismatches.append((f"{rel}:{d.line}", d.code, promise, got["unsafe"]))
+    return result
+
+
+def _short(outcome: str) -> str:
+    return outcome.split(":")[0] if outcome.startswith("declined") else outcome
+
+
+# ---- the whole report
+
+
+def _scope(results: R.Results, root: Path) -> list[Path]:
+    for name in ("safe", "unsafe"):
+        info = results.sources.get(name)
+        if info is not None and info.fix is not None and info.fix.scope:
+            return [root / p for p in info.fix.scope]
+    return [root]
+
+
+def build(results: R.Results) -> dict[str, Any]:
+    from mend.analyzers.static import check_paths, load_config
+
+    root = Path(results.sources["original"].path)
+    targets = _scope(results, root)
+    config = load_config([str(t) for t in targets], isolated=True)
+    checked = check_paths([str(t) for t in targets], config, use_cache=False)
+    findings = [S.StaticFinding(S._relative(d.path, str(root)), d.line, d.end_line or d.line, d.code,  # noqa: SLF001
+                                str(d.data.get("mode", "")), int(d.data.get("inner_line", 0) or 0))
+                for d in checked.diagnostics]
+    held: set[str] = set()
+    if results.settings.get("suite") == "repos":
+        from benchmarks.zoo.repos import entries
+
+        held = {e["name"] for e in entries() if e.get("held_out")}
+        dirs = {e["dir"]: e["name"] for e in entries()}
+    dtype = str(results.settings.get("dtype", "fp32"))
+    report: dict[str, Any] = {"root": str(root), "findings": len(findings), "modes": {}, "held_out": sorted(held)}
+    scores = {}
+    for mode in results.modes:
+        recs = [r for r in results.records if r.source == "original" and r.mode == mode]
+        parts = {"all": (recs, findings)}
+        if held:
+            def side(keep: bool, recs: list = recs) -> tuple[list, list]:
+                rows = [r for r in recs if (r.name.partition(":")[0] in held) == keep]
+                fs = [f for f in findings if (dirs.get(f.path.split("/")[0], "") in held) == keep]
+                return rows, fs
+
+            parts["build"], parts["held-out"] = side(False), side(True)
+        scores[mode] = S.score(recs, findings, dtype=dtype, run_mode=mode)
+        report["modes"][mode] = {k: _figures(S.score(rs, fs, dtype=dtype, run_mode=mode), results, mode,
+                                             {r.name for r in rs})
+                                 for k, (rs, fs) in parts.items()}
+    report["rows"] = [vars(r) for r in row_reports(results, scores, held)]
+    fx = fixability(root, targets, checked.diagnostics)
+    report["fixability"] = {"table": [[*k, n] for k, n in sorted(fx.promised.items())],
+                            "declined": [[*k, n] for k, n in fx.declined.most_common()],
+                            "mismatches": fx.mismatches}
+    report["classes"] = _classes(results, dirs if held else {})
+    return report
+
+
+def _figures(sc: S.ZooScore, results: R.Results, mode: str, names: set[str]) -> dict[str, Any]:
+    by = {s: {n: r for n, r in results.by(s, mode).items() if n in names} for s in SOURCES
+          if s in {r.source for r in results.records}}
+    common = [n for n in by["original"] if all(n in by[s] and by[s][n].status == R.OK for s in by)]
+    total = {s: sum(len(by[s][n].breaks) for n in common) for s in by}
+    graphs = {s: sum(by[s][n].graphs or 0 for n in common) for s in by}
+    worse = worse_rows(by, list(by))
+    changed = sorted({f"{s}: {n}" for s in by if s != "original" for n, r in by[s].items()
+                      if r.eager_same is False or (by["original"].get(n) and by["original"][n].runs and not r.runs)})
+    return {"rows": len(by["original"]), "rows_compiled_everywhere": len(common),
+            "recorded_sites": len(sc.sites), "sites_found": len(sc.found), "recall": round(sc.recall, 3),
+            "judged_findings": len(sc.judged), "confirmed": len(sc.confirmed), "precision": round(sc.precision, 3),
+            "breaks": total, "graphs": graphs,
+            "removed_by_unsafe": (round(1 - total["unsafe"] / total["original"], 3)
+                                  if "unsafe" in total and total["original"] else None),
+            "eager_changed": changed, "worse": [f"{c.source}: {c.name}: {c.what}" for c in worse],
+            "missed": [f"{s.path}:{s.line} [{s.reason_class}] {s.source_line.strip()[:90]}" for s in sc.missed],
+            "unconfirmed": [f"{f.path}:{f.line} {f.code}" for f in sc.unconfirmed]}
+
+
+def _classes(results: R.Results, dirs: dict[str, str]) -> dict[str, Any]:
+    """Recorded sites of the original source (both modes), by code class, with examples."""
+    seen: dict[tuple[str, int], tuple[Any, set[str]]] = {}
+    for r in results.records:
+        if r.source != "original" or r.status != R.OK:
+            continue
+        for b in r.breaks:
+            if S.in_package(b.path):
+                seen.setdefault((b.path, b.line), (b, set()))[1].add(r.mode)
+    out: dict[str, Any] = {}
+    for (path, line), (b, modes) in sorted(seen.items()):
+        cls = code_class(b)
+        entry = out.setdefault(cls, {"sites": 0, "train_only": 0, "examples": []})
+        entry["sites"] += 1
+        entry["train_only"] += modes == {"train"}
+        entry["examples"].append(f"{path}:{line} ({'/'.join(sorted(modes))}; {b.reason_class}) {b.source_line.strip()[:100]}")
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["sites"]))
+
+
+# ---- text
+
+
+def render(report: dict[str, Any], results: R.Results, limit: int = 3) -> str:
+    out = [f"corpus report: suite {results.settings.get('suite', 'transformers')}, {report['root']}; "
+           f"{report['findings']} findings of mend check in the fixed scope"]
+    for mode, parts in report["modes"].items():
+        out.append(f"\n[{mode}]")
+        head = ["", *parts]
+        keys = [("rows", "rows"), ("rows compiled in every source", "rows_compiled_everywhere"),
+                ("recorded break sites", "recorded_sites"), ("sites mend check finds", "sites_found"),
+                ("recall", "recall"), ("judged findings", "judged_findings"), ("confirmed", "confirmed"),
+                ("precision", "precision")]
+        rows = [[label, *[str(p[k]) for p in parts.values()]] for label, k in keys]
+        rows.append(["break sites original -> safe -> unsafe",
+                     *[" -> ".join(str(v) for v in p["breaks"].values()) for p in parts.values()]])
+        rows.append(["graphs original -> safe -> unsafe",
+                     *[" -> ".join(str(v) for v in p["graphs"].values()) for p in parts.values()]])
+        rows.append(["break sites removed by --unsafe-fixes", *[_pct(p["removed_by_unsafe"]) for p in parts.values()]])
+        rows.append(["eager outputs/gradients changed", *[str(len(p["eager_changed"])) for p in parts.values()]])
+        rows.append(["rows worse after a fix", *[str(len(p["worse"])) for p in parts.values()]])
+        out += _table(head, rows)
+        allp = parts["all"]
+        for label, key in (("rows worse after a fix", "worse"), ("eager changed", "eager_changed")):
+            if allp[key]:
+                out.append(f"  {label}: " + "; ".join(allp[key]))
+        if allp["missed"]:
+            out.append(f"  missed sites ({len(allp['missed'])}): " + "; ".join(allp["missed"][:limit * 4]))
+        if allp["unconfirmed"]:
+            out.append(f"  judged findings with no recorded site ({len(allp['unconfirmed'])}): "
+                       + "; ".join(allp["unconfirmed"][:limit * 4]))
+    out.append("\nper row (break sites original -> safe -> unsafe; recorded sites found by mend check):")
+    head = ["row", "mode", "split", "breaks", "graphs", "found", "eager changed", "messages differ"]
+    rows = []
+    for r in report["rows"]:
+        rows.append([r["name"], r["mode"], "held-out" if r["held_out"] else "",
+                     " -> ".join("-" if v is None else str(v) for v in r["breaks"].values()),
+                     " -> ".join("-" if v is None else str(v) for v in r["graphs"].values()),
+                     f"{r['found']}/{r['sites']}", ",".join(r["eager_changed"]) or "0",
+                     "; ".join(r["messages_failing"])[:120] or "0"])
+    out += _table(head, rows)
+    fx = report["fixability"]
+    out.append("\nfixability: what mend check promised, against what mend fix did (safe run, unsafe run):")
+    out += _table(["promise", "mend fix", "mend fix --unsafe-fixes", "findings"], [[*map(str, r)] for r in fx["table"]])
+    if fx["declined"]:
+        out.append("promised but not applied, by reason:")
+        out += [f"  {n} x {code}: {reason}" for code, reason, n in fx["declined"][:15]]
+    out.append("\nclasses of code at the recorded sites (original source, both modes):")
+    for cls, e in report["classes"].items():
+        out.append(f"  {cls}: {e['sites']} sites ({e['train_only']} only in training)")
+        out += [f"      {x}" for x in e["examples"][:limit]]
+    return "\n".join(out)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.0f}%"
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *rows]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("result", type=Path, help="a result file of python -m benchmarks.zoo (--json)")
+    ap.add_argument("--json", type=Path, help="write the report as JSON too")
+    ap.add_argument("--limit", type=int, default=3, help="examples per class and list")
+    a = ap.parse_args(argv)
+    try:
+        results = R.load(a.result)
+    except R.ResultFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if "original" not in results.sources:
+        print("error: the result has no original source", file=sys.stderr)
+        return 2
+    report = build(results)
+    print(render(report, results, a.limit))
+    if a.json:
+        a.json.write_text(json.dumps(report, indent=1, default=str))
+    worse = any(p["worse"] or p["eager_changed"] for parts in report["modes"].values() for p in parts.values())
+    return 1 if worse else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
