@@ -4,7 +4,7 @@ One :class:`Record` per (row, source): build status, graphs, break sites with Dy
 recompiles, how the compiled output compares with eager, and (for repaired sources) how the eager output
 compares with the original's. A result file holds every record plus what produced them::
 
-    {"schema": "mend-zoo", "version": 2, "created": ISO-8601, "command": [...],
+    {"schema": "mend-zoo", "version": 3, "created": ISO-8601, "command": [...],
      "settings": {"dtype": "fp32", "profile": "tiny", "backend": "eager", "timeout": 300, "jobs": 2},
      "versions": {"transformers": ..., "torch": ..., "mend": ..., "python": ...},
      "sources": {"original": Source, "safe": Source, ...},      # where each source's package is, fix summary
@@ -120,7 +120,7 @@ class Record:
     rng: str = ""  # digest of every random-number state after the first eager step (benchmarks.zoo.train.rng_digest)
     rng_same: bool | None = None  # repaired sources: the same digest as the original's
     # messages each phase emitted ("eager", "compiled"): [kind, name, level, text] (benchmarks.zoo.observe);
-    # None: not observed (older files)
+    # {}: not observed (files before version 3)
     messages: dict[str, list[list[str]]] | None = field(default_factory=dict)
     # repaired sources: per phase, the MessageDiff against the original's same phase (kept, lost, added...)
     messages_diff: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -41,11 +41,11 @@ def test_result_file_round_trips_and_rejects_other_versions(tmp_path):
     back = R.load(path)
     assert [r.to_dict() for r in back.records] == [r.to_dict() for r in _results().records]
     data = json.loads(path.read_text())
-    assert (data["schema"], data["version"]) == ("mend-zoo", 2)
+    assert (data["schema"], data["version"]) == ("mend-zoo", 3)
     assert back.records[0].lines == {"models/x/modeling_x.py": [[1, 4], [9, 9]]} and back.records[1].lines is None
     data["version"] = 99
     path.write_text(json.dumps(data))
-    with pytest.raises(R.ResultFileError, match="version 1/2"):
+    with pytest.raises(R.ResultFileError, match="version 1/2/3"):
         R.load(path)
 
 
@@ -79,3 +79,37 @@ def test_every_changed_eager_output_is_listed_including_rows_that_fail_only_afte
     text = render(s)
     assert "safe: c: fails now" in text and "safe: b: max |diff| 0.5" in text
     assert "| reason class | original | safe |" in render(s, markdown=True)
+
+
+def test_training_rows_are_compared_by_row_and_mode_and_their_messages_and_rng_reported(tmp_path):
+    def rec(source, mode, **kw):
+        return _rec("a", source, graphs=2, breaks=[ITEM], mode=mode, **kw)
+
+    res = R.Results(records=[
+        rec("original", "eval"), rec("safe", "eval", eager_same=True),
+        rec("original", "train", backward_graphs=2, rng="x"),
+        rec("safe", "train", backward_graphs=2, rng="y", rng_same=False, eager_same=True,
+            messages_diff={"compiled": {"reference": 2, "observed": 1, "kept": 1, "lost": 1, "added": 0,
+                                        "reordered": 0, "first": ["lost: [log] m WARNING: hi"]}}),
+    ], settings={"dtype": "fp32", "suite": "transformers"})
+    assert res.modes == ["eval", "train"] and res.by("safe", "train")["a"].rng_same is False
+    path = tmp_path / "r.json"
+    R.save(res, path)
+    again = R.load(path)
+    assert again.by("safe", "train")["a"].messages_ok is False and again.by("safe", "eval")["a"].messages_ok is None
+    train = summarize(again, "train")
+    assert train.backward_graphs == {"original": 2, "safe": 2}
+    assert [c.name for c in train.rng_changed] == ["a"] and train.messages["safe"]["compiled"]["lost"] == 1
+    assert train.message_failures[0].what.startswith("compiled: lost 1")
+    assert summarize(again, "eval").rng_changed == []
+    text = render(train)
+    assert "random-number state changed vs original" in text and "lost 1, added 0, reordered 0 of 2" in text
+
+
+def test_a_repaired_row_with_more_breaks_or_graphs_is_listed_as_worse():
+    res = R.Results(records=[_rec("a", "original", graphs=2, breaks=[ITEM]),
+                             _rec("a", "unsafe", graphs=3, breaks=[ITEM, LOG]),
+                             _rec("b", "original", graphs=2, breaks=[ITEM]),
+                             _rec("b", "unsafe", graphs=1)])
+    worse = summarize(res).worse
+    assert [(c.name, c.source) for c in worse] == [("a", "unsafe")] and "1 -> 2" in worse[0].what

@@ -213,3 +213,16 @@ def test_a_row_whose_compiled_run_raised_judges_nothing():
     findings = [zs.StaticFinding("m/a.py", 8, 8, "MND102"), zs.StaticFinding("m/a.py", 20, 20, "MND102"),
                 zs.StaticFinding("m/b.py", 4, 4, "MND102")]
     assert [(f.path, f.line) for f in zs.score([rec, ok], findings).judged] == [("m/b.py", 4)]
+
+
+def test_a_finding_only_when_training_is_judged_on_training_rows_only():
+    rec = _record("a", [_brk("m/a.py", 8)], [["m/a.py", 5, 40, "forward"]])
+    train_only = zs.StaticFinding("m/a.py", 8, 8, "MND201", mode="self.training")
+    eval_only = zs.StaticFinding("m/a.py", 12, 12, "MND201", mode="not self.training")
+    plain = zs.StaticFinding("m/a.py", 20, 20, "MND102")
+    evaluated = zs.score([rec], [train_only, eval_only, plain])
+    assert [f.line for f in evaluated.judged] == [8, 12, 20]  # line 8: it confirms a recorded site anyway
+    unseen = _record("b", [], [["m/a.py", 5, 40, "forward"]])
+    assert [f.line for f in zs.score([unseen], [train_only, eval_only, plain]).judged] == [12, 20]
+    trained = zs.score([unseen], [train_only, eval_only, plain], run_mode="train")
+    assert [f.line for f in trained.judged] == [8, 20]

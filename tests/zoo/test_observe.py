@@ -1,0 +1,64 @@
+"""The message observer: every line printed, every record handed to handlers and every warning, in order;
+the comparison of a repaired run's messages with the original's (kept, lost, added, reordered)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+
+from benchmarks.zoo.observe import Observer, compare
+
+
+def test_prints_logs_and_warnings_are_seen_in_the_order_they_happen():
+    quiet = logging.getLogger("tests.observe.quiet")
+    quiet.propagate = False  # a library logger with its own handler (transformers' is so)
+    quiet.addHandler(logging.NullHandler())
+    loud = logging.getLogger("tests.observe.loud")
+    with Observer() as obs:
+        print("first", end="")
+        print(" line")
+        quiet.warning("inner saw %d rows", 3)
+        warnings.warn("careful", UserWarning)
+        warnings.warn("careful", UserWarning)  # the filter is "always" inside: seen twice
+        loud.info("below the level: not handed to any handler")
+        print("to stderr", file=sys.stderr)
+        print("unterminated", end="")
+    assert obs.messages == [
+        ["stdout", "", "", "first line"],
+        ["log", "tests.observe.quiet", "WARNING", "inner saw 3 rows"],
+        ["warning", "UserWarning", "", "careful"],
+        ["warning", "UserWarning", "", "careful"],
+        ["stderr", "", "", "to stderr"],
+        ["stdout", "", "", "unterminated"],
+    ]
+
+
+def test_torch_and_compiler_loggers_are_left_out_and_streams_are_restored():
+    out, err, call = sys.stdout, sys.stderr, logging.Logger.callHandlers
+    with Observer() as obs:
+        logging.getLogger("torch._dynamo.convert_frame").warning("graph break")
+        logging.getLogger("torch.__trace").warning("")
+    assert obs.messages == []
+    assert (sys.stdout, sys.stderr, logging.Logger.callHandlers) == (out, err, call)
+
+
+def test_text_is_normalised_for_the_copy_folder_and_addresses():
+    with Observer(["/cache/safe-1234/transformers"]) as obs:
+        print("loaded /cache/safe-1234/transformers/models/x.py at 0x7f3a9c0d10")
+    assert obs.messages == [["stdout", "", "", "loaded <root>/models/x.py at 0x?"]]
+
+
+def _m(*texts):
+    return [["log", "m", "WARNING", t] for t in texts]
+
+
+def test_compare_counts_kept_lost_added_and_reordered():
+    same = compare(_m("a", "b", "c"), _m("a", "b", "c"))
+    assert (same.kept, same.lost, same.added, same.reordered, same.ok) == (3, 0, 0, 0, True)
+    lost = compare(_m("a", "b", "c"), _m("a", "c"))
+    assert (lost.kept, lost.lost, lost.added, lost.ok) == (2, 1, 0, False) and "lost" in lost.first[0]
+    added = compare(_m("a"), _m("a", "a"))  # a message emitted twice where the original emitted it once
+    assert (added.kept, added.lost, added.added) == (1, 0, 1)
+    moved = compare(_m("a", "b", "c"), _m("b", "c", "a"))  # a message deferred past the others
+    assert (moved.kept, moved.lost, moved.added, moved.reordered) == (2, 0, 0, 1) and not moved.ok
