@@ -1,0 +1,77 @@
+"""The corpus report on a small package: recall and precision per mode, rows worse after a fix, fixability
+(check's promise against fix's deed) and the classes of code at the recorded sites."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks.corpus import report
+from benchmarks.zoo import records as R
+
+MODEL = '''import torch
+
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        print("step")
+        if self.training:
+            dropout_probability = torch.rand([])
+            if dropout_probability < 0.1:
+                return x
+        return x * 2
+'''
+
+
+def _brk(line: int, cls: str, text: str) -> R.Break:
+    return R.Break(path="net.py", line=line, function="forward", gb_type="x", registry_id=None, reason="",
+                   reason_class=cls, source_line=text)
+
+
+def _results(root: Path) -> R.Results:
+    lines = {"net.py": [[5, 11]]}
+    printed = _brk(6, "side effects", 'print("step")')
+    drop = _brk(9, "data-dependent branching", "if dropout_probability < 0.1:")
+
+    def rec(source, mode, breaks, graphs, **kw):
+        return R.Record(name="net", model_type="net", variant="", source=source, mode=mode, breaks=breaks,
+                        graphs=graphs, lines=lines, **kw)
+
+    return R.Results(records=[
+        rec("original", "eval", [printed], 2), rec("safe", "eval", [], 1, eager_same=True),
+        rec("unsafe", "eval", [], 1, eager_same=True),
+        rec("original", "train", [printed, drop], 3), rec("safe", "train", [drop], 2, eager_same=True),
+        rec("unsafe", "train", [drop, _brk(11, "other", "return x * 2")], 4, eager_same=True),
+    ], sources={"original": R.SourceInfo(name="original", path=str(root))},
+        settings={"suite": "torchvision", "dtype": "fp32"})
+
+
+def test_report_scores_each_mode_lists_worse_rows_and_compares_promises_with_fixes(tmp_path):
+    (tmp_path / "net.py").write_text(MODEL)
+    results = _results(tmp_path)
+    rep = report.build(results)
+    ev, tr = rep["modes"]["eval"]["all"], rep["modes"]["train"]["all"]
+    # the random branch is reported "(only when self.training)": judged on the training rows only
+    assert (ev["recorded_sites"], ev["sites_found"], ev["judged_findings"], ev["precision"]) == (1, 1, 1, 1.0)
+    assert (tr["recorded_sites"], tr["sites_found"], tr["recall"], tr["judged_findings"]) == (2, 2, 1.0, 2)
+    assert tr["breaks"] == {"original": 2, "safe": 1, "unsafe": 2} and tr["removed_by_unsafe"] == 0.0
+    assert ev["worse"] == [] and len(tr["worse"]) == 1 and tr["worse"][0].startswith("unsafe: net")
+    table = {tuple(r[:3]): r[3] for r in rep["fixability"]["table"]}
+    assert sum(table.values()) >= 2  # the print and the random branch, each with what fix did
+    assert any(k[0] == "safe" and k[1].startswith("applied") for k in table)  # the print: promised and applied
+    classes = rep["classes"]
+    assert classes["LayerDrop / random layer or path skip"]["train_only"] == 1
+    assert classes["logging, print, warnings"]["sites"] == 1
+    text = report.render(rep, results)
+    assert "break sites original -> safe -> unsafe" in text and "net" in text
+
+
+def test_code_classes_follow_the_line():
+    def cls(text, reason="other"):
+        return report.code_class(_brk(1, reason, text))
+
+    assert cls("x[mask] += w") == "boolean-mask store or update (x[mask] = v, x[mask] += v)"
+    assert cls("keep = torch.ops.torchvision.nms(boxes, scores, 0.5)").startswith("detection post-processing")
+    assert cls("tokens = pad_sequence(seqs)").startswith("unique / nonzero")
+    assert cls("out = [layer(x) for x in xs if x.sum() > 0]") == "comprehension or filter over tensors"
+    assert cls("if dropout_probability < self.layerdrop:").startswith("LayerDrop")
+    assert cls("n = int(lengths.max())") == "tensor used as a Python number (.item(), int(), tolist)"
