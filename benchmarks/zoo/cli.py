@@ -131,8 +131,14 @@ def main(argv: list[str] | None = None) -> int:
         total = len(rows) * len(sources) * len(modes)
         done = [0]
 
+        seen: list[R.Record] = []
+
         def progress(r: R.Record) -> None:
             done[0] += 1
+            seen.append(r)
+            if a.json and done[0] % 10 == 0:  # a run cut short still leaves its records (not compared yet)
+                R.save(R.Results(records=list(seen), command=list(sys.argv), settings={"suite": a.suite}),
+                       a.json.with_name(a.json.name + ".partial"))
             if not a.quiet:
                 what = (f"graphs {r.graphs} breaks {len(r.breaks)}" if r.status == R.OK else r.error[:100])
                 print(f"[{done[0]}/{total}] {r.source:<8} {r.mode:<5} {r.name:<32} {r.status:<14} {what} "
