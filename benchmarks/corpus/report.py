@@ -341,15 +341,34 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
     return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *rows]]
 
 
+def merge(parts: list[R.Results]) -> R.Results:
+    """One result from several runs of one suite on the same original source: a (row, mode, source) of a later
+    file replaces the same of an earlier one."""
+    first = parts[0]
+    suites = {p.settings.get("suite", "transformers") for p in parts}
+    origins = {p.sources["original"].path for p in parts if "original" in p.sources}
+    if len(suites) > 1 or len(origins) > 1:
+        raise ValueError(f"results of different suites or sources cannot be merged: {suites} {origins}")
+    keyed: dict[tuple[str, str, str], R.Record] = {}
+    for p in parts:
+        for r in p.records:
+            keyed[(r.name, r.mode, r.source)] = r
+    return R.Results(records=list(keyed.values()), sources=first.sources, settings=first.settings,
+                     versions=first.versions, command=first.command, created=first.created,
+                     wall_s=sum(p.wall_s for p in parts))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("result", type=Path, help="a result file of python -m benchmarks.zoo (--json)")
+    ap.add_argument("result", type=Path, nargs="+",
+                    help="result files of python -m benchmarks.zoo (--json); several of one suite are merged "
+                         "(rows rerun apart replace the same rows of earlier files)")
     ap.add_argument("--json", type=Path, help="write the report as JSON too")
     ap.add_argument("--limit", type=int, default=3, help="examples per class and list")
     a = ap.parse_args(argv)
     try:
-        results = R.load(a.result)
-    except R.ResultFileError as exc:
+        results = merge([R.load(p) for p in a.result])
+    except (R.ResultFileError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if "original" not in results.sources:

@@ -10,11 +10,13 @@ A driver (``benchmarks/corpus/drivers/NAME.py``) defines ``build(repo: Path, mod
 ``{"model": ..., "args": (...), "kwargs": {...}, "loss": fn or None}`` (small config, random weights; the
 model in the mode asked); a driver with several rows defines ``ROWS = {"row": build_fn, ...}`` instead, and the
 rows are named ``NAME:row``. The repository's folder is first on ``sys.path`` while its row runs; the modules
-imported from it are forgotten before the next row (two repositories may both have a ``model.py``).
+imported from it are forgotten before the next row (two repositories may both have a ``model.py``), and the
+builtins it replaced are put back (DLRM replaces ``print`` when its module is imported).
 """
 
 from __future__ import annotations
 
+import builtins
 import importlib.util
 import json
 import os
@@ -97,6 +99,7 @@ class ReposSuite:
     def __init__(self, root: str) -> None:
         self.root = str(Path(root).resolve())
         self._path_entry: str | None = None
+        self._builtins = dict(vars(builtins))
 
     def _forget(self) -> None:
         """Drop the modules the previous row imported from its repository, and its ``sys.path`` entry."""
@@ -109,6 +112,9 @@ class ReposSuite:
                 del sys.modules[name]
         while self._path_entry in sys.path:
             sys.path.remove(self._path_entry)
+        for name, value in self._builtins.items():
+            if vars(builtins).get(name) is not value:
+                setattr(builtins, name, value)
         importlib.invalidate_caches()
         self._path_entry = None
 
