@@ -190,11 +190,15 @@ def _short(outcome: str) -> str:
 
 
 def _scope(results: R.Results, root: Path) -> list[Path]:
+    """What mend fix repaired (the safe or unsafe source's scope); a result without one (a run cut short, or an
+    original-only run) is checked on the files its original rows traced, else on the whole source."""
     for name in ("safe", "unsafe"):
         info = results.sources.get(name)
         if info is not None and info.fix is not None and info.fix.scope:
             return [root / p for p in info.fix.scope]
-    return [root]
+    traced = sorted({t[0] for r in results.records if r.source == "original" for t in (r.traced or [])
+                     if (root / t[0]).is_file()})
+    return [root / p for p in traced] if traced else [root]
 
 
 def build(results: R.Results) -> dict[str, Any]:
@@ -365,12 +369,20 @@ def main(argv: list[str] | None = None) -> int:
                          "(rows rerun apart replace the same rows of earlier files)")
     ap.add_argument("--json", type=Path, help="write the report as JSON too")
     ap.add_argument("--limit", type=int, default=3, help="examples per class and list")
+    ap.add_argument("--root", type=Path,
+                    help="the original source's folder on this machine, where the result was made on another (its "
+                         "recorded path is not here) or cut short (a --json PATH.partial records no sources)")
     a = ap.parse_args(argv)
     try:
         results = merge([R.load(p) for p in a.result])
     except (R.ResultFileError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if a.root is not None:
+        if not a.root.is_dir():
+            print(f"error: --root {a.root} is not a folder", file=sys.stderr)
+            return 2
+        results.sources["original"] = R.SourceInfo(name="original", path=str(a.root.resolve()))
     if "original" not in results.sources:
         print("error: the result has no original source", file=sys.stderr)
         return 2

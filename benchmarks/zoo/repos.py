@@ -10,8 +10,11 @@ A driver (``benchmarks/corpus/drivers/NAME.py``) defines ``build(repo: Path, mod
 ``{"model": ..., "args": (...), "kwargs": {...}, "loss": fn or None}`` (small config, random weights; the
 model in the mode asked); a driver with several rows defines ``ROWS = {"row": build_fn, ...}`` instead, and the
 rows are named ``NAME:row``. The repository's folder is first on ``sys.path`` while its row runs; the modules
-imported from it are forgotten before the next row (two repositories may both have a ``model.py``), and the
-builtins it replaced are put back (DLRM replaces ``print`` when its module is imported).
+imported from it are forgotten before the next row (two repositories may both have a ``model.py``, or a
+``util/`` folder without ``__init__.py``: a namespace package, forgotten by its path), so are the stand-in
+modules a driver put in ``sys.modules`` (DeepCTR's empty ``tensorflow``, which DLRM and decision-transformer
+would take for the real one), and the builtins it replaced are put back (DLRM replaces ``print`` when its
+module is imported).
 """
 
 from __future__ import annotations
@@ -93,6 +96,15 @@ def model_files(rows: Sequence[Any], path: Path | None = None) -> list[str]:
     return sorted({f"{e['dir']}/{f}" for e in entries(path) if e["name"] in names for f in e["files"]})
 
 
+def _namespace_paths(mod: Any) -> list[str]:
+    """The folders of a namespace package (a folder without ``__init__.py``: no ``__file__``)."""
+    spec = getattr(mod, "__spec__", None)
+    try:
+        return [str(p) for p in (getattr(spec, "submodule_search_locations", None) or [])]
+    except TypeError:
+        return []
+
+
 class ReposSuite:
     name = "repos"
 
@@ -100,6 +112,7 @@ class ReposSuite:
         self.root = str(Path(root).resolve())
         self._path_entry: str | None = None
         self._builtins = dict(vars(builtins))
+        self._modules: set[str] = set(sys.modules)  # what was imported before the row began
 
     def _forget(self) -> None:
         """Drop the modules the previous row imported from its repository, and its ``sys.path`` entry."""
@@ -108,8 +121,11 @@ class ReposSuite:
         prefix = self._path_entry.rstrip(os.sep) + os.sep
         for name, mod in list(sys.modules.items()):
             file = getattr(mod, "__file__", None) or ""
-            if file and os.path.realpath(file).startswith(prefix):
-                del sys.modules[name]
+            paths = [] if file else _namespace_paths(mod)
+            if ((file and os.path.realpath(file).startswith(prefix))
+                    or any(os.path.realpath(p).startswith(prefix) for p in paths)
+                    or (name not in self._modules and getattr(mod, "__spec__", None) is None)):
+                del sys.modules[name]  # ... and a stand-in a driver put in (DeepCTR's empty tensorflow)
         while self._path_entry in sys.path:
             sys.path.remove(self._path_entry)
         for name, value in self._builtins.items():
@@ -125,6 +141,7 @@ class ReposSuite:
         import torch
 
         self._forget()
+        self._modules = set(sys.modules)
         entry = entry_of(name)
         repo = Path(self.root) / entry["dir"]
         self._path_entry = os.path.realpath(repo / entry.get("path", "."))

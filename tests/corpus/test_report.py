@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from benchmarks.corpus import report
@@ -75,3 +76,29 @@ def test_code_classes_follow_the_line():
     assert cls("out = [layer(x) for x in xs if x.sum() > 0]") == "comprehension or filter over tensors"
     assert cls("if dropout_probability < self.layerdrop:").startswith("LayerDrop")
     assert cls("n = int(lengths.max())") == "tensor used as a Python number (.item(), int(), tolist)"
+
+
+def test_a_result_cut_short_is_reported_with_root_on_the_files_its_rows_traced(tmp_path, capsys):
+    # a --json PATH.partial (the run stopped before the repaired sources) records no sources, and a result made
+    # on another machine names a folder that is not here: --root says where the original source is
+    (tmp_path / "net.py").write_text(MODEL)
+    (tmp_path / "unused.py").write_text("import torch\n\n\ndef f(x):\n    print(x)\n    return x\n")
+    results = _results(tmp_path)
+    results.records = [r for r in results.records if r.source == "original"]
+    for r in results.records:
+        r.traced = [["net.py", 5, 11, "forward"]]
+    results.sources = {}
+    saved = tmp_path / "cut.json.partial"
+    R.save(results, saved)
+    assert report.main([str(saved)]) == 2
+    assert "no original source" in capsys.readouterr().err
+    assert report.main([str(saved), "--root", str(tmp_path / "nowhere")]) == 2
+    capsys.readouterr()
+    assert report.main([str(saved), "--root", str(tmp_path), "--json", str(tmp_path / "rep.json")]) == 0
+    rep = json.loads((tmp_path / "rep.json").read_text())
+    assert rep["root"] == str(tmp_path.resolve())
+    assert rep["modes"]["train"]["all"]["recall"] == 1.0
+    assert rep["modes"]["eval"]["all"]["breaks"] == {"original": 1}
+    # checked on the traced file only: the print in unused.py is no finding
+    assert report._scope(results, tmp_path) == [tmp_path / "net.py"]  # noqa: SLF001
+    assert not any(f.startswith("unused.py") for f in rep["modes"]["eval"]["all"]["unconfirmed"])

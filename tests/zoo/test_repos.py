@@ -1,0 +1,48 @@
+"""The repositories suite forgets what one row imported before the next: modules from its folder (a namespace
+package too) and the stand-in modules its driver put in ``sys.modules``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from benchmarks.zoo.repos import ReposSuite
+
+DRIVER = '''import sys, types
+import torch
+
+
+def build(repo, mode):
+    import util.misc as misc
+    assert misc.WHO == {who!r}, misc.__file__
+    {extra}
+    return {{"model": torch.nn.Linear(2, 2), "args": (torch.ones(1, 2),)}}
+'''
+
+
+def test_a_row_sees_neither_the_namespace_package_nor_the_stand_ins_of_the_row_before(tmp_path, monkeypatch):
+    checkouts, drivers = tmp_path / "checkouts", tmp_path / "drivers"
+    drivers.mkdir()
+    repos = []
+    for name, extra in (("a", 'sys.modules["fake_tf"] = types.ModuleType("fake_tf")'),
+                        ("b", 'assert "fake_tf" not in sys.modules')):
+        (checkouts / name / "util").mkdir(parents=True)  # util/ without __init__.py: a namespace package
+        (checkouts / name / "util" / "misc.py").write_text(f"WHO = {name!r}\n")
+        (drivers / f"{name}.py").write_text(DRIVER.format(who=name, extra=extra))
+        repos.append({"name": name, "repo": f"x/{name}", "commit": "0", "dir": name, "files": ["util/misc.py"],
+                      "driver": f"drivers/{name}.py", "held_out": False})
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"repos": repos}))
+    monkeypatch.setenv("MEND_CORPUS_MANIFEST", str(manifest))
+    before = set(sys.modules)
+    suite = ReposSuite(str(checkouts))
+    try:
+        for row in ("a", "b", "a"):
+            case = suite.case(row, "eval", "fp32", "tiny")
+            assert case.model_class == "Linear"
+        suite._forget()  # noqa: SLF001
+        assert "fake_tf" not in sys.modules and "util" not in sys.modules
+    finally:
+        for name in set(sys.modules) - before:
+            if name in ("fake_tf", "util", "util.misc"):
+                del sys.modules[name]
