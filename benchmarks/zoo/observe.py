@@ -37,6 +37,10 @@ COMPILER_LOGGERS = ("torch.", "mend.compiler", "mend.analyzers")
 COMPILER_FILES = tuple(f"/torch/{p}/" for p in ("_dynamo", "_inductor", "_functorch", "fx", "_subclasses", "_guards",
                                                 "_export", "export", "_higher_order_ops", "_logging"))
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
+# a line of torch's own log handler (``W1129 02:36:19.661000 13456 path/torch/_dynamo/x.py:1841] [0/0] ...``): the
+# handler is made at the first compile, on the sys.stderr of that moment (the observer's stream), so its lines
+# reach the stream and not Logger.callHandlers; each carries a time and a process id, so it never compares
+_TORCH_LOG_LINE = re.compile(r"[DIWEC]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ([^\s\]]+):\d+\] ")
 
 Message = list  # [kind, name, level, text]
 
@@ -87,6 +91,10 @@ class Observer:
         return _ADDRESS.sub("0x?", text)
 
     def add(self, kind: str, name: str, level: str, text: str) -> None:
+        if kind in ("stdout", "stderr"):
+            m = _TORCH_LOG_LINE.match(text)
+            if m and ("/" + m.group(1)).replace("\\", "/").find("/torch/") >= 0:
+                return
         self.messages.append([kind, name, level, self.normalise(text)])
 
     def __enter__(self) -> Observer:

@@ -43,6 +43,17 @@ def test_torch_and_compiler_loggers_are_left_out_and_streams_are_restored():
     assert (sys.stdout, sys.stderr, logging.Logger.callHandlers) == (out, err, call)
 
 
+def test_lines_of_torchs_own_log_handler_on_the_stream_are_left_out():
+    # torch's handler is made at the first compile on the sys.stderr of that moment: the observer's stream
+    with Observer() as obs:
+        print("W1129 02:36:19.661000 13456 .venv/lib/python3.11/site-packages/torch/_dynamo/variables/tensor.py:1841]"
+              " [0/0] Graph break from `Tensor.item()`, consider setting:", file=sys.stderr)
+        print("W1129 02:36:19.661000 13456 torch/_dynamo/variables/tensor.py:1841] [0/0]     or:", file=sys.stderr)
+        print("W1129 02:36:19.661000 13456 mylib/train.py:12] the user's own glog-style line", file=sys.stderr)
+    assert obs.messages == [["stderr", "", "", "W1129 02:36:19.661000 13456 mylib/train.py:12] the user's own "
+                                               "glog-style line"]]
+
+
 def test_text_is_normalised_for_the_copy_folder_and_addresses():
     with Observer(["/cache/safe-1234/transformers"]) as obs:
         print("loaded /cache/safe-1234/transformers/models/x.py at 0x7f3a9c0d10")
