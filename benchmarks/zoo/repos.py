@@ -101,7 +101,7 @@ def _namespace_paths(mod: Any) -> list[str]:
     spec = getattr(mod, "__spec__", None)
     try:
         return [str(p) for p in (getattr(spec, "submodule_search_locations", None) or [])]
-    except TypeError:
+    except Exception:  # noqa: BLE001 - a module's odd __path__ (torch.classes), a parent already gone
         return []
 
 
@@ -119,13 +119,16 @@ class ReposSuite:
         if self._path_entry is None:
             return
         prefix = self._path_entry.rstrip(os.sep) + os.sep
+        drop = []  # decided before any is dropped: a namespace package's path is recomputed from its parent's
         for name, mod in list(sys.modules.items()):
             file = getattr(mod, "__file__", None) or ""
             paths = [] if file else _namespace_paths(mod)
             if ((file and os.path.realpath(file).startswith(prefix))
                     or any(os.path.realpath(p).startswith(prefix) for p in paths)
                     or (name not in self._modules and getattr(mod, "__spec__", None) is None)):
-                del sys.modules[name]  # ... and a stand-in a driver put in (DeepCTR's empty tensorflow)
+                drop.append(name)  # ... and a stand-in a driver put in (DeepCTR's empty tensorflow)
+        for name in drop:
+            sys.modules.pop(name, None)
         while self._path_entry in sys.path:
             sys.path.remove(self._path_entry)
         for name, value in self._builtins.items():

@@ -14,6 +14,7 @@ import torch
 
 def build(repo, mode):
     import util.misc as misc
+    import util.sub.deep  # noqa: F401
     assert misc.WHO == {who!r}, misc.__file__
     {extra}
     return {{"model": torch.nn.Linear(2, 2), "args": (torch.ones(1, 2),)}}
@@ -26,8 +27,10 @@ def test_a_row_sees_neither_the_namespace_package_nor_the_stand_ins_of_the_row_b
     repos = []
     for name, extra in (("a", 'sys.modules["fake_tf"] = types.ModuleType("fake_tf")'),
                         ("b", 'assert "fake_tf" not in sys.modules')):
-        (checkouts / name / "util").mkdir(parents=True)  # util/ without __init__.py: a namespace package
+        # util/ and util/sub/ without __init__.py: namespace packages (the child's path is read from its parent)
+        (checkouts / name / "util" / "sub").mkdir(parents=True)
         (checkouts / name / "util" / "misc.py").write_text(f"WHO = {name!r}\n")
+        (checkouts / name / "util" / "sub" / "deep.py").write_text("X = 1\n")
         (drivers / f"{name}.py").write_text(DRIVER.format(who=name, extra=extra))
         repos.append({"name": name, "repo": f"x/{name}", "commit": "0", "dir": name, "files": ["util/misc.py"],
                       "driver": f"drivers/{name}.py", "held_out": False})
@@ -41,8 +44,8 @@ def test_a_row_sees_neither_the_namespace_package_nor_the_stand_ins_of_the_row_b
             case = suite.case(row, "eval", "fp32", "tiny")
             assert case.model_class == "Linear"
         suite._forget()  # noqa: SLF001
-        assert "fake_tf" not in sys.modules and "util" not in sys.modules
+        assert not {"fake_tf", "util", "util.sub", "util.sub.deep"} & set(sys.modules)
     finally:
         for name in set(sys.modules) - before:
-            if name in ("fake_tf", "util", "util.misc"):
+            if name in ("fake_tf", "util", "util.misc", "util.sub", "util.sub.deep"):
                 del sys.modules[name]
