@@ -51,8 +51,13 @@ class LibrarySuite:
 # ---- torchvision
 
 TV_DETECTION_SMALL = {"min_size": 128, "max_size": 160}
-TV_SIZES = {"inception_v3": 96, "googlenet": 64, "maxvit_t": 224, "vit_b_16": 64, "vit_b_32": 64, "vit_l_16": 64,
-            "vit_l_32": 64, "vit_h_14": 64}
+# the smallest inputs each family runs on: Inception's auxiliary head (training) needs 17x17 maps at Mixed_6e (its
+# native 299), ViT-H/14's patches 14 pixels (56 = 4 x 14), S3D's last 7x7x2 pooling 224 pixels and 16
+# frames, RAFT's correlation pyramid maps of 16 at 1/8 scale (128 pixels)
+TV_SIZES = {"inception_v3": 299, "googlenet": 64, "maxvit_t": 224, "vit_b_16": 64, "vit_b_32": 64, "vit_l_16": 64,
+            "vit_l_32": 64, "vit_h_14": 56}
+TV_VIDEO = {"mvit_v1_b": (224, 16), "mvit_v2_s": (224, 16), "s3d": (224, 16)}  # (size, frames); others 64, 8
+TV_FLOW_SIZE = 128
 
 
 @functools.cache
@@ -93,14 +98,13 @@ def _tv_case(name: str, mode: str) -> Case:
         model = models.get_model(name, weights=None, weights_backbone=None, num_classes=5, aux_loss=False)
         return Case(model, args=(torch.randn(2, 3, 64, 64, generator=gen),), model_class=type(model).__name__)
     if ".video" in module:
-        size = 224 if "mvit" in name else 64
-        frames = 16 if "mvit" in name else 8
+        size, frames = TV_VIDEO.get(name, (64, 8))
         model = models.get_model(name, weights=None, num_classes=10)
         return Case(model, args=(torch.randn(1, 3, frames, size, size, generator=gen),),
                     model_class=type(model).__name__)
     if ".optical_flow" in module:
         model = models.get_model(name, weights=None)
-        img = lambda: torch.randn(1, 3, 64, 64, generator=gen)  # noqa: E731
+        img = lambda: torch.randn(1, 3, TV_FLOW_SIZE, TV_FLOW_SIZE, generator=gen)  # noqa: E731
         return Case(model, args=(img(), img()), kwargs={"num_flow_updates": 3}, model_class=type(model).__name__)
     size = TV_SIZES.get(name, 64)
     kwargs: dict[str, Any] = {"num_classes": 10}
