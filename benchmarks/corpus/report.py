@@ -159,7 +159,8 @@ def fixability(root: Path, targets: list[Path], diagnostics: list[Any]) -> Fixab
     from mend.rewriter.api import fix_paths
     from mend.rewriter.engine import FixOptions
 
-    deeds = {k: _outcomes(fix_paths(targets, FixOptions(unsafe=k == "unsafe"), isolated=True, write=False), root)
+    deeds = {k: _outcomes(fix_paths(targets, FixOptions(unsafe=k == "unsafe"), isolated=True, write=False,
+                                    record=False), root)
              for k in ("safe", "unsafe")}
     result = Fixability()
     texts: dict[str, str] = {}
