@@ -33,6 +33,7 @@ from mend.analyzers.paths import is_under
 from mend.analyzers.runtime import harness as harness_mod
 from mend.analyzers.runtime.harness import HarnessError
 from mend.bench import stats
+from mend.rewriter.helper_module import TREE_MODULE
 
 # name -> (torch.compile backend or None for plain eager PyTorch, mode)
 BACKENDS: dict[str, tuple[str | None, str | None]] = {
@@ -361,6 +362,10 @@ def _check_tree(cfg: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
         return [], {}
     root = os.path.realpath(cfg["tree"])
     inside, tree = harness_mod.tree_modules(root)
+    # the repaired tree's helper module (``_mend.py``, written by mend fix) is no evidence either way: the
+    # original has none, and loading it alone runs no repaired code
+    inside = [f for f in inside if os.path.basename(f) != f"{TREE_MODULE}.py"]
+    tree = {n: f for n, f in tree.items() if n.rpartition(".")[2] != TREE_MODULE}
     outside = {n: f for n, f in tree.items() if not is_under(f, root)}
     if cfg.get("fixed") and not inside:
         raise HarnessError(

@@ -157,7 +157,8 @@ def verify(harness: str, root: Path, fixed: dict[Path, str], calls: int = 3, tim
     with tempfile.TemporaryDirectory(prefix="mend-verify-") as tmp:
         tmp_path = Path(tmp)
         copy = make_repaired_copy(root, fixed, tmp_path)
-        names = sorted({_module_name(root / _relative(p, root)) for p in fixed})
+        written = [_relative(p, root) for p in sorted(fixed)]  # the repaired files and the helper module
+        names = sorted({_module_name(root / rel) for rel in written})
         # the files the user's code was repaired in: a helper module mend wrote (new to the tree, or
         # `_mend.py` grown) is loaded from the copy too, but is no evidence that the repair was tested
         repaired = {_relative(p, root): str(p) for p in sorted(fixed) if p.exists() and p.name != HELPER_FILE}
@@ -173,7 +174,7 @@ def verify(harness: str, root: Path, fixed: dict[Path, str], calls: int = 3, tim
                                           "out": str(tmp_path / "before.pt"),
                                           "search": [str(spec.path.parent), str(root)]}, timeout)
         after = _run_worker("repaired", {**common, "harness": fixed_harness, "out": str(tmp_path / "after.pt"),
-                                         "search": search, "redirect": [str(root), str(copy), list(repaired)]},
+                                         "search": search, "redirect": [str(root), str(copy), written]},
                             timeout)
         imports = check_imports(root, copy, repaired, before["modules"], after["modules"])
         a = torch.load(tmp_path / "before.pt", weights_only=False)
@@ -329,6 +330,17 @@ class Redirect:
             spec = self._others(name, path, target)
         finally:
             self.busy.on = False
+        if spec is None and path:  # a file new to the tree (the helper module): only in the copy
+            import importlib.util
+
+            tail = name.rpartition(".")[2]
+            for entry in path:
+                real = os.path.realpath(entry)
+                candidate = os.path.join(real, f"{tail}.py")
+                if candidate in self.repaired:
+                    where = os.path.join(self.copy, os.path.relpath(candidate, self.orig))
+                    return importlib.util.spec_from_file_location(name, where) if os.path.isfile(where) else None
+            return None
         return None if spec is None else self._mapped(name, spec)
 
     def _others(self, name: str, path: Any, target: Any) -> Any:

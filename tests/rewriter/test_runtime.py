@@ -6,6 +6,9 @@ removed, then compiled with a counting backend (equivalent to ``backend="eager"`
 
 from __future__ import annotations
 
+import sys
+import types
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -18,8 +21,10 @@ def _load(name: str, kind: str, backend=None) -> dict:
     """Execute a fixture; ``@torch.compile`` compiles with ``backend`` (removed when None)."""
     src = (FIXTURES / f"{name}.{kind}.py").read_text()
     src = src.replace("@torch.compile\n", "@_mend_test_compile\n" if backend else "")
-    ns: dict = {"__name__": f"fixture_{name}_{kind}",
-                "_mend_test_compile": lambda fn: torch.compile(fn, backend=backend)}
+    module = types.ModuleType(f"fixture_{name}_{kind}")  # registered as an import does: kept messages find
+    sys.modules[module.__name__] = module  # their callee through it
+    ns: dict = module.__dict__
+    ns["_mend_test_compile"] = lambda fn: torch.compile(fn, backend=backend)
     exec(compile(src, f"{name}.{kind}.py", "exec"), ns)
     return ns
 
