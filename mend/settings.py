@@ -259,6 +259,8 @@ SOAK_SEED = Int("MEND_SOAK_SEED", None, "the seed of the rewriter's CLI soak tes
                 TESTS)
 ZOO_CACHE = PathSwitch("MEND_ZOO_CACHE", None, "the model zoo's repaired copies of transformers (unset: "
                        "~/.cache/mend/zoo)", BENCHMARKS)
+CORPUS_MANIFEST = PathSwitch("MEND_CORPUS_MANIFEST", None, "the repositories corpus's manifest (unset: "
+                             "benchmarks/corpus/manifest.json)", BENCHMARKS)
 BENCH_MODELS_SIZE = Choice("MEND_BENCH_MODELS_SIZE", "small", "the model sizes of benchmarks/bench_models.py's "
                            "harnesses", BENCHMARKS, choices=("tiny", "small"))
 

@@ -147,8 +147,10 @@ def captured(fn):
     operators with data-dependent output shapes are captured in the graph as symbolic values instead
     of breaking it, for this call only. Eager: just ``fn()``."""
     if not torch.compiler.is_compiling():
-        if fn.__code__ not in captured.eager:  # run eagerly: Dynamo compiles no frame of its own for
-            captured.eager.add(fn.__code__)     # the expression, as for the original's inline code
+        if id(fn.__code__) not in captured.eager:  # run eagerly: Dynamo compiles no frame of its own for
+            # the expression, as for the original's inline code. By identity: Dynamo marks one code object,
+            # and the same source loaded again (a reload) makes an equal one it has not marked.
+            captured.eager[id(fn.__code__)] = fn.__code__
             getattr(torch._dynamo.eval_frame, "skip_code", id)(fn.__code__)
         return fn()
     if not hasattr(torch._dynamo, "patch_dynamo_config"):  # an older torch: the expression breaks as before
@@ -161,7 +163,7 @@ def captured(fn):
 
 
 # A frame of the function itself is never compiled on its own (it runs where the original expression ran).
-captured.eager = {captured.__code__}
+captured.eager = {id(captured.__code__): captured.__code__}
 getattr(torch._dynamo.eval_frame, "skip_code", id)(captured.__code__)
 
 

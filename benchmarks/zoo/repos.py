@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.zoo.suites import Case
+from mend import settings
 
 
 def _default_manifest() -> Path:
@@ -41,7 +42,7 @@ def _default_manifest() -> Path:
 
 
 def manifest_path() -> Path:
-    return Path(os.environ.get("MEND_CORPUS_MANIFEST") or _default_manifest())
+    return settings.CORPUS_MANIFEST.get() or _default_manifest()
 
 
 def load_manifest(path: Path | None = None) -> dict[str, Any]:

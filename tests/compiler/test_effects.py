@@ -12,18 +12,17 @@ import pytest
 import torch
 
 from mend.compiler import backend as mend_backend
-from mend.rewriter.helpers import HELPER_SOURCES
+from mend.rewriter import helpers
 
 
 @pytest.fixture(scope="module")
 def emit():
-    """The helper as ``mend fix`` adds it to a file, in a module of its own."""
+    """The helper repaired code calls, with the globals of a program module it reports from."""
     module = types.ModuleType("mend_effects_prog")
     module.torch = torch
     module.log = logging.getLogger("mend_effects_prog")
     sys.modules[module.__name__] = module
-    exec(HELPER_SOURCES["_mend_emit"], vars(module))  # noqa: S102 - mend's own helper source
-    yield module._mend_emit
+    yield helpers.emit
     del sys.modules[module.__name__]
 
 

@@ -167,11 +167,12 @@ def _build_tree(root: Path, n: int, seed: int, ordinary: bool) -> None:
 
 def _state(root: Path) -> dict[str, tuple]:
     """Every path under root: ("link", target) or ("file", bytes, mode, owner); not the helper module `mend fix`
-    writes (`_mend.py`, before any file that imports from it: tests/rewriter/test_helper_module.py)."""
+    writes (`_mend.py`, before any file that imports from it: tests/rewriter/test_helper_module.py), nor its
+    record of fix decisions (`.mend_cache/`: tests/static/test_fixability.py)."""
     out = {}
     for path in sorted(root.rglob("*")):
         rel = str(path.relative_to(root))
-        if path.name == "_mend.py":
+        if path.name == "_mend.py" or ".mend_cache" in path.relative_to(root).parts:
             continue
         if path.is_symlink():
             out[rel] = ("link", os.readlink(path))

@@ -687,10 +687,14 @@ def test_scoped_capture_holds_through_a_backend_that_traces_again(name: str) -> 
     _same(eager, outs)
 
 
-def test_a_backend_failing_on_a_captured_frame_falls_back_instead_of_raising() -> None:
+@pytest.mark.parametrize("loaded_before", [False, True], ids=["first-load", "reloaded"])
+def test_a_backend_failing_on_a_captured_frame_falls_back_instead_of_raising(loaded_before: bool) -> None:
     """The backend raises on a frame with captured values (Inductor, where an operator must guard on one):
-    Dynamo takes it as a graph break and the call returns eager's result."""
+    Dynamo takes it as a graph break and the call returns eager's result. Also when the same repaired source
+    ran eagerly before from an earlier load (a reload: its expressions' code objects are equal, not the same)."""
     calls = INPUTS["capture_scoped"]()
     eager = _eager(_load("capture_scoped", "in")["f"], calls)
+    if loaded_before:
+        _same(eager, _eager(_load("capture_scoped", "out")["f"], calls))
     _, outs = _compiled_run("capture_scoped", "out", calls, "aot_eager", fail=True)
     _same(eager, outs)
