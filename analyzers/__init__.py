@@ -4,7 +4,7 @@
 Both produce :class:`mend.analyzers.diagnostic.Diagnostic` values.
 """
 
-from mend import __version__
 from mend.analyzers.diagnostic import Applicability, Diagnostic, Edit, Fix, Severity
+from mend.version import __version__
 
 __all__ = ["Applicability", "Diagnostic", "Edit", "Fix", "Severity", "__version__"]

@@ -35,12 +35,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mend import __version__
 from mend.analyzers.runtime.harness import HarnessError, parse_spec
 from mend.bench import stats
 from mend.bench import variants as variants_mod
 from mend.bench.worker import BACKENDS
 from mend.settings import CACHE_DIR
+from mend.version import __version__
 
 SCHEMA_NAME = "mend-bench"
 SCHEMA_VERSION = 1

@@ -10,7 +10,7 @@ import importlib
 
 import typer
 
-from mend import __version__
+from mend.version import __version__
 
 COMMAND_MODULES = (
     "mend.cli.check_cmd",  # mend check, mend rule

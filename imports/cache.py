@@ -134,7 +134,7 @@ def mend_fingerprint() -> str:
     if "mend" not in _memo:
         import importlib.util
 
-        import mend
+        from mend.version import __version__
 
         def folder(name: str) -> Path:
             spec = importlib.util.find_spec(name)
@@ -142,7 +142,7 @@ def mend_fingerprint() -> str:
             return Path(next(iter(spec.submodule_search_locations)))
 
         analyzers = folder("mend.analyzers")
-        h = hashlib.sha256(f"mend {mend.__version__}\n".encode())
+        h = hashlib.sha256(f"mend {__version__}\n".encode())
         _stat_fingerprint(h, [folder("mend.rewriter"), analyzers / "static", analyzers / "diagnostic.py",
                               Path(__file__).with_name("repair.py")])
         _memo["mend"] = h.hexdigest()

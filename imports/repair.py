@@ -56,7 +56,7 @@ class PackageContext:
 
     def repair(self, module: str, real_path: str, source: bytes, key: str, digest: str) -> Entry:
         """The cache entry for one module (its text repaired, or unchanged, or failed with the reason)."""
-        from mend import __version__
+        from mend.version import __version__
 
         t0 = time.perf_counter()
         entry = Entry(key=key, module=module, path=real_path, source_sha256=digest, status=UNCHANGED, mend=__version__)

@@ -1,12 +1,14 @@
 """mend: find, repair and prove away torch.compile graph breaks and recompiles.
 
-The package root holds only what every part shares (the version). The parts live in their own
+The package root holds only what every part shares (the version, from :mod:`mend.version`). The parts live in their own
 folders: ``mend.analyzers`` (find), ``mend.rewriter`` (repair), ``mend.compiler`` (the backend),
 ``mend.bench`` (before/after timings), ``mend.cli`` (the commands), ``mend.imports`` (repairs at import:
 :func:`repair_imports` below). Importing ``mend`` imports nothing else, and never torch.
 """
 
-__version__ = "0.1.0"
+from mend.version import __version__
+
+__all__ = ["__version__", "repair_imports"]
 
 
 def repair_imports(packages, **options):  # noqa: ANN001, ANN003, ANN201

@@ -172,7 +172,7 @@ class RunData:
         return sum(r.compile_time_s for r in self.regions)
 
     def to_dict(self) -> dict[str, Any]:
-        from mend import __version__
+        from mend.version import __version__
 
         return {
             "version": VERSION,

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from mend import __version__
 from mend.analyzers.runtime.data import RunData, resolve
 from mend.analyzers.runtime.mapping import Finding
 from mend.safeio import MAX_SOURCE_BYTES, read_file
+from mend.version import __version__
 
 FORMATS = ("table", "json", "sarif", "github", "junit", "html")
 DOCS_URL = "https://github.com/mend-project/mend/blob/main/docs/runtime.md"

@@ -23,11 +23,11 @@ import os
 import tempfile
 from pathlib import Path
 
-from mend import __version__
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.static import datacodec
 from mend.analyzers.static.summary import FileSummary
 from mend.safeio import read_regular
+from mend.version import __version__
 
 _FINGERPRINT: str | None = None
 

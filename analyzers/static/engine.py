@@ -227,6 +227,18 @@ def _as_dependency(s: FileSummary) -> FileSummary:
     return dep
 
 
+def expand_skipped(s: FileSummary) -> None:
+    """Parse a file the pre-filter skipped, now that traced code refers to it (in place)."""
+    s.skipped = False
+    try:
+        data = Path(s.path).read_bytes()
+    except OSError:
+        return
+    full = analyze_bytes(data, s.path, s.module, s.is_package, prefilter=False)
+    for name in ("imports", "functions", "classes", "compile_sites", "findings", "suppressions", "lines"):
+        setattr(s, name, getattr(full, name))
+
+
 def check_source(source: str, path: str | Path = "<stdin>", config: Config | None = None,
                  project: Project | None = None, ignore_noqa: bool = False) -> list[Diagnostic]:
     """Check one file's text. ``project`` (from :func:`build_project`) supplies the other files."""
@@ -235,7 +247,7 @@ def check_source(source: str, path: str | Path = "<stdin>", config: Config | Non
     module, is_package = module_name_for(p) if str(path) != "<stdin>" else ("__main__", False)
     summary = analyze_text(source, str(path), module, is_package)
     others = [s for s in (project.summaries.values() if project else ()) if s.path != str(path)]
-    proj = Project([summary, *others], config.regions, config.entry_points, DependencyLoader(config))
+    proj = Project([summary, *others], config.regions, config.entry_points, DependencyLoader(config), expand_skipped)
     return diagnostics_for(summary, proj, config, str(path), ignore_noqa)
 
 
@@ -364,7 +376,7 @@ def cache_dir_for(config: Config) -> Path | None:
 
 
 def build_project(summaries: list[FileSummary], config: Config, cache: ResultCache | None = None) -> Project:
-    return Project(summaries, config.regions, config.entry_points, DependencyLoader(config, cache))
+    return Project(summaries, config.regions, config.entry_points, DependencyLoader(config, cache), expand_skipped)
 
 
 def display_path(path: Path) -> str:

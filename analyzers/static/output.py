@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from mend import __version__
 from mend.analyzers.diagnostic import Applicability, Diagnostic
 from mend.analyzers.static.rules import RULES
+from mend.version import __version__
 
 FORMATS = ("concise", "full", "json", "github", "sarif", "junit")
 

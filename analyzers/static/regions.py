@@ -51,7 +51,10 @@ class Project:
     """Summaries of the checked files plus the traced-function closure over them."""
 
     def __init__(self, summaries: list[FileSummary], regions: str = "modules", entry_points: tuple[str, ...] = (),
-                 loader: Callable[[str, str], FileSummary | None] | None = None) -> None:
+                 loader: Callable[[str, str], FileSummary | None] | None = None,
+                 expand: Callable[[FileSummary], None] | None = None) -> None:
+        """``loader(module, near)``: the summary of a module not given (None: none); ``expand(summary)``:
+        parse, in place, a file the pre-filter skipped once traced code refers to it (None: left as it is)."""
         self.summaries: dict[str, FileSummary] = {s.path: s for s in summaries}
         self.by_module: dict[str, list[FileSummary]] = {}
         for s in summaries:
@@ -59,6 +62,7 @@ class Project:
         self.regions = regions
         self.entry_points = entry_points
         self.loader = loader
+        self.expand = expand
         self._missing: set[str] = set()
         self.traced: dict[str, dict[str, TracedFunction]] = {}
         self._module_cache: dict[tuple[str, str], bool] = {}
@@ -79,8 +83,8 @@ class Project:
         if not cands:
             return None
         for c in cands:
-            if c.skipped:
-                _expand(c)
+            if c.skipped and self.expand is not None:
+                self.expand(c)
         if len(cands) > 1 and near:
             d = str(Path(near).parent)
             for c in cands:
@@ -381,20 +385,6 @@ class Project:
             if what == "contextmanager" and tf.contextmanager:
                 return True
         return False
-
-
-def _expand(s: FileSummary) -> None:
-    """Parse a file the pre-filter skipped, now that traced code refers to it (in place)."""
-    from mend.analyzers.static.engine import analyze_bytes
-
-    s.skipped = False
-    try:
-        data = Path(s.path).read_bytes()
-    except OSError:
-        return
-    full = analyze_bytes(data, s.path, s.module, s.is_package, prefilter=False)
-    for name in ("imports", "functions", "classes", "compile_sites", "findings", "suppressions", "lines"):
-        setattr(s, name, getattr(full, name))
 
 
 def _owner_class(s: FileSummary, fn: FuncInfo | None) -> str | None:

@@ -12,17 +12,36 @@ registered for its kind; the function checkers run once the body is done. The wa
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from mend.analyzers.static import tensors as tk
 from mend.analyzers.static import torch_facts
 from mend.analyzers.static.names import CLASS, DEF, IMPORT, VAR, Scope, children, target_names
 from mend.analyzers.static.rules.base import CHECKERS, FUNCTION_CHECKERS, RULES, Finding
-from mend.analyzers.static.rules.context import FunctionNode, Region, Span
-from mend.analyzers.static.summary import CallSite, FuncInfo, Ref
+from mend.analyzers.static.rules.context import ClassFacts, FunctionNode, Region, Span
+from mend.analyzers.static.summary import CallSite, FileSummary, FuncInfo, Ref
 
-if TYPE_CHECKING:
-    from mend.analyzers.static.module import ModuleAnalyzer
+
+class ModuleFacts(Protocol):
+    """What a function's walk reads from its module's analysis (:class:`mend.analyzers.static.module.
+    ModuleAnalyzer` has it): the file's summary, facts about its classes and parameters, positions and
+    references."""
+
+    summary: FileSummary
+    class_facts: dict[str, ClassFacts]
+    patched: dict[str, frozenset[str]]
+    config_flags: frozenset[str]
+    func_nodes: list[tuple[FuncInfo, FunctionNode, Scope, dict]]
+    tensor_params: dict[str, set[str]]
+    static_params: dict[str, set[str]]
+    static_methods: set[str]
+
+    def span(self, node: ast.AST) -> Span: ...
+
+    def value_tag(self, value: ast.AST, scope: Scope) -> str: ...
+
+    def ref_of(self, expr: ast.AST, scope: Scope, cls: str | None, self_name: str | None,
+               local_values: dict[str, object] | None = None, depth: int = 0) -> Ref | None: ...
 
 
 def under_compile(expr: ast.AST, scope: Scope, fixed: dict[str, bool] | None = None) -> bool | None:
@@ -59,7 +78,7 @@ def _terminates(body: list[ast.stmt]) -> bool:
 class FunctionWalker(tk.TensorKinds):
     """Walks one function body once: tensor kinds, dead branches, regions, rule dispatch."""
 
-    def __init__(self, mod: ModuleAnalyzer, info: FuncInfo, node: FunctionNode, scope: Scope, env: dict) -> None:
+    def __init__(self, mod: ModuleFacts, info: FuncInfo, node: FunctionNode, scope: Scope, env: dict) -> None:
         self.mod = mod
         self.info = info
         self.node = node

@@ -49,7 +49,6 @@ import libcst as cst
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.static.torch_facts import ARANGE_HELPER, KEEP_VALUES_HELPER, KEPT_VALUES_HELPER
 from mend.rewriter.analysis import (
-    FunctionFacts,
     all_params,
     code,
     make_call,
@@ -59,6 +58,7 @@ from mend.rewriter.analysis import (
     walk,
 )
 from mend.rewriter.context import FileContext
+from mend.rewriter.parts.number_uses import NotKept, check_uses, functions_of, is_load, positional, written_names
 from mend.rewriter.parts.sites import branch_node, size_site
 from mend.rewriter.plan import Decline, Example, Plan
 
@@ -115,12 +115,6 @@ _INT_DTYPES = {"torch.long", "torch.int64"}
 _LITERAL_DTYPES = _INT_DTYPES | {"torch.int", "torch.int32"}
 _LEGACY_BUILDERS = {"torch.IntTensor", "torch.LongTensor"}  # ``torch.IntTensor([n])``: int32, a list literal
 _RANGE_KEYWORDS = {"dtype", "device"}  # ``torch.arange(a, b, device=d)``: no ``out=``, no ``start=``
-# operators under which a Python int and a 0-d int64 tensor give the same number
-_SAME_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
-
-
-class _NoKeep(Exception):
-    """A use of the numbers where a Python int and a 0-d tensor act differently (the message says which)."""
 
 
 def repair(ctx: FileContext, diag: Diagnostic) -> Plan | Decline | None:
@@ -155,8 +149,8 @@ def kept_values_plan(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode) -> P
                              "kept copy would not see it under compile)")
     try:
         for _, _, users in own:
-            _check_uses(ctx, func, users)
-    except _NoKeep as why:
+            check_uses(ctx, func, users)
+    except NotKept as why:
         return Decline(diag, f"the numbers come from a tensor built from Python numbers, but {why}")
     edits, shown, helpers, holders = ctx.memo("kept_values.edits", lambda: _all_edits(ctx, builders, reached))
     if not own and not (edits and _reads_holder(ctx, func, site, holders)):
@@ -182,8 +176,8 @@ def _all_edits(ctx: FileContext, builders: list[_Builder],
     for func, names in reached.items():
         for root, depth, users in _sites_in(ctx, func, names):
             try:
-                holders |= _check_uses(ctx, func, users)
-            except _NoKeep:
+                holders |= check_uses(ctx, func, users)
+            except NotKept:
                 continue  # left as it was; its own finding says why
             edits.append((root, make_call(KEPT_VALUES_HELPER, root.deep_clone(), cst.Integer(str(depth)))))
             read.append(f"`{root.value}` in {func.name.value}()")
@@ -221,7 +215,7 @@ def _unpack_site(ctx: FileContext, func: cst.FunctionDef, stmt: cst.Assign) -> t
             and all(isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in target.elements)):
         return None
     bound = {e.value.value for e in target.elements}
-    users = [n for n in walk(func.body) if isinstance(n, cst.Name) and n.value in bound and _is_load(ctx, n)]
+    users = [n for n in walk(func.body) if isinstance(n, cst.Name) and n.value in bound and is_load(ctx, n)]
     return stmt.value, 1, users
 
 
@@ -278,31 +272,10 @@ def _merged(reaches) -> dict[cst.FunctionDef, set[str]]:
 def _written(ctx: FileContext, reach: dict[cst.FunctionDef, set[str]]) -> str | None:
     """How a reached name is written in place (``pos.add_(1)``, ``pos[0] = 1``, ``pos += 1``), or None."""
     for func, names in reach.items():
-        written = ctx.memo(f"kept_values.written.{id(func)}", lambda f=func: _written_names(f.body))
+        written = ctx.memo(f"kept_values.written.{id(func)}", lambda f=func: written_names(f.body))
         for name in sorted(names & written):
             return f"`{name}` is written in place in {func.name.value}()"
     return None
-
-
-def _written_names(node: cst.CSTNode, methods: frozenset[str] = frozenset()) -> set[str]:
-    """Names written in place under ``node``: ``x.add_(1)``, ``x[i] = v``, ``x += v``, and ``x.<m>(...)`` for
-    ``m`` in ``methods``."""
-    out = set()
-    for n in walk(node):
-        target = None
-        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and (
-                n.func.attr.value in methods
-                or n.func.attr.value.endswith("_") and not n.func.attr.value.endswith("__")):
-            target = n.func.value
-        elif isinstance(n, cst.AugAssign):
-            target = n.target
-        elif isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Subscript):
-            target = n.target.value
-        while isinstance(target, cst.Subscript):
-            target = target.value
-        if isinstance(target, cst.Name):
-            out.add(target.value)
-    return out
 
 
 def _builder_sites(ctx: FileContext) -> list[tuple[cst.FunctionDef, str, cst.Call]]:
@@ -397,13 +370,9 @@ def _reach(ctx: FileContext, seeds: dict[cst.FunctionDef, set[str]]) -> dict[cst
     return reached
 
 
-def _functions(ctx: FileContext) -> list[cst.FunctionDef]:
-    return ctx.memo("kept_values.functions", lambda: [n for n in ctx.parents if isinstance(n, cst.FunctionDef)])
-
-
 def _passes(ctx: FileContext) -> dict[cst.FunctionDef, list[tuple[str, cst.FunctionDef, str]]]:
     """For each function of the file, the names it passes on: (name, callee, the callee's parameter)."""
-    functions = _functions(ctx)
+    functions = functions_of(ctx)
     by_param: dict[str, list[cst.FunctionDef]] = {}
     for f in functions:
         for p in all_params(f.params):
@@ -421,28 +390,7 @@ def _passes(ctx: FileContext) -> dict[cst.FunctionDef, list[tuple[str, cst.Funct
                 out.setdefault(func, []).extend((name, f, arg.keyword.value)
                                                 for f in by_param.get(arg.keyword.value, ()))
             elif all(a.keyword is None and not a.star for a in call.args[:i]):
-                out.setdefault(func, []).extend((name, f, p) for f, p in _positional(ctx, functions, call, i))
-    return out
-
-
-def _positional(ctx: FileContext, functions: list[cst.FunctionDef], call: cst.Call,
-                i: int) -> list[tuple[cst.FunctionDef, str]]:
-    func = call.func
-    if isinstance(func, cst.Name):
-        targets = [f for f in functions if f.name.value == func.value and ctx.enclosing_class(f) is None]
-        shift = 0
-    elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
-        targets = [f for f in functions if f.name.value == func.attr.value and ctx.enclosing_class(f) is not None]
-        shift = None
-    else:
-        return []
-    out = []
-    for f in targets:
-        params = list(f.params.posonly_params) + list(f.params.params)
-        static = any(code(d.decorator) == "staticmethod" for d in f.decorators)
-        k = i + (0 if shift == 0 or static else 1)
-        if k < len(params):
-            out.append((f, params[k].name.value))
+                out.setdefault(func, []).extend((name, f, p) for f, p in positional(ctx, functions, call, i))
     return out
 
 
@@ -505,7 +453,7 @@ def _loop_site(ctx: FileContext, node: cst.CSTNode, loop: cst.For | cst.CompFor,
     scope = loop.body if isinstance(loop, cst.For) else node
     bound = set(target_names(target))
     users = [n for n in walk(scope) if isinstance(n, cst.Name) and n.value in bound and not _is_target(ctx, n, target)
-             and _is_load(ctx, n)]
+             and is_load(ctx, n)]
     return root, depth, users
 
 
@@ -529,282 +477,3 @@ def _unpacked(target: cst.BaseExpression, it: cst.BaseExpression) -> tuple[cst.N
 
 def _is_target(ctx: FileContext, name: cst.Name, target: cst.CSTNode) -> bool:
     return any(anc is target for anc in ctx.ancestors(name)) or name is target
-
-
-# --- the uses of the numbers ---------------------------------------------------------------------------
-
-def _check_uses(ctx: FileContext, func: cst.FunctionDef, users: list[cst.BaseExpression],
-                rounded: str | None = None) -> set[tuple]:
-    """Raise :class:`_NoKeep` unless each expression holding a number is used where a Python int and a 0-d
-    int64 tensor act alike; followed through the names that hold the numbers, the parameters of the
-    functions they are passed to and the ``self.`` attributes they are stored to. ``rounded`` names the
-    division the numbers went through, if any (:func:`_sink`). Returns those holders: (function, name) and
-    (class, ``self.`` attribute)."""
-    seen: set[tuple] = set()
-    work = [(func, expr, rounded) for expr in users]
-    while work:
-        where, expr, how = work.pop()
-        if ctx.eager_only(expr):
-            continue  # eager reads the tensor there: the copy is read only under compile
-        for holder in _sink(ctx, where, expr, how):
-            if holder not in seen:
-                seen.add(holder)
-                work += [(f, e, holder[2]) for f, e in _reads_of(ctx, holder)]
-    return {h[:2] for h in seen}
-
-
-def _reads_of(ctx: FileContext, holder: tuple) -> list[tuple[cst.FunctionDef, cst.BaseExpression]]:
-    scope, name = holder[:2]
-    if isinstance(scope, cst.FunctionDef):
-        return [(scope, n) for n in walk(scope.body) if isinstance(n, cst.Name) and n.value == name
-                and _is_load(ctx, n)]
-    return [(method, n) for method in walk(scope.body) if isinstance(method, cst.FunctionDef)
-            for n in walk(method.body) if self_attr(n) == name and _is_load_attr(ctx, n)]
-
-
-def _sink(ctx: FileContext, func: cst.FunctionDef, expr: cst.BaseExpression, rounded: str | None) -> list[tuple]:
-    """Climb from ``expr`` (a number) to where its value ends; the holders it is stored to or passed to, each
-    with the division its value went through (``rounded``): a quotient or power of the numbers is a float64
-    in Python where the tensor's was float32, the same value rounded apart, so it may only meet tensors or
-    be stored and passed on (where the same holds), never decide a size, an index or a test."""
-    facts = ctx.facts(func)
-    cur = expr
-    while True:
-        parent = ctx.parent(cur)
-        if isinstance(parent, cst.BinaryOperation):
-            other = parent.right if parent.left is cur else parent.left
-            if _is_tensor(facts, other):
-                return []  # a tensor op: an int and a 0-d int64 tensor promote alike
-            if not isinstance(parent.operator, _SAME_OPS):
-                rounded = rounded or code(parent)
-        elif isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Minus):
-            pass
-        elif isinstance(parent, cst.IfExp) and parent.test is not cur:
-            pass  # a side of ``a if c else b``: the value is the number or the other side's
-        elif isinstance(parent, cst.Subscript) and parent.value is cur:
-            pass  # ``shapes[i]`` further indexed: the outer subscript is the number
-        elif isinstance(parent, (cst.Element, cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)):
-            pass  # inside a list of sizes: its use decides
-        elif isinstance(parent, cst.Arg) and _extreme(ctx.parent(parent)):
-            parent = ctx.parent(parent)  # ``max(n, m)`` of numbers: the larger number, either way
-        else:
-            if rounded is not None and not _carries(ctx, cur, parent):
-                raise _NoKeep(f"`{rounded}` divides or raises it to a power (float64 in Python, float32 on "
-                              f"the tensor), and `{code(parent)[:60]}` uses the result as a number")
-            return [(*h, rounded) for h in _end(ctx, func, cur, parent, rounded)]
-        cur = parent
-
-
-def _carries(ctx: FileContext, cur: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
-    """``parent`` stores ``cur`` to a name or attribute or passes it to a function: its uses decide."""
-    if isinstance(parent, (cst.AugAssign, cst.Assign)):
-        return parent.value is cur
-    return isinstance(parent, cst.Arg) and not _sizes_call(ctx, ctx.parent(parent))
-
-
-def _end(ctx: FileContext, func: cst.FunctionDef, cur: cst.CSTNode, parent: cst.CSTNode | None,
-         rounded: str | None) -> list[tuple]:
-    """Where the number ``cur`` ends in ``parent``: nothing more to check ([]), the holders whose reads are
-    checked next, or :class:`_NoKeep`."""
-    if isinstance(parent, (cst.Index, cst.Slice)):
-        return []  # an index or a slice bound takes either alike
-    if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
-        return _check_truth(ctx, func, parent if isinstance(parent, cst.Comparison) else ctx.parent(parent))
-    if isinstance(parent, cst.BooleanOperation) or (isinstance(parent, cst.UnaryOperation)
-                                                    and isinstance(parent.operator, cst.Not)):
-        return _check_truth(ctx, func, cur)  # its truth: alike for an int and a 0-d tensor
-    if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.Assert)) and parent.test is cur:
-        return []
-    if isinstance(parent, cst.Arg):
-        call = ctx.parent(parent)
-        return [] if _sizes_call(ctx, call) else _passed(ctx, call, parent, rounded)
-    if isinstance(parent, (cst.AugAssign, cst.Assign)) and parent.value is cur:
-        targets = [parent.target] if isinstance(parent, cst.AugAssign) else [t.target for t in parent.targets]
-        if len(targets) == 1 and isinstance(targets[0], cst.Name):
-            return [(func, targets[0].value)]
-        cls = ctx.enclosing_class(func)
-        if len(targets) == 1 and self_attr(targets[0]) is not None and cls is not None:
-            return [(cls, self_attr(targets[0]))]
-        raise _NoKeep(f"it is stored to `{code(targets[0])}`")
-    if isinstance(parent, (cst.AssignTarget, cst.For, cst.CompFor)):
-        return []
-    raise _NoKeep(f"`{code(parent)[:60]}` uses it as a tensor")
-
-
-def _extreme(call: cst.CSTNode | None) -> bool:
-    return isinstance(call, cst.Call) and code(call.func) in ("max", "min") and len(call.args) >= 2 \
-        and all(a.keyword is None and not a.star for a in call.args)
-
-
-_PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod"})
-_DICT_WRITES = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__"})
-_CHECKING: set[tuple] = set()  # the functions of other modules whose uses are being checked (:func:`_passed`)
-
-
-def _passed(ctx: FileContext, call: cst.Call, arg: cst.Arg, rounded: str | None) -> list[tuple]:
-    """The parameters of the file's functions a number is passed to: by keyword from a call of a function
-    of the file or through ``self.`` (a method or a submodule: every function of the file with that
-    parameter); by position as the reached tensors are (:func:`_positional`). A call of a function stored
-    on ``self`` (:func:`_stored_callees`), whose functions may be in a module beside this one, has their
-    uses checked there."""
-    functions = _functions(ctx)
-    i = next(k for k, a in enumerate(call.args) if a is arg)
-    if arg.star:
-        targets = []
-    elif arg.keyword is not None:
-        name = arg.keyword.value
-        if isinstance(call.func, cst.Name):
-            functions = [f for f in functions if f.name.value == call.func.value]
-        elif not (isinstance(call.func, cst.Attribute) and code(call.func).startswith(("self.", "cls."))):
-            functions = []
-        targets = [(f, name) for f in functions if name in {p.name.value for p in all_params(f.params)}]
-    elif all(a.keyword is None and not a.star for a in call.args[:i]):
-        targets = _positional(ctx, functions, call, i)
-    else:
-        targets = []
-    stored = [] if targets or arg.star else _stored_callees(ctx, call, arg, i)
-    if not targets and not stored:
-        raise _NoKeep(f"`{code(call)[:60]}` may treat it as a tensor")
-    for where, f, param in [(ctx, f, p) for f, p in targets] + stored:
-        wrapped = [code(d.decorator) for d in f.decorators if code(d.decorator) not in _PLAIN_DECORATORS
-                   and where.imports.qualify(d.decorator) != "torch.jit.script"]
-        if wrapped:  # ``@torch.jit.script`` is traced as Python by Dynamo; the copy is read only there
-            raise _NoKeep(f"`{f.name.value}` is wrapped by `@{wrapped[0]}`, which may not take a Python number")
-        if where is not ctx and (key := (where.path, id(f), param, rounded)) not in _CHECKING:
-            _CHECKING.add(key)  # a module beside that passes the number back here is not checked twice
-            try:
-                _check_uses(where, f, [e for _, e in _reads_of(where, (f, param))], rounded)
-            finally:
-                _CHECKING.discard(key)
-    return [(f, p) for where, f, p in stored if where is ctx] + targets
-
-
-def _stored_callees(ctx: FileContext, call: cst.Call, arg: cst.Arg, i: int) -> list[tuple]:
-    """``self.init_fn(config, n)`` where every ``self.init_fn = ...`` of the class stores a function or an
-    entry of a dict of functions (``ROPE_INIT_FUNCTIONS[self.rope_type]``), of this module or imported from
-    one beside it: (the function's module, the function, the parameter ``arg`` binds) for each; [] where one
-    store or function is not known."""
-    attr, cls = self_attr(call.func), ctx.enclosing_class(call)
-    if attr is None or cls is None:
-        return []
-    stored = [n.value for n in walk(cls.body) if isinstance(n, cst.Assign) and len(n.targets) == 1
-              and self_attr(n.targets[0].target) == attr]
-    out = []
-    for value in stored:
-        entry = isinstance(value, cst.Subscript)
-        name = value.value if entry else value
-        found = _module_functions(ctx, name.value, entry) if isinstance(name, cst.Name) else None
-        if not found:
-            return []
-        for where, f in found:
-            params = list(f.params.posonly_params) + list(f.params.params)
-            names = [p.name.value for p in params]
-            param = arg.keyword.value if arg.keyword is not None else (names[i] if i < len(names) else None)
-            if param not in names and not (arg.keyword is not None and param in
-                                           {p.name.value for p in f.params.kwonly_params}):
-                return []
-            out.append((where, f, param))
-    return out
-
-
-def _module_functions(ctx: FileContext, name: str, entry: bool) -> list[tuple] | None:
-    """The top-level function ``name`` (``entry``: every function of the top-level dict ``name``) of this
-    module, or of the module beside it that ``name`` is imported from: [(module, function)], or None."""
-    where, own = ctx, name
-    if not _top_level(ctx, name):
-        imported = ctx.imported(name)
-        if imported is None:
-            return None
-        where, own = imported
-    node = _top_level(where, own)
-    if isinstance(node, cst.FunctionDef) and not entry:
-        return [(where, node)]
-    if not (entry and isinstance(node, cst.Dict)) or _changed_table(where, own) or _changed_table(ctx, name):
-        return None
-    values = [strip_parens(e.value) for e in node.elements]
-    funcs = [_top_level(where, v.value) if isinstance(v, cst.Name) else None for v in values]
-    if not funcs or any(not isinstance(f, cst.FunctionDef) for f in funcs):
-        return None
-    return [(where, f) for f in funcs]
-
-
-def _changed_table(ctx: FileContext, name: str) -> bool:
-    """The module writes entries into the dict ``name`` (``name[k] = f``, ``name.update(...)``): its
-    functions are not only those it is built with."""
-    return name in ctx.memo("kept_values.tables_written", lambda: _written_names(ctx.module, _DICT_WRITES))
-
-
-def _top_level(ctx: FileContext, name: str) -> cst.CSTNode | None:
-    """The top-level ``def name`` of the module, or the value of its one top-level ``name = ...``."""
-    found = []
-    for stmt in ctx.module.body:
-        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
-            found.append(stmt)
-        elif isinstance(stmt, cst.SimpleStatementLine):
-            found += [s.value for s in stmt.body if isinstance(s, cst.Assign) and len(s.targets) == 1
-                      and isinstance(s.targets[0].target, cst.Name) and s.targets[0].target.value == name]
-    return found[0] if len(found) == 1 else None
-
-
-def _is_tensor(facts: FunctionFacts, expr: cst.BaseExpression) -> bool:
-    """A tensor, or indexed as only an array is (``x[:, None, i]``, ``x[None]``)."""
-    expr = strip_parens(expr)
-    if isinstance(expr, cst.Subscript):
-        parts = [e.slice for e in expr.slice]
-        if len(parts) > 1 or any(not isinstance(p, cst.Index) or isinstance(p.value, cst.Ellipsis)
-                                 or code(p.value) == "None" for p in parts):
-            return True
-    return facts.is_tensor(expr)
-
-
-def _check_truth(ctx: FileContext, func: cst.FunctionDef, test: cst.CSTNode) -> list[tuple]:
-    """A comparison of the numbers is a Python bool where it was a bool tensor: alike as a test, or stored
-    to a name whose reads are alike (``use_cached = a and n > 0``, then ``if use_cached:``); the name, then."""
-    cur = test
-    while isinstance(parent := ctx.parent(cur), (cst.BooleanOperation, cst.UnaryOperation)):
-        cur = parent
-    if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.Assert)) and parent.test is cur:
-        return []
-    if isinstance(parent, cst.Arg) and _bool_tensor_of(ctx, ctx.parent(parent)):
-        return []  # ``torch.as_tensor(n % k != 0)`` (a validation repair's check): the same bool tensor
-    stored = _stored_name(parent, cur)
-    if stored is None:
-        raise _NoKeep(f"the comparison `{code(test)}` is used as a value, not a test")
-    return [(func, stored)]
-
-
-def _bool_tensor_of(ctx: FileContext, call: cst.CSTNode | None) -> bool:
-    """``torch.as_tensor(<one positional argument>)``: a Python bool and a bool tensor give equal tensors."""
-    return isinstance(call, cst.Call) and ctx.imports.qualify(call.func) == "torch.as_tensor" \
-        and len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star
-
-
-def _sizes_call(ctx: FileContext, call: cst.Call) -> bool:
-    """A torch function or a tensor method (``x.view(...)``): they take a Python int where a 0-d tensor was."""
-    qual = ctx.imports.qualify(call.func) or ""
-    if qual.startswith("torch.") or code(call.func) in ("range", "int", "float"):
-        return True
-    return isinstance(call.func, cst.Attribute) and not (ctx.imports.qualify(call.func.value) or "").startswith(
-        ("math", "numpy", "builtins")) and code(call.func.value) not in ("self", "cls")
-
-
-def _is_load_attr(ctx: FileContext, attr: cst.Attribute) -> bool:
-    parent = ctx.parent(attr)
-    return not (isinstance(parent, cst.AssignTarget) or (isinstance(parent, cst.AugAssign) and parent.target is attr))
-
-
-def _is_load(ctx: FileContext, name: cst.Name) -> bool:
-    parent = ctx.parent(name)
-    if isinstance(parent, cst.AssignTarget) or (isinstance(parent, cst.AugAssign) and parent.target is name):
-        return False
-    if isinstance(parent, cst.Attribute) and parent.attr is name:
-        return False
-    return not (isinstance(parent, cst.Arg) and parent.keyword is name)
-
-
-def _stored_name(stmt: cst.CSTNode | None, value: cst.CSTNode) -> str | None:
-    """The name ``value`` is assigned to (``name = value``), else None."""
-    if isinstance(stmt, cst.Assign) and stmt.value is value and len(stmt.targets) == 1 \
-            and isinstance(stmt.targets[0].target, cst.Name):
-        return stmt.targets[0].target.value
-    return None

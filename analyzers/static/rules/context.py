@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from mend.analyzers.static.names import Scope
-from mend.analyzers.static.rules.base import Finding
 from mend.analyzers.static.source import LineIndex
-from mend.analyzers.static.summary import CallSite, FileSummary, FuncInfo, Ref
+from mend.analyzers.static.summary import CallSite, FileSummary, Finding, FuncInfo, Ref
 
 Span = tuple[int, int, int, int]  # line, col (1-based characters), end_line, end_col
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
