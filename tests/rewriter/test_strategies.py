@@ -57,8 +57,8 @@ def test_example_is_what_mend_fix_writes(name, i, example, tmp_path) -> None:
 
 
 def _run(source: str, run: str, compiled: bool):
-    """Evaluate ``run`` over ``source``: eagerly (``torch.compile`` does nothing) or compiled; the result, the
-    printed output, and Dynamo's graph and graph-break counts."""
+    """Evaluate ``run`` over ``source``: eagerly (``torch.compile`` does nothing) or compiled, with a stdin of
+    "y" lines; the result, the printed output, and Dynamo's graph and graph-break counts."""
     import torch
 
     counters = torch._dynamo.utils.counters
@@ -70,6 +70,7 @@ def _run(source: str, run: str, compiled: bool):
     out = io.StringIO()
     torch.manual_seed(0)
     with contextlib.redirect_stdout(out), contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(sys, "stdin", io.StringIO("y\n" * 100)))  # an example may read it
         if compiled:
             namespace["compile"] = lambda m: torch.compile(m, backend="eager")
         else:
