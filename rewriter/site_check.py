@@ -9,7 +9,7 @@ paths relative to the tree). A repaired file's lines are put back at the origina
 * ``kept``: the repaired run still breaks at the fix's lines;
 * ``moved``: it no longer breaks there, but breaks at another line of the same function where the original
   did not (a repair that only moves a break is not a fix: the verdict fails);
-* ``not reached``: the original run never broke at the fix's lines (the harness does not exercise it, or
+* ``not exercised``: the original run never broke at the fix's lines (the harness does not exercise it, or
   the finding was a prediction that does not break here): nothing is proven either way.
 
 No torch import: the workers send the sites as JSON.
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from mend.rewriter.results import FileResult, line_map, original_line
 
-REMOVED, KEPT, MOVED, NOT_REACHED = "removed", "kept", "moved", "not reached"
+REMOVED, KEPT, MOVED, NOT_REACHED = "removed", "kept", "moved", "not exercised"
 FAILING = (KEPT, MOVED)
 
 
