@@ -128,7 +128,7 @@ def _verify(harness: str, targets: list[Path], run: FixRun, timeout: float) -> i
     fixed = {Path(r.path): r.fixed for r in run.changed}
     root = _common_root(targets)  # the tree being fixed; the harness may live anywhere
     try:
-        verdict = verify(harness, root, fixed, timeout=timeout)
+        verdict = verify(harness, root, fixed, timeout=timeout, results=[r for r in run.changed if r.applied])
     except (HarnessError, VerifyError) as exc:
         typer.echo(f"error: --verify: {exc}", err=True)
         if getattr(exc, "traceback", ""):

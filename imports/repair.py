@@ -13,7 +13,6 @@ torch.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 from mend.analyzers.paths import within
 from mend.imports.cache import FAILED, REPAIRED, UNCHANGED, AppliedChange, Entry
 from mend.imports.settings import RepairSettings
+from mend.rewriter.results import line_map
 
 
 class PackageContext:
@@ -95,25 +95,6 @@ class PackageContext:
         entry.status, entry.text = REPAIRED, res.fixed
         entry.line_map = line_map(text, res.fixed)
         entry.applied = [AppliedChange(a.code, a.line, a.col, a.message, a.applicability) for a in res.applied]
-
-
-def line_map(original: str, repaired: str) -> list[int]:
-    """For each line of ``repaired`` (1-based, in order), the line of ``original`` it comes from.
-
-    Equal lines map to their twin; a replaced block maps line by line onto the original block (its extra
-    lines onto the block's last line); an inserted line (a guard, an added import) maps to the original
-    line that follows it, or the last line at the end of the file."""
-    old, new = original.splitlines(), repaired.splitlines()
-    out: list[int] = []
-    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            out += range(i1 + 1, i2 + 1)
-        elif tag == "replace":
-            out += [i1 + 1 + min(k, i2 - i1 - 1) for k in range(j2 - j1)]
-        elif tag == "insert":
-            out += [min(i1 + 1, max(len(old), 1))] * (j2 - j1)
-    return out
 
 
 def _with_path(d: Any, path: str) -> Any:

@@ -21,7 +21,7 @@ from mend.analyzers.static import fixability
 from mend.rewriter import files
 from mend.rewriter.helper_module import TreeModules
 from mend.rewriter.options import FixOptions
-from mend.rewriter.results import FileResult
+from mend.rewriter.results import FileResult, line_map, original_line
 from mend.rewriter.window import fix_windowed
 
 
@@ -311,26 +311,13 @@ def _remaining_in_original(res: FileResult) -> None:
     user's file: a helper inserted above them moved them down in the repaired text."""
     if not res.changed or not res.remaining:
         return
-    to_original = _line_map(res.fixed, res.original)
+    lines = line_map(res.original, res.fixed)
     for r in res.remaining:
         data = r.diagnostic.to_dict()
-        data["line"] = to_original(r.diagnostic.line)
+        data["line"] = original_line(lines, r.diagnostic.line)
         if r.diagnostic.end_line is not None:
-            data["end_line"] = max(data["line"], to_original(r.diagnostic.end_line))
+            data["end_line"] = max(data["line"], original_line(lines, r.diagnostic.end_line))
         r.diagnostic = Diagnostic.from_dict(data)
-
-
-def _line_map(new: str, old: str) -> Callable[[int], int]:
-    """A function from a 1-based line of ``new`` to the line of ``old`` it came from: the same line where it
-    is unchanged, else the corresponding line of the block it replaced (the line after an insertion)."""
-    import difflib
-
-    a, b = old.splitlines(), new.splitlines()
-    lines: list[int] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        for j in range(j1, j2):
-            lines.append(i1 + (j - j1) if tag == "equal" else min(i1 + (j - j1), max(i1, i2 - 1)))
-    return lambda line: min(lines[line - 1], max(len(a) - 1, 0)) + 1 if 0 < line <= len(lines) else line
 
 
 def _helper_module(res: FileResult, source: files.SourceFile, options: FixOptions, trees: TreeModules,

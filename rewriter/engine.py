@@ -238,7 +238,8 @@ def fix_source(
         result.helpers += [h for h in helpers if h not in result.helpers]
         for plan in plans:
             d = plan.diagnostic
-            result.applied.append(AppliedFix(d.code, d.line, d.col, plan.message, plan.applicability, plan.strategy))
+            result.applied.append(AppliedFix(d.code, d.line, d.col, plan.message, plan.applicability, plan.strategy,
+                                                 d.end_line))
         if new == current:
             break
         current = new

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 
 from mend.analyzers.diagnostic import Diagnostic
@@ -15,6 +16,7 @@ class AppliedFix:
     message: str
     applicability: str
     strategy: str = ""  # the strategy that made the repair (rewriter/strategies/<name>.py)
+    end_line: int | None = None  # the finding's last line, where it spans several
 
 
 @dataclass
@@ -41,4 +43,29 @@ class FileResult:
         return self.fixed != self.original
 
 
-__all__ = ["AppliedFix", "FileResult", "Remaining"]
+def line_map(original: str, repaired: str) -> list[int]:
+    """For each line of ``repaired`` (1-based, in order), the line of ``original`` it comes from.
+
+    Equal lines map to their twin; a replaced block maps line by line onto the original block (its extra
+    lines onto the block's last line); an inserted line (a guard, an added import) maps to the original
+    line that follows it, or the last line at the end of the file."""
+    old, new = original.splitlines(), repaired.splitlines()
+    out: list[int] = []
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            out += range(i1 + 1, i2 + 1)
+        elif tag == "replace":
+            out += [i1 + 1 + min(k, i2 - i1 - 1) for k in range(j2 - j1)]
+        elif tag == "insert":
+            out += [min(i1 + 1, max(len(old), 1))] * (j2 - j1)
+    return out
+
+
+def original_line(lines: list[int], line: int) -> int:
+    """``line`` of a repaired text at its line in the original, through ``lines`` (:func:`line_map`); a line
+    past the map stays as it is."""
+    return lines[line - 1] if 0 < line <= len(lines) else line
+
+
+__all__ = ["AppliedFix", "FileResult", "Remaining", "line_map", "original_line"]

@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mend.rewriter import site_check
 from mend.rewriter.helper_module import TREE_MODULE
+from mend.rewriter.results import FileResult
 
 RTOL = 1.3e-6
 ATOL = 1e-5
@@ -50,6 +52,7 @@ class Verdict:
     ok: bool
     details: list[str] = field(default_factory=list)
     imports: Imports | None = None
+    sites: list[site_check.Outcome] = field(default_factory=list)  # each applied fix: did its break go?
 
     def lines(self) -> list[str]:
         status = "PASS" if self.ok else "FAIL"
@@ -63,9 +66,18 @@ class Verdict:
             f"  graphs (first call): {self.graphs_before} -> {self.graphs_after}",
             f"  repaired eager vs original eager: {self.eager_same}",
             f"  repaired compiled vs original eager: {self.compiled_vs_eager}",
+            *self._site_lines(),
             *[f"  {d}" for d in self.details],
             *[f"  imported: {line}" for line in imports.lines],
         ]
+
+    def _site_lines(self) -> list[str]:
+        if not self.sites:
+            return []
+        counts = {st: sum(o.status == st for o in self.sites) for st in
+                  (site_check.REMOVED, site_check.KEPT, site_check.MOVED, site_check.NOT_REACHED)}
+        failing = [f"  FAIL: {o.line_text()}" for o in self.sites if o.status in site_check.FAILING]
+        return [f"  fixes and their breaks: {', '.join(f'{n} {st}' for st, n in counts.items() if n)}", *failing]
 
 
 HELPER_FILE = f"{TREE_MODULE}.py"
@@ -142,12 +154,14 @@ def _exit_text(code: int) -> str:
     return f"exit {code}"
 
 
-def verify(harness: str, root: Path, fixed: dict[Path, str], calls: int = 3, timeout: float = 600) -> Verdict:
+def verify(harness: str, root: Path, fixed: dict[Path, str], calls: int = 3, timeout: float = 600,
+           results: list[FileResult] = ()) -> Verdict:
     """Compare the original tree and its repair on ``harness`` (see the module docstring).
 
     ``root`` is the tree being fixed; the harness may live inside it (its repaired copy is loaded) or
     anywhere else (the original file is loaded, and imports of ``root``'s modules are redirected to the
-    repaired copy)."""
+    repaired copy). ``results``: the repaired files' results, whose fixes are each checked to have removed
+    their break (:mod:`mend.rewriter.site_check`)."""
     import torch
 
     from mend.analyzers.runtime.harness import parse_spec
@@ -171,9 +185,10 @@ def verify(harness: str, root: Path, fixed: dict[Path, str], calls: int = 3, tim
             search = [str(spec.path.parent), str(copy)]
         common = {"calls": calls, "watch": [str(root), str(copy)], "names": names}
         before = _run_worker("original", {**common, "harness": f"{spec.path}:{spec.function}",
-                                          "out": str(tmp_path / "before.pt"),
+                                          "out": str(tmp_path / "before.pt"), "tree": str(root),
                                           "search": [str(spec.path.parent), str(root)]}, timeout)
         after = _run_worker("repaired", {**common, "harness": fixed_harness, "out": str(tmp_path / "after.pt"),
+                                         "tree": str(copy),
                                          "search": search, "redirect": [str(root), str(copy), written]},
                             timeout)
         imports = check_imports(root, copy, repaired, before["modules"], after["modules"])
@@ -186,10 +201,14 @@ def verify(harness: str, root: Path, fixed: dict[Path, str], calls: int = 3, tim
         details.append(f"original worker: {before['errors']}")
     if after.get("errors"):
         details.append(f"repaired worker: {after['errors']}")
-    ok = not eager_same.startswith("DIFFERENT") and not compiled.startswith("DIFFERENT") and not imports.problems
+    sites = site_check.outcomes(list(results), {r.path: _relative(Path(r.path), root) for r in results},
+                                [site_check.Site.from_dict(d) for d in before.get("sites", [])],
+                                [site_check.Site.from_dict(d) for d in after.get("sites", [])])
+    ok = not eager_same.startswith("DIFFERENT") and not compiled.startswith("DIFFERENT") and not imports.problems \
+        and not any(o.status in site_check.FAILING for o in sites)
     return Verdict(harness, before["graphs_first_call"], after["graphs_first_call"], eager_same, compiled, ok,
                    details + [f"graphs over {calls} calls: {before['graphs_total']} -> {after['graphs_total']}"],
-                   imports)
+                   imports, sites)
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -377,6 +396,7 @@ def _worker(cfg: dict[str, Any]) -> None:
     import numpy as np
     import torch
 
+    from mend.analyzers.runtime import record
     from mend.analyzers.runtime.harness import HarnessError, load, module_files, record_module_code
     from mend.rewriter.runtime import boundary
 
@@ -417,15 +437,19 @@ def _worker(cfg: dict[str, Any]) -> None:
     compiled_fn = boundary(torch.compile(h2.target, backend=counting_backend))
     compiled = []
     first = None
-    for _ in range(calls):
-        compiled.append(call(compiled_fn, h2))
-        if first is None:
-            first = len(graphs)
+    with record(source=[cfg["tree"]], root=cfg["tree"]) as rec:
+        for _ in range(calls):
+            compiled.append(call(compiled_fn, h2))
+            if first is None:
+                first = len(graphs)
+    sites = [{"path": b.path, "line": b.line, "function": b.function, "reason": b.gb_type, "text": b.source_line}
+             for b in rec.breaks]
     torch.save({"eager": eager, "compiled": compiled}, out)
     Path(out).with_suffix(".json").write_text(json.dumps({
         "graphs_first_call": first or 0, "graphs_total": len(graphs),
         "errors": sorted({f"{r['type']}: {r['message'][:200]}" for r in compiled if r["kind"] == "error"}),
         "modules": module_files(cfg["watch"], cfg["names"]),
+        "sites": sites,
     }))
 
 

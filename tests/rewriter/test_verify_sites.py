@@ -1,0 +1,103 @@
+"""``mend fix --verify`` checks each fix against the break sites both runs recorded: a fix whose site still
+breaks, or whose break moved to another line of the function, fails the verdict (a repair that only moves
+a break is not a fix)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mend.rewriter.results import AppliedFix, FileResult
+from mend.rewriter.site_check import KEPT, MOVED, NOT_REACHED, REMOVED, Site, outcomes
+
+ORIGINAL = "def f(x):\n    a = one(x)\n    b = two(a)\n    return three(b)\n"
+FIXED = "from _mend import h\n\n\ndef f(x):\n    a = h(lambda: one(x))\n    b = two(a)\n    return three(b)\n"
+
+
+def result(*lines: int) -> FileResult:
+    return FileResult("pkg/m.py", ORIGINAL, FIXED, applied=[AppliedFix("MND304", n, 9, "m", "unsafe") for n in lines])
+
+
+def site(line: int, function: str = "f") -> Site:
+    return Site("m.py", line, function, "reason")
+
+
+def statuses(res: FileResult, before: list[Site], after: list[Site]) -> list[tuple[int, str]]:
+    return [(o.line, o.status) for o in outcomes([res], {"pkg/m.py": "m.py"}, before, after)]
+
+
+def test_a_break_gone_from_the_fixed_line_is_removed_and_repaired_lines_map_back() -> None:
+    assert statuses(result(2), [site(2)], []) == [(2, REMOVED)]
+    # line 6 of the repaired text is line 3 of the original: a break the original had there is no new one
+    assert statuses(result(2), [site(2), site(3)], [site(6)]) == [(2, REMOVED)]
+
+
+def test_a_break_still_at_the_fixed_line_is_kept() -> None:
+    assert statuses(result(2), [site(2)], [site(5)]) == [(2, KEPT)]
+
+
+def test_a_new_break_further_down_the_function_is_the_fix_moving_it() -> None:
+    out = outcomes([result(2)], {"pkg/m.py": "m.py"}, [site(2)], [site(6)])
+    assert [(o.status, [(s.path, s.line) for s in o.after]) for o in out] == [(MOVED, [("pkg/m.py", 3)])]
+    assert "the break moved to pkg/m.py:3" in out[0].line_text()
+
+
+def test_a_new_break_in_another_function_is_not_laid_at_the_fix() -> None:
+    assert statuses(result(2), [site(2)], [site(6, "g")]) == [(2, REMOVED)]
+
+
+def test_a_fix_whose_line_never_broke_proves_nothing() -> None:
+    assert statuses(result(2), [], [site(6)]) == [(2, NOT_REACHED)]
+
+
+def test_a_moved_break_is_laid_at_the_closest_fix_above_it() -> None:
+    # repaired line 7 is the original's line 4, which did not break: the fix at line 3 moved its break there
+    assert statuses(result(2, 3), [site(2), site(3)], [site(7)]) == [(2, REMOVED), (3, MOVED)]
+    assert statuses(result(3, 4), [site(3), site(4)], [site(5)]) == [(3, MOVED), (4, REMOVED)]  # none above
+
+
+MODEL = '''import torch
+from torch.nn.utils.rnn import pad_sequence
+
+
+class Net(torch.nn.Module):
+    def forward(self, x, ids):
+        y = x.sin()
+        groups = torch.unique(ids)
+        parts = [y[ids == g] for g in groups]
+        padded = pad_sequence(parts, batch_first=True)
+        return padded.sum() + groups.sum()
+'''
+
+HARNESS = '''import torch
+
+from pkg.model import Net
+
+
+def harness():
+    return Net(), (torch.randn(8), torch.tensor([0, 1, 1, 2, 0, 2, 2, 1])), {}
+'''
+
+
+@pytest.mark.slow
+def test_verify_fails_a_fix_whose_site_still_breaks(tmp_path: Path) -> None:
+    """The unsafe capture of a boolean-mask read inside a comprehension over a captured `unique` leaves its
+    line breaking: --verify names it and fails (exit 1), though the graphs went 3 -> 2 and outputs agree;
+    the safe run applies nothing and passes."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "model.py").write_text(MODEL)
+    (tmp_path / "harness.py").write_text(HARNESS)
+    mend = [sys.executable, "-m", "mend.cli.app", "fix", "--isolated", "--verify", "harness.py:harness"]
+    proc = subprocess.run([*mend, "--unsafe-fixes", "pkg"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "verify harness.py:harness: FAIL" in proc.stdout
+    assert "fixes and their breaks: 1 removed, 1 kept" in proc.stdout, proc.stdout
+    assert "FAIL: pkg/model.py:9 MND305: the repaired code still breaks there: pkg/model.py:9" in proc.stdout
+    assert (pkg / "model.py").read_text() == MODEL  # --verify writes nothing
+    proc = subprocess.run([*mend, "pkg"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "verify harness.py:harness: PASS" in proc.stdout, proc.stdout + proc.stderr
