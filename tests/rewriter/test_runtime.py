@@ -174,6 +174,8 @@ INPUTS = {
     "where_buffer": lambda: [(torch.randn(2, 6, 8), torch.arange(6)[None].expand(2, 6)),
                              (torch.randn(2, 12, 8), torch.arange(12)[None].expand(2, 12)),
                              (torch.randn(2, 6, 8), torch.arange(6)[None].expand(2, 6))],
+    "layerdrop_continue": lambda: [(torch.randn(2, 5, 8),), (torch.randn(1, 3, 8),)],
+    "layerdrop_flag": lambda: [(torch.randn(2, 5, 8),), (torch.randn(1, 3, 8),)],
     "assert_item": lambda: [(torch.randn(2, 5), torch.tensor([3, 5]), torch.tensor([True, False])),
                             (torch.randn(3, 4), torch.tensor([1, 2, 4]), torch.tensor([False, True]))],
 }
@@ -213,6 +215,46 @@ def test_fixture_runtime(name: str, monkeypatch) -> None:
     assert graphs_before > 1
     assert graphs_after == 1
     _same(eager, compiled)
+
+
+@pytest.mark.parametrize("name", ["layerdrop_continue", "layerdrop_flag"])
+def test_layerdrop_guard_keeps_the_draws(name: str) -> None:
+    """LayerDrop in training (``p > 0 and u < p``): with layerdrop 0.0 the repaired model compiles to one
+    graph (the original breaks) and gives the original's outputs, gradients and RNG state after the call;
+    with layerdrop 0.5 (the break stays) eager outputs and RNG state are the original's, bit for bit."""
+    (x,), _ = INPUTS[name]()
+    for layerdrop in (0.0, 0.5):
+        results = []
+        for kind, backend in (("in", None), ("out", None), ("in", "eager"), ("out", "eager")):
+            if backend is not None and layerdrop:
+                continue
+            graphs = []
+
+            def counting(gm, example_inputs, graphs=graphs):
+                graphs.append(gm)
+                return gm.forward
+
+            torch._dynamo.reset()
+            ns = _load(name, kind, counting if backend else None)
+            module = next(v for v in ns.values() if isinstance(v, torch.nn.Module))
+            assert module.training
+            module.layerdrop = layerdrop
+            torch.manual_seed(1)
+            xi = x.clone().requires_grad_()
+            out = ns["f"](xi)
+            out.square().sum().backward()
+            grads = [xi.grad] + [p.grad for p in module.parameters()]
+            results.append((kind, backend, len(graphs), out, grads, torch.get_rng_state()))
+        (_, _, _, out0, grads0, rng0), *others = results
+        for kind, backend, graphs, out, grads, rng in others:
+            assert torch.equal(out, out0), (kind, backend, layerdrop)
+            assert all((a is None and b is None) or torch.equal(a, b)  # a dropped layer has no gradient
+                       for a, b in zip(grads, grads0, strict=True)), (kind, backend, layerdrop)
+            assert torch.equal(rng, rng0), (kind, backend, layerdrop)
+            if backend is not None:
+                assert graphs == (1 if kind == "out" else 2), (kind, graphs)
+        if layerdrop:  # the draws decided: some layer was dropped, for this seed
+            assert any(g is None for g in grads0)
 
 
 def test_kept_warning_keeps_its_category_under_compile() -> None:
