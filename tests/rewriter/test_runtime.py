@@ -174,6 +174,8 @@ INPUTS = {
     "where_buffer": lambda: [(torch.randn(2, 6, 8), torch.arange(6)[None].expand(2, 6)),
                              (torch.randn(2, 12, 8), torch.arange(12)[None].expand(2, 12)),
                              (torch.randn(2, 6, 8), torch.arange(6)[None].expand(2, 6))],
+    "mask_update": lambda: [(torch.randn(3, 4), torch.tensor([0, 3, 1])), (torch.randn(2, 5), torch.tensor([1, 2])),
+                            (torch.randn(4, 4), torch.tensor([5, 0, 0, 5]))],
     "layerdrop_continue": lambda: [(torch.randn(2, 5, 8),), (torch.randn(1, 3, 8),)],
     "layerdrop_flag": lambda: [(torch.randn(2, 5, 8),), (torch.randn(1, 3, 8),)],
     "assert_item": lambda: [(torch.randn(2, 5), torch.tensor([3, 5]), torch.tensor([True, False])),
@@ -255,6 +257,19 @@ def test_layerdrop_guard_keeps_the_draws(name: str) -> None:
                 assert graphs == (1 if kind == "out" else 2), (kind, graphs)
         if layerdrop:  # the draws decided: some layer was dropped, for this seed
             assert any(g is None for g in grads0)
+
+
+def test_mask_update_keeps_gradients() -> None:
+    """``t[mask] op= v`` -> ``_mend_mask_update``: the original's gradients, eager (bitwise) and compiled."""
+    for x, ids in INPUTS["mask_update"]():
+        grads = []
+        for kind, backend in (("in", None), ("out", None), ("out", "eager")):
+            torch._dynamo.reset()
+            xi = x.clone().requires_grad_()
+            _load("mask_update", kind, backend)["f"](xi, ids).square().sum().backward()
+            grads.append(xi.grad)
+        assert torch.equal(grads[1], grads[0])
+        torch.testing.assert_close(grads[2], grads[0], rtol=0, atol=0)
 
 
 def test_kept_warning_keeps_its_category_under_compile() -> None:

@@ -217,8 +217,8 @@ register(
         ("GB0036",), "break",
         what="""
             Finds reads `t[mask]` where `mask` is a boolean tensor (a comparison of tensors, `isnan`,
-            `.bool()`, `~mask`, or a tensor parameter whose name contains `mask`). Writes such as
-            `t[mask] = 0` are traced and not reported.
+            `.bool()`, `~mask`, or a tensor parameter whose name contains `mask`), also the read of an
+            augmented store `t[mask] += v`. Writes such as `t[mask] = 0` are traced and not reported.
         """,
         why="Indexing with a boolean mask runs `nonzero` under the hood: dynamic output shape (GB0036).",
         use_instead="`torch.where(mask, t, 0).sum() / mask.sum()` or `(t * mask).sum()` keep static shapes.",
@@ -245,8 +245,13 @@ register(
             "keeps it; under compile `_mend_routed_store(t, mask, expert(x))` runs the module on every row and "
             "stores the selected rows with `torch.where` (**unsafe**: within float tolerance, expert FLOPs on "
             "every row, assumes the module treats rows independently; declined for a `torch`/builtin function). "
+            "An augmented store `t[mask] += v` (`-=`, `*=`, `/=`, `v` a number literal) becomes "
+            "`_mend_mask_update(t, \"+\", mask, v)` (**safe**): eager runs the original statement; under compile, "
+            "for a boolean mask of `t`'s leading dimensions and a dtype the in-place op accepts for any value, the "
+            "same in-place op on a copy of every element stored with `t.copy_(torch.where(mask, ...))` (in place: "
+            "aliases see it), else the original; declined for a tensor `v` (it broadcasts against `t[mask]`). "
             "Other mask uses: dynamic-output capture for the site. " + SCOPED_CAPTURE,
-            strategies=("masked_reduction", "routed_store", "capture"),
+            strategies=("masked_reduction", "routed_store", "mask_update", "capture"),
         ),
     ),
 )
@@ -331,11 +336,19 @@ def _method_call(ctx: Context, call: ast.Call, method: str) -> None:
                                        "the graph breaks")
 
 
+@checker("augassign")
+def boolean_mask_update(ctx: Context, node: ast.AugAssign) -> None:
+    """``t[mask] += v``: Python reads ``t[mask]`` (a data-dependent shape), updates it, and stores it back."""
+    if isinstance(node.target, ast.Subscript):
+        boolean_mask(ctx, node.target, "augmented store through a boolean mask `t[mask] += v`: Python reads "
+                                       "`t[mask]` first, whose shape depends on the data, and the graph breaks")
+
+
 @checker("subscript")
-def boolean_mask(ctx: Context, node: ast.Subscript) -> None:
+def boolean_mask(ctx: Context, node: ast.Subscript, message: str | None = None) -> None:
     if ctx.kind(node.value) not in (tk.T, tk.M) or CAPTURE_DYNAMIC in ctx.config_flags:
         return
     idx = node.slice
     elts = idx.elts if isinstance(idx, ast.Tuple) else [idx]
     if any(ctx.is_bool_tensor(e) for e in elts):
-        ctx.report("MND305", node)
+        ctx.report("MND305", node, message)
