@@ -411,6 +411,13 @@ class FunctionWalker(tk.TensorKinds):
             self.env[s.target.id] = tk.S if tk.S in kinds else max(kinds)
         return False
 
+    def _assert(self, s: ast.Assert) -> bool:
+        self.expr(s.test)
+        if s.msg is not None:
+            self.expr(s.msg)
+        self.dispatch("assert", s)
+        return False
+
     def _match(self, s: ast.Match) -> bool:
         self.expr(s.subject)
         for case in s.cases:
@@ -590,6 +597,7 @@ _STATEMENTS = {
     ast.AnnAssign: FunctionWalker._annassign,
     ast.AugAssign: FunctionWalker._augassign,
     ast.Match: FunctionWalker._match,
+    ast.Assert: FunctionWalker._assert,
     ast.Return: FunctionWalker._return_or_raise,
     ast.Raise: FunctionWalker._return_or_raise,
 }

@@ -176,6 +176,7 @@ INPUTS = {
                              (torch.randn(2, 6, 8), torch.arange(6)[None].expand(2, 6))],
     "mask_update": lambda: [(torch.randn(3, 4), torch.tensor([0, 3, 1])), (torch.randn(2, 5), torch.tensor([1, 2])),
                             (torch.randn(4, 4), torch.tensor([5, 0, 0, 5]))],
+    "assert_not": lambda: [(torch.randn(2, 3), torch.tensor(2.0)), (torch.randn(4), torch.tensor(0.5))],
     "layerdrop_continue": lambda: [(torch.randn(2, 5, 8),), (torch.randn(1, 3, 8),)],
     "layerdrop_flag": lambda: [(torch.randn(2, 5, 8),), (torch.randn(1, 3, 8),)],
     "assert_item": lambda: [(torch.randn(2, 5), torch.tensor([3, 5]), torch.tensor([True, False])),
@@ -270,6 +271,19 @@ def test_mask_update_keeps_gradients() -> None:
             grads.append(xi.grad)
         assert torch.equal(grads[1], grads[0])
         torch.testing.assert_close(grads[2], grads[0], rtol=0, atol=0)
+
+
+def test_assert_not_fails_as_the_original_in_eager() -> None:
+    """``assert not t`` -> ``assert torch.logical_not(t)``: eager raises the same AssertionError (message
+    included); under compile the failing check is the graph's, a RuntimeError with the message (unsafe)."""
+    x = torch.randn(3)
+    for scale, message in ((torch.tensor(float("nan")), ""), (torch.tensor(float("inf")), "inf in the activations")):
+        calls = [(x, scale)]
+        eager = _eager(_load("assert_not", "in")["f"], calls)
+        assert eager == [(AssertionError, message)]
+        assert _eager(_load("assert_not", "out")["f"], calls) == eager
+        graphs, outs = _compiled_run("assert_not", "out", calls)
+        assert graphs == 1 and outs[0][0] is RuntimeError and message in outs[0][1]
 
 
 def test_kept_warning_keeps_its_category_under_compile() -> None:

@@ -84,7 +84,8 @@ register(
         "and break the graph",
         ("GB0124", "GB0170"), "break",
         what="""
-            Finds `float(t)`, `int(t)`, `bool(t)`, `math.<fn>(t)` on tensors and the tensor checks
+            Finds `float(t)`, `int(t)`, `bool(t)`, `math.<fn>(t)` on tensors, `assert not t` (Python's
+            `not` needs the truth value; `assert t` alone Dynamo keeps in the graph) and the tensor checks
             `torch._check_tensor_all(cond)` / `torch._check_tensor_all_with(E, cond)` in traced code.
         """,
         why="""
@@ -121,8 +122,12 @@ register(
             "raises under compile, but it may be Dynamo's `RuntimeError` of a failed runtime assertion (`u0 >= 1`) "
             "where the original raised its own error type and message; the value is read on the host, a device "
             "sync, as in the original). Declined when the message is a function reading names (Dynamo breaks on "
-            "its closure). Otherwise `int(t)`/`float(t)`: scalar capture for the site. " + SCOPED_CAPTURE,
-            strategies=("tensor_check", "branch_test", "keep_tensor", "capture"),
+            "its closure). `assert not t` (`assert not torch.isnan(h).any()`, plain-string message or none) becomes "
+            "`assert torch.logical_not(t)`, a tensor assert Dynamo keeps in the graph (**unsafe**: eager raises the "
+            "same `AssertionError` with the same message, but under compile a failing check raises `RuntimeError` "
+            "with the message, asynchronously on CUDA). Otherwise `int(t)`/`float(t)`: scalar capture for the site. "
+            + SCOPED_CAPTURE,
+            strategies=("assert_not", "tensor_check", "branch_test", "keep_tensor", "capture"),
         ),
     ),
     Rule(
@@ -334,6 +339,16 @@ def _method_call(ctx: Context, call: ast.Call, method: str) -> None:
         if CAPTURE_DYNAMIC not in ctx.config_flags:
             ctx.report("MND304", call, f"`.{method}()` in compiled code: its output shape depends on the data and "
                                        "the graph breaks")
+
+
+@checker("assert")
+def assert_not_tensor(ctx: Context, node: ast.Assert) -> None:
+    """``assert not t``: ``not`` asks the tensor for its truth value (a break); ``assert t`` alone is kept in the
+    graph by Dynamo (``torch._assert_async``) and is not reported."""
+    test = node.test
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and ctx.kind(test.operand) == tk.T:
+        ctx.report("MND302", test, "`assert not <tensor>` in compiled code: `not` needs the tensor's truth value "
+                                   "as a Python bool and breaks the graph")
 
 
 @checker("augassign")
