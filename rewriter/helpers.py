@@ -112,6 +112,39 @@ def masked_mean(t, mask):
     return torch.where(mask, t, torch.zeros((), dtype=t.dtype, device=t.device)).sum() / count
 
 
+def mask_update(t, op, mask, value):
+    """``t[mask] op= value`` (``op``: ``"+"``, ``"-"``, ``"*"``, ``"/"``; ``value`` a Python number) without a
+    data-dependent shape under torch.compile: the in-place op on a copy of every element, stored into ``t``
+    where the boolean ``mask`` holds (``t.copy_(torch.where(...))``: in place, aliases see it). Eager, a mask
+    that is not ``t``'s leading dimensions or on another device, a leaf that requires grad, and a dtype the
+    in-place op could reject run the original (a graph break there)."""
+    if (torch.compiler.is_compiling() and isinstance(t, torch.Tensor) and isinstance(mask, torch.Tensor)
+            and mask.dtype == torch.bool and mask.shape == t.shape[:mask.dim()] and mask.device == t.device
+            and not (t.requires_grad and t.is_leaf)
+            and (t.is_floating_point() or t.is_complex() or (
+                op != "/" and t.dtype != torch.bool and type(value) is int))):
+        updated = _mask_op(t.clone(), op, value)
+        mask = mask.reshape(mask.shape + (1,) * (t.dim() - mask.dim()))
+        t.copy_(torch.where(mask, updated, t))
+        return
+    part = t[mask]  # noqa: MND305 - the original statement, as Python runs `t[mask] op= value`
+    part = _mask_op(part, op, value)
+    t[mask] = part
+
+
+def _mask_op(a, op, value):
+    """``a op= value`` (the in-place operator of ``t[mask] op= value``)."""
+    if op == "+":
+        a += value
+    elif op == "-":
+        a -= value
+    elif op == "*":
+        a *= value
+    else:
+        a /= value
+    return a
+
+
 def routed_store(t, mask, rows):
     """``t[mask] = rows[mask]`` with a static shape: ``t`` keeps its values where the
     boolean ``mask`` is False and takes ``rows``' where it is True; an index tensor stores as before."""

@@ -206,12 +206,38 @@ class FunctionWalker(tk.TensorKinds):
         first tensor-valued one. The tensor condition is evaluated (and breaks) only in that mode."""
         if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
             return None
-        for v in test.values:
+        for i, v in enumerate(test.values):
             if self.kind(v) == tk.T:
                 return None
-            m = self.mode_test(v)
+            m = self.mode_test(v) or self._layerdrop_configured(v, test.values[i + 1:])
             if m is not None:
                 return m
+        return None
+
+    def _layerdrop_configured(self, test: ast.AST, rest: list[ast.AST]) -> str | None:
+        """``p > 0`` in ``p > 0 and u < p`` (or ``p > u``), the guard ``mend fix`` puts before a LayerDrop test
+        (``u`` a ``torch.rand`` draw, ``p`` a configured probability): the tensor test runs, and breaks, only
+        when LayerDrop is configured, a mode like ``self.training``."""
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Gt)
+                and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == 0
+                and isinstance(test.left, (ast.Name, ast.Attribute)) and rest):
+            return None
+        bound = ast.dump(test.left)
+        if not (isinstance(test.left, ast.Name) or self.is_self_attr(test.left)):
+            return None
+        nxt = rest[0]
+        if not (isinstance(nxt, ast.Compare) and len(nxt.ops) == 1):
+            return None
+        left, right = nxt.left, nxt.comparators[0]
+        if isinstance(nxt.ops[0], ast.Lt) and ast.dump(right) == bound:
+            draw = left
+        elif isinstance(nxt.ops[0], ast.Gt) and ast.dump(left) == bound:
+            draw = right
+        else:
+            return None
+        value = self.local_values.get(draw.id) if isinstance(draw, ast.Name) else None
+        if isinstance(value, ast.Call) and self.scope.qualify(value.func) == "torch.rand":
+            return ast.unparse(test)
         return None
 
     def name_mode(self, expr: ast.AST) -> str | None:
@@ -404,6 +430,13 @@ class FunctionWalker(tk.TensorKinds):
             self.env[s.target.id] = tk.S if tk.S in kinds else max(kinds)
         return False
 
+    def _assert(self, s: ast.Assert) -> bool:
+        self.expr(s.test)
+        if s.msg is not None:
+            self.expr(s.msg)
+        self.dispatch("assert", s)
+        return False
+
     def _match(self, s: ast.Match) -> bool:
         self.expr(s.subject)
         for case in s.cases:
@@ -583,8 +616,10 @@ _STATEMENTS = {
     ast.AnnAssign: FunctionWalker._annassign,
     ast.AugAssign: FunctionWalker._augassign,
     ast.Match: FunctionWalker._match,
+    ast.Assert: FunctionWalker._assert,
     ast.Return: FunctionWalker._return_or_raise,
     ast.Raise: FunctionWalker._return_or_raise,
 }
 if hasattr(ast, "TryStar"):
     _STATEMENTS[ast.TryStar] = FunctionWalker._try
+

@@ -174,6 +174,11 @@ INPUTS = {
     "where_buffer": lambda: [(torch.randn(2, 6, 8), torch.arange(6)[None].expand(2, 6)),
                              (torch.randn(2, 12, 8), torch.arange(12)[None].expand(2, 12)),
                              (torch.randn(2, 6, 8), torch.arange(6)[None].expand(2, 6))],
+    "mask_update": lambda: [(torch.randn(3, 4), torch.tensor([0, 3, 1])), (torch.randn(2, 5), torch.tensor([1, 2])),
+                            (torch.randn(4, 4), torch.tensor([5, 0, 0, 5]))],
+    "assert_not": lambda: [(torch.randn(2, 3), torch.tensor(2.0)), (torch.randn(4), torch.tensor(0.5))],
+    "layerdrop_continue": lambda: [(torch.randn(2, 5, 8),), (torch.randn(1, 3, 8),)],
+    "layerdrop_flag": lambda: [(torch.randn(2, 5, 8),), (torch.randn(1, 3, 8),)],
     "assert_item": lambda: [(torch.randn(2, 5), torch.tensor([3, 5]), torch.tensor([True, False])),
                             (torch.randn(3, 4), torch.tensor([1, 2, 4]), torch.tensor([False, True]))],
 }
@@ -213,6 +218,72 @@ def test_fixture_runtime(name: str, monkeypatch) -> None:
     assert graphs_before > 1
     assert graphs_after == 1
     _same(eager, compiled)
+
+
+@pytest.mark.parametrize("name", ["layerdrop_continue", "layerdrop_flag"])
+def test_layerdrop_guard_keeps_the_draws(name: str) -> None:
+    """LayerDrop in training (``p > 0 and u < p``): with layerdrop 0.0 the repaired model compiles to one
+    graph (the original breaks) and gives the original's outputs, gradients and RNG state after the call;
+    with layerdrop 0.5 (the break stays) eager outputs and RNG state are the original's, bit for bit."""
+    (x,), _ = INPUTS[name]()
+    for layerdrop in (0.0, 0.5):
+        results = []
+        for kind, backend in (("in", None), ("out", None), ("in", "eager"), ("out", "eager")):
+            if backend is not None and layerdrop:
+                continue
+            graphs = []
+
+            def counting(gm, example_inputs, graphs=graphs):
+                graphs.append(gm)
+                return gm.forward
+
+            torch._dynamo.reset()
+            ns = _load(name, kind, counting if backend else None)
+            module = next(v for v in ns.values() if isinstance(v, torch.nn.Module))
+            assert module.training
+            module.layerdrop = layerdrop
+            torch.manual_seed(1)
+            xi = x.clone().requires_grad_()
+            out = ns["f"](xi)
+            out.square().sum().backward()
+            grads = [xi.grad] + [p.grad for p in module.parameters()]
+            results.append((kind, backend, len(graphs), out, grads, torch.get_rng_state()))
+        (_, _, _, out0, grads0, rng0), *others = results
+        for kind, backend, graphs, out, grads, rng in others:
+            assert torch.equal(out, out0), (kind, backend, layerdrop)
+            assert all((a is None and b is None) or torch.equal(a, b)  # a dropped layer has no gradient
+                       for a, b in zip(grads, grads0, strict=True)), (kind, backend, layerdrop)
+            assert torch.equal(rng, rng0), (kind, backend, layerdrop)
+            if backend is not None:
+                assert graphs == (1 if kind == "out" else 2), (kind, graphs)
+        if layerdrop:  # the draws decided: some layer was dropped, for this seed
+            assert any(g is None for g in grads0)
+
+
+def test_mask_update_keeps_gradients() -> None:
+    """``t[mask] op= v`` -> ``_mend_mask_update``: the original's gradients, eager (bitwise) and compiled."""
+    for x, ids in INPUTS["mask_update"]():
+        grads = []
+        for kind, backend in (("in", None), ("out", None), ("out", "eager")):
+            torch._dynamo.reset()
+            xi = x.clone().requires_grad_()
+            _load("mask_update", kind, backend)["f"](xi, ids).square().sum().backward()
+            grads.append(xi.grad)
+        assert torch.equal(grads[1], grads[0])
+        torch.testing.assert_close(grads[2], grads[0], rtol=0, atol=0)
+
+
+def test_assert_not_fails_as_the_original_in_eager() -> None:
+    """``assert not t`` -> ``assert torch.logical_not(t)``: eager raises the same AssertionError (message
+    included); under compile the failing check is the graph's, a RuntimeError with the message (unsafe)."""
+    x = torch.randn(3)
+    for scale, message in ((torch.tensor(float("nan")), ""), (torch.tensor(float("inf")), "inf in the activations")):
+        calls = [(x, scale)]
+        eager = _eager(_load("assert_not", "in")["f"], calls)
+        assert eager == [(AssertionError, message)]
+        assert _eager(_load("assert_not", "out")["f"], calls) == eager
+        graphs, outs = _compiled_run("assert_not", "out", calls)
+        assert graphs == 1 and outs[0][0] is RuntimeError and message in outs[0][1]
 
 
 def test_kept_warning_keeps_its_category_under_compile() -> None:

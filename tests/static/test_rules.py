@@ -461,6 +461,16 @@ def test_layerdrop_guard_with_and_is_a_training_mode_guard():
     assert found[0].data["mode"] == "self.training"
 
 
+def test_repaired_layerdrop_test_runs_only_when_layerdrop_is_configured():
+    """``if self.layerdrop > 0 and p < self.layerdrop:`` (mend fix's LayerDrop guard, ``p`` a ``torch.rand``
+    draw): the tensor test runs only with LayerDrop configured, a mode like ``self.training``: not reported.
+    The same guard before a comparison of another tensor is no such mode."""
+    src = LAYERDROP.replace("if p < self.layerdrop:", "if self.layerdrop > 0 and p < self.layerdrop:")
+    assert _diags(src) == []
+    other = src.replace("p = torch.rand([])", "p = x.mean()")
+    assert [(d.line, d.code) for d in _diags(other)] == [(15, "MND201")]
+
+
 def test_item_on_a_helper_result_of_a_maybe_tensor():
     src = """
         import torch

@@ -156,7 +156,8 @@ class Rule:
 RULES: dict[str, Rule] = {}  # what `mend check` can report
 RUNTIME_RULES: dict[str, Rule] = {}  # what only `mend run` reports (kind "runtime")
 
-NODE_KINDS = ("call", "if", "while", "ifexp", "subscript", "fstring", "augassign", "assign", "with", "binop")
+NODE_KINDS = ("call", "if", "while", "ifexp", "subscript", "fstring", "augassign", "assign", "with", "binop",
+              "assert")
 CHECKERS: dict[str, list[NodeChecker]] = {kind: [] for kind in NODE_KINDS}
 FUNCTION_CHECKERS: list[FunctionChecker] = []
 FILE_CHECKERS: list[FileChecker] = []

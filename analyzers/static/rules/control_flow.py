@@ -58,6 +58,14 @@ register(
         """,),
         fix=FixInfo(
             "sometimes", "safe", "data-dependent if -> torch.where",
+            "LayerDrop in training (`u = torch.rand([])` then `if u < self.layerdrop:`, BART's and Whisper's "
+            "encoder and decoder loops) becomes `if self.layerdrop > 0 and u < self.layerdrop:` (**safe**: a "
+            "`torch.rand` draw is never below a bound <= 0, the draw is kept, so values and the RNG stream are "
+            "the original's); with `layerdrop=0.0` Dynamo decides the test on the attribute and the break is "
+            "gone, with `layerdrop > 0` it stays (the test then runs only in that configuration and is no "
+            "longer reported, like one behind `self.training`). Matched only for a one-element `torch.rand` "
+            "draw bound once just before the `if`, a strict `u < p` / `p > u`, and `p` proven a number "
+            "(`self.X` assigned only number literals, number parameters or `config.` attributes). "
             "An `if <tensor cond>:` whose body only reports (print, logger calls, `warnings.warn`) is guarded "
             "as a whole with `if not torch.compiler.is_compiling():` under the `guard` side-effect policy "
             "(**safe** when the condition has no side effects: eager unchanged; under compile the report does "
@@ -133,7 +141,7 @@ register(
             "of a 1-D tensor and Python's own otherwise (**unsafe**: the value, the test and the element are "
             "computed on both paths and can raise where the original skipped the store, and the tensor is "
             "written with its own numbers where the original left it alone; the stored numbers are eager's).",
-            strategies=("kept_values", "ifexp_where", "reporting_if", "buffer_select", "mask_drop", "store_select",
+            strategies=("layerdrop_guard", "kept_values", "ifexp_where", "reporting_if", "buffer_select", "mask_drop", "store_select",
                         "cond_branches", "where_select", "fallback_select"),
         ),
     ),

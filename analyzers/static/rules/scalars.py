@@ -84,7 +84,8 @@ register(
         "and break the graph",
         ("GB0124", "GB0170"), "break",
         what="""
-            Finds `float(t)`, `int(t)`, `bool(t)`, `math.<fn>(t)` on tensors and the tensor checks
+            Finds `float(t)`, `int(t)`, `bool(t)`, `math.<fn>(t)` on tensors, `assert not t` (Python's
+            `not` needs the truth value; `assert t` alone Dynamo keeps in the graph) and the tensor checks
             `torch._check_tensor_all(cond)` / `torch._check_tensor_all_with(E, cond)` in traced code.
         """,
         why="""
@@ -121,8 +122,12 @@ register(
             "raises under compile, but it may be Dynamo's `RuntimeError` of a failed runtime assertion (`u0 >= 1`) "
             "where the original raised its own error type and message; the value is read on the host, a device "
             "sync, as in the original). Declined when the message is a function reading names (Dynamo breaks on "
-            "its closure). Otherwise `int(t)`/`float(t)`: scalar capture for the site. " + SCOPED_CAPTURE,
-            strategies=("tensor_check", "branch_test", "keep_tensor", "capture"),
+            "its closure). `assert not t` (`assert not torch.isnan(h).any()`, plain-string message or none) becomes "
+            "`assert torch.logical_not(t)`, a tensor assert Dynamo keeps in the graph (**unsafe**: eager raises the "
+            "same `AssertionError` with the same message, but under compile a failing check raises `RuntimeError` "
+            "with the message, asynchronously on CUDA). Otherwise `int(t)`/`float(t)`: scalar capture for the site. "
+            + SCOPED_CAPTURE,
+            strategies=("assert_not", "tensor_check", "branch_test", "keep_tensor", "capture"),
         ),
     ),
     Rule(
@@ -217,8 +222,8 @@ register(
         ("GB0036",), "break",
         what="""
             Finds reads `t[mask]` where `mask` is a boolean tensor (a comparison of tensors, `isnan`,
-            `.bool()`, `~mask`, or a tensor parameter whose name contains `mask`). Writes such as
-            `t[mask] = 0` are traced and not reported.
+            `.bool()`, `~mask`, or a tensor parameter whose name contains `mask`), also the read of an
+            augmented store `t[mask] += v`. Writes such as `t[mask] = 0` are traced and not reported.
         """,
         why="Indexing with a boolean mask runs `nonzero` under the hood: dynamic output shape (GB0036).",
         use_instead="`torch.where(mask, t, 0).sum() / mask.sum()` or `(t * mask).sum()` keep static shapes.",
@@ -245,8 +250,13 @@ register(
             "keeps it; under compile `_mend_routed_store(t, mask, expert(x))` runs the module on every row and "
             "stores the selected rows with `torch.where` (**unsafe**: within float tolerance, expert FLOPs on "
             "every row, assumes the module treats rows independently; declined for a `torch`/builtin function). "
+            "An augmented store `t[mask] += v` (`-=`, `*=`, `/=`, `v` a number literal) becomes "
+            "`_mend_mask_update(t, \"+\", mask, v)` (**safe**): eager runs the original statement; under compile, "
+            "for a boolean mask of `t`'s leading dimensions and a dtype the in-place op accepts for any value, the "
+            "same in-place op on a copy of every element stored with `t.copy_(torch.where(mask, ...))` (in place: "
+            "aliases see it), else the original; declined for a tensor `v` (it broadcasts against `t[mask]`). "
             "Other mask uses: dynamic-output capture for the site. " + SCOPED_CAPTURE,
-            strategies=("masked_reduction", "routed_store", "capture"),
+            strategies=("masked_reduction", "routed_store", "mask_update", "capture"),
         ),
     ),
 )
@@ -331,11 +341,29 @@ def _method_call(ctx: Context, call: ast.Call, method: str) -> None:
                                        "the graph breaks")
 
 
+@checker("assert")
+def assert_not_tensor(ctx: Context, node: ast.Assert) -> None:
+    """``assert not t``: ``not`` asks the tensor for its truth value (a break); ``assert t`` alone is kept in the
+    graph by Dynamo (``torch._assert_async``) and is not reported."""
+    test = node.test
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and ctx.kind(test.operand) == tk.T:
+        ctx.report("MND302", test, "`assert not <tensor>` in compiled code: `not` needs the tensor's truth value "
+                                   "as a Python bool and breaks the graph")
+
+
+@checker("augassign")
+def boolean_mask_update(ctx: Context, node: ast.AugAssign) -> None:
+    """``t[mask] += v``: Python reads ``t[mask]`` (a data-dependent shape), updates it, and stores it back."""
+    if isinstance(node.target, ast.Subscript):
+        boolean_mask(ctx, node.target, "augmented store through a boolean mask `t[mask] += v`: Python reads "
+                                       "`t[mask]` first, whose shape depends on the data, and the graph breaks")
+
+
 @checker("subscript")
-def boolean_mask(ctx: Context, node: ast.Subscript) -> None:
+def boolean_mask(ctx: Context, node: ast.Subscript, message: str | None = None) -> None:
     if ctx.kind(node.value) not in (tk.T, tk.M) or CAPTURE_DYNAMIC in ctx.config_flags:
         return
     idx = node.slice
     elts = idx.elts if isinstance(idx, ast.Tuple) else [idx]
     if any(ctx.is_bool_tensor(e) for e in elts):
-        ctx.report("MND305", node)
+        ctx.report("MND305", node, message)

@@ -1,0 +1,232 @@
+"""MND201 LayerDrop, ``u = torch.rand([])`` then ``if u < p:``: guarded, ``if p > 0 and u < p:``.
+
+The LayerDrop loops of transformers' encoders and decoders (BART, Whisper, ...) draw one uniform number per
+layer in training and skip the layer when it is below ``self.layerdrop``; the ``if`` on the tensor breaks
+the graph. ``torch.rand`` draws from ``[0, 1)``: no draw is ever below a ``p <= 0``, so ``u < p`` is False
+there without looking at ``u``, and ``p > 0 and u < p`` has the truth value of ``u < p`` for every number
+``p`` (NaN included). **Safe**: the draw is kept (the RNG stream is the same), and where ``p > 0`` the
+original test runs as written. With the usual ``layerdrop=0.0`` Dynamo decides ``p > 0`` on the constant
+attribute and the break is gone; with ``p > 0`` the tensor test still breaks the graph, as before (the
+static check then reports nothing: the test runs only in that configuration, like one behind
+``self.training``).
+
+Matched only where every part is proven: ``u`` is bound once in the function, to ``torch.rand`` of one
+element (``[]``, ``()``, ``1``, ``[1]``, ``(1,)``; keywords ``generator``, ``device``, ``requires_grad`` or a
+real floating ``dtype``), in the same block before the ``if`` and not mentioned in between; the test is
+``u < p`` or ``p > u`` (strict: ``u <= 0`` holds for a draw of 0); ``p`` is ``self.NAME`` whose every
+assignment in the class is a number literal, a parameter of the method with a number default or a
+``float``/``int`` annotation, or an attribute of a ``config`` parameter (transformers' configuration
+numbers), and the class defines no ``NAME`` of its own (a property) -- or ``p`` is such a parameter of the
+function itself, never rebound.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from mend.analyzers.diagnostic import Diagnostic
+from mend.rewriter.analysis import all_params, code, is_number, names_in, self_attr, strip_parens
+from mend.rewriter.context import FileContext
+from mend.rewriter.parts.sites import branch_node
+from mend.rewriter.plan import Decline, Example, Plan
+
+EXAMPLES = (
+    Example(
+        rule="MND201",
+        before="""
+            import torch
+            from torch import nn
+
+
+            class Decoder(nn.Module):
+                def __init__(self, layerdrop=0.0):
+                    super().__init__()
+                    self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+                    self.layerdrop = layerdrop
+
+                def forward(self, x):
+                    x = x * 2
+                    for layer in self.layers:
+                        if self.training:
+                            dropout_probability = torch.rand([])
+                            if dropout_probability < self.layerdrop:
+                                continue
+                        x = layer(x)
+                    return x
+        """,
+        after="""
+            import torch
+            from torch import nn
+
+
+            class Decoder(nn.Module):
+                def __init__(self, layerdrop=0.0):
+                    super().__init__()
+                    self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+                    self.layerdrop = layerdrop
+
+                def forward(self, x):
+                    x = x * 2
+                    for layer in self.layers:
+                        if self.training:
+                            dropout_probability = torch.rand([])
+                            if self.layerdrop > 0 and dropout_probability < self.layerdrop:
+                                continue
+                        x = layer(x)
+                    return x
+        """,
+        run="compile(lambda x, m=Decoder().train(): m(x * 2).sum(-1))(torch.ones(2, 4))",
+    ),
+)
+
+_SIZES = {"[]", "()", "1", "[1]", "(1,)", "(1)"}
+_KEYWORDS = {"generator", "device", "requires_grad", "dtype"}
+_REAL_DTYPES = {"torch.float", "torch.float32", "torch.float64", "torch.double", "torch.float16", "torch.half",
+                "torch.bfloat16"}
+
+
+def repair(ctx: FileContext, diag: Diagnostic) -> Plan | Decline | None:
+    node = branch_node(ctx, diag)
+    if isinstance(node, Decline):
+        return node
+    test = strip_parens(node.test)
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return None
+    op, right = test.comparisons[0].operator, test.comparisons[0].comparator
+    if isinstance(op, cst.LessThan):
+        draw, bound = test.left, right
+    elif isinstance(op, cst.GreaterThan):
+        draw, bound = right, test.left
+    else:
+        return None
+    if not isinstance(draw, cst.Name) or _draw(ctx, node, draw.value) is None:
+        return None
+    why = _not_a_number(ctx, node, bound)
+    if why:
+        return Decline(diag, f"LayerDrop test `{code(test)}`: {why}", final=False)
+    guard = cst.Comparison(left=bound, comparisons=[cst.ComparisonTarget(
+        operator=cst.GreaterThan(), comparator=cst.Integer("0"))])
+    new = cst.BooleanOperation(left=guard, operator=cst.And(), right=node.test)
+    return Plan(diag, f"LayerDrop: `{code(bound)} > 0 and ...` (a `torch.rand` draw is never below a bound <= 0; "
+                      "the draw is kept)", "safe", [(node.test, new)])
+
+
+def _draw(ctx: FileContext, node: cst.CSTNode, name: str) -> cst.Call | None:
+    """The ``torch.rand`` call of one element ``name`` is bound to, once in the function, in the block of
+    ``node`` (an ``if``) before it and not mentioned in between; else None."""
+    func = ctx.enclosing_function(node)
+    if func is None:
+        return None
+    stores = ctx.facts(func).stores.get(name, [])
+    if len(stores) != 1 or not isinstance(stores[0], cst.Assign) or len(stores[0].targets) != 1:
+        return None
+    assign = stores[0]
+    call = assign.value
+    if not (isinstance(assign.targets[0].target, cst.Name) and isinstance(call, cst.Call)
+            and ctx.imports.qualify(call.func) == "torch.rand" and _one_element(ctx, call)):
+        return None
+    line = ctx.parent(assign)
+    stmt = node if isinstance(node, cst.If) else ctx.statement_line(node)
+    block = ctx.parent(line) if line is not None else None
+    if stmt is None or not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1 \
+            or not isinstance(block, cst.IndentedBlock) or ctx.parent(stmt) is not block:
+        return None
+    body = list(block.body)
+    start, end = _index(body, line), _index(body, stmt)
+    if start is None or end is None or start >= end:
+        return None
+    if any(name in names_in(s) for s in body[start + 1:end]):
+        return None
+    return call
+
+
+def _index(body: list, node: cst.CSTNode) -> int | None:
+    return next((i for i, s in enumerate(body) if s is node), None)
+
+
+def _one_element(ctx: FileContext, call: cst.Call) -> bool:
+    """``torch.rand([])`` (``()``, ``1``, ``[1]``, ``(1,)``), with only harmless keywords: a real floating
+    tensor of one element, all of whose values are >= 0."""
+    positional = [a for a in call.args if a.keyword is None]
+    if len(positional) != 1 or positional[0].star or code(positional[0].value).replace(" ", "") not in _SIZES:
+        return False
+    for arg in call.args:
+        if arg.keyword is None:
+            continue
+        if arg.keyword.value not in _KEYWORDS:
+            return False
+        if arg.keyword.value == "dtype" and ctx.imports.qualify(arg.value) not in _REAL_DTYPES:
+            return False
+    return True
+
+
+def _not_a_number(ctx: FileContext, node: cst.CSTNode, bound: cst.BaseExpression) -> str | None:
+    """None when ``bound`` is proven a Python number the test reads twice without effects; else why not."""
+    func = ctx.enclosing_function(node)
+    attr = self_attr(bound)
+    if attr is not None:
+        cls = ctx.enclosing_class(func) if func is not None else None
+        if cls is None:
+            return "`self` outside a class"
+        return _number_attribute(ctx, cls, attr)
+    if isinstance(bound, cst.Name) and func is not None:
+        param = next((p for p in all_params(func.params) if p.name.value == bound.value), None)
+        if param is None or not _number_param(ctx, param) or ctx.facts(func).stores.get(bound.value):
+            return f"cannot prove `{bound.value}` is a number (a parameter with a number default or annotation)"
+        return None
+    return "the bound is not a name or a `self.` attribute"
+
+
+def _number_attribute(ctx: FileContext, cls: cst.ClassDef, attr: str) -> str | None:
+    values: list[tuple[cst.BaseExpression | None, cst.FunctionDef | None]] = []
+    for stmt in cls.body.body:
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == attr:
+            return f"the class defines `{attr}` (a property is read twice)"
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                targets = small.targets if isinstance(small, cst.Assign) else (
+                    [small] if isinstance(small, cst.AnnAssign) else [])
+                if any(isinstance(t.target, cst.Name) and t.target.value == attr for t in targets):
+                    return f"the class defines `{attr}`"
+    for method in (s for s in cls.body.body if isinstance(s, cst.FunctionDef)):
+        for node in _walk(method.body):
+            if isinstance(node, cst.Assign):
+                if any(self_attr(t.target) == attr for t in node.targets):
+                    values.append((node.value, method))
+                elif any(attr in code(t.target) for t in node.targets if not isinstance(t.target, cst.Name)):
+                    return f"`self.{attr}` is bound in a form not followed"
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and self_attr(node.target) == attr:
+                values.append((None, method))
+    if not values:
+        return f"no assignment of `self.{attr}` in the class"
+    for value, method in values:
+        if value is None or not _number_value(ctx, value, method):
+            return f"cannot prove `self.{attr}` holds a number (`{code(value) if value is not None else '...'}`)"
+    return None
+
+
+def _number_value(ctx: FileContext, value: cst.BaseExpression, method: cst.FunctionDef) -> bool:
+    if is_number(value):
+        return True
+    params = {p.name.value: p for p in all_params(method.params)}
+    if isinstance(value, cst.Name):
+        param = params.get(value.value)
+        return param is not None and _number_param(ctx, param) and not ctx.facts(method).stores.get(value.value)
+    if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name):
+        return value.value.value == "config" and "config" in params  # transformers: a configuration number
+    return False
+
+
+def _number_param(ctx: FileContext, param: cst.Param) -> bool:
+    if param.star:
+        return False
+    ann = code(param.annotation.annotation) if param.annotation is not None else None
+    if ann is not None:
+        return ann in {"float", "int"}
+    return param.default is not None and is_number(param.default)
+
+
+def _walk(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)

@@ -1,0 +1,65 @@
+"""The LayerDrop guard (``layerdrop_guard``) applies only where every part of its proof holds."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from mend.rewriter import FixOptions, fix_source
+from tests.rewriter.conftest import diag
+
+SOURCE = """
+import torch
+from torch import nn
+
+
+class Decoder(nn.Module):
+    def __init__(self, config, layerdrop=0.0):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+        self.layerdrop = LAYERDROP
+
+    def forward(self, x):
+        for layer in self.layers:
+            if self.training:
+                DRAW
+                if TEST:
+                    continue
+            x = layer(x)
+        return x
+"""
+
+
+def _fix(layerdrop: str = "layerdrop", draw: str = "u = torch.rand([])", test: str = "u < self.layerdrop"):
+    src = textwrap.dedent(SOURCE).replace("LAYERDROP", layerdrop).replace("DRAW", draw).replace("TEST", test)
+    line = src.splitlines().index(f"                if {test}:") + 1
+    res = fix_source(src, "t.py", [diag("MND201", line, 20)], FixOptions())
+    return res
+
+
+@pytest.mark.parametrize("layerdrop,draw,test,guard", [
+    ("layerdrop", "u = torch.rand([])", "u < self.layerdrop", "self.layerdrop > 0 and u < self.layerdrop"),
+    ("config.decoder_layerdrop", "u = torch.rand(1)", "self.layerdrop > u", "self.layerdrop > 0 and self.layerdrop > u"),
+    ("0.1", "u = torch.rand((), dtype=torch.float16)", "u < self.layerdrop", "self.layerdrop > 0 and u < self.layerdrop"),
+])
+def test_applies(layerdrop, draw, test, guard) -> None:
+    res = _fix(layerdrop, draw, test)
+    assert [p.strategy for p in res.applied] == ["layerdrop_guard"]
+    assert f"if {guard}:" in res.fixed
+
+
+@pytest.mark.parametrize("layerdrop,draw,test", [
+    ("layerdrop", "u = torch.rand([])", "u <= self.layerdrop"),  # u == 0 <= 0: the guard would change it
+    ("layerdrop", "u = torch.rand(2)", "u < self.layerdrop"),  # eager raises (ambiguous truth value)
+    ("layerdrop", "u = torch.randn([])", "u < self.layerdrop"),  # can be negative
+    ("layerdrop", "u = torch.rand([], dtype=torch.complex64)", "u < self.layerdrop"),
+    ("torch.tensor(0.0)", "u = torch.rand([])", "u < self.layerdrop"),  # not proven a number
+    ("config", "u = torch.rand([])", "u < self.layerdrop"),
+    ("layerdrop", "u = torch.rand([]); u = u * 2", "u < self.layerdrop"),  # bound twice
+    ("layerdrop", "u = torch.rand([]); u.sub_(1)", "u < self.layerdrop"),  # changed in between
+])
+def test_declines(layerdrop, draw, test) -> None:
+    res = _fix(layerdrop, draw, test)
+    assert all(p.strategy != "layerdrop_guard" for p in res.applied)
+    assert f"if {test}:" in res.fixed
