@@ -5,8 +5,9 @@ than a reader can hold (800 lines). The modules are those pyproject.toml install
 from __future__ import annotations
 
 import ast
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_LINES = 800

@@ -99,7 +99,7 @@ def test_reading_the_settings_imports_no_torch():
     code = "import sys, mend.settings; print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'mend')))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "['mend', 'mend.settings']"
+    assert proc.stdout.strip() == "['mend', 'mend.settings', 'mend.version']"
 
 
 @pytest.mark.parametrize("text,want", [("1", True), ("TRUE", True), (" yes ", True), ("on", True),
