@@ -146,7 +146,7 @@ def _check_paths(paths: list[str], config, jobs: Optional[int], no_cache: bool, 
     finally:
         if bar:
             bar.close()
-    for path, why in result.skipped:
+    for path, why in result.skipped + result.timed_out:
         typer.echo(f"mend: skipped {display_path(Path(path))}: {why}", err=True)
     if show_traced:
         for f in result.files:

@@ -19,7 +19,7 @@ import sys
 import warnings
 from collections.abc import Iterable
 
-from mend.imports.hook import RepairHook
+from mend.imports.hook import RepairHook, print_uncaught
 from mend.imports.settings import ENV_VAR, RepairSettings, SettingsError, export
 from mend.settings import REPAIR
 
@@ -56,11 +56,15 @@ def repair_imports(packages: Iterable[str] | str, *, unsafe: bool = False, side_
 
 
 def install(settings: RepairSettings) -> RepairHook:
-    """Put a hook for ``settings`` first on ``sys.meta_path`` (replacing an installed one)."""
+    """Put a hook for ``settings`` first on ``sys.meta_path`` (replacing an installed one), and, unless the
+    program set its own, print uncaught exceptions with the repaired lines (:func:`~mend.imports.hook.print_uncaught`;
+    it stays after :func:`uninstall`, as the modules loaded repaired do)."""
     global _active
     _remove()
     _active = RepairHook(settings)
     sys.meta_path.insert(0, _active)
+    if sys.excepthook is sys.__excepthook__:
+        sys.excepthook = print_uncaught
     return _active
 
 

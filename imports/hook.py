@@ -11,7 +11,9 @@ What a repaired module looks like from outside:
 
 * ``__file__``, ``co_filename`` and tracebacks name the original file; the repaired text is registered
   in ``linecache`` under that name (as an entry that ``linecache.checkcache`` keeps), so tracebacks,
-  ``inspect.getsource`` and pdb show the repaired lines, at the repaired line numbers;
+  ``inspect.getsource`` and pdb show the repaired lines, at the repaired line numbers; an uncaught
+  exception too (:func:`print_uncaught`: before Python 3.13 the interpreter's own printer reads the
+  lines from the file on disk, the original's, not from ``linecache``);
 * the original file's ``__pycache__`` is never written with repaired code (a plain import later loads
   the original);
 * :attr:`RepairHook.loaded` keeps every module the hook served, with what was changed and the line map
@@ -215,6 +217,14 @@ def register_source(filename: str, text: str) -> None:
     linecache.cache[filename] = (len(text), None, lines, filename)
 
 
+def print_uncaught(exc_type: type[BaseException], value: BaseException, tb: Any) -> None:
+    """``sys.excepthook`` while modules load repaired: the traceback printed as the interpreter prints it,
+    its lines read through ``linecache`` (the repaired text of a repaired module, :func:`register_source`)."""
+    import traceback
+
+    traceback.print_exception(exc_type, value, tb)
+
+
 def _package_dir(real: str, fullname: str, is_package: bool, settings: RepairSettings) -> str:
     """The folder of the chosen package that holds a module (the file itself for a one-file module)."""
     chosen = max((p for p in settings.packages if settings.covers(fullname) and
@@ -228,4 +238,4 @@ def _package_dir(real: str, fullname: str, is_package: bool, settings: RepairSet
     return str(folder)
 
 
-__all__ = ["RepairHook", "RepairLoader", "register_source"]
+__all__ = ["RepairHook", "RepairLoader", "print_uncaught", "register_source"]

@@ -246,6 +246,9 @@ REPAIR_CACHE_KEY = PathSwitch("MEND_REPAIR_CACHE_KEY", None, "a file holding the
 # the commands
 OUTPUT_FORMAT = Choice("MEND_OUTPUT_FORMAT", "concise", "mend check's --output-format when the option is not "
                        "given", CLI, choices=("concise", "full", "json", "github", "sarif", "junit"))
+FILE_TIME_LIMIT = Seconds("MEND_FILE_TIME_LIMIT", 120.0, "the seconds mend check and mend fix may spend on one "
+                          "file's analysis, and mend fix on its repair; a file that takes longer is reported and "
+                          "left unchanged, the others go on; 0: no limit", CLI)
 DEBUG = Flag("MEND_DEBUG", False, "1: an internal error of mend check shows its traceback", CLI)
 RUN_CHILDREN = PathSwitch("MEND_RUN_CHILDREN", None, "set by mend run in the program's environment: the folder "
                           "its child processes write their graph-break records to", RUN)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from mend import deadline
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.paths import within
 from mend.analyzers.static import fixability
@@ -165,7 +166,8 @@ def fix_paths(
     A finding is applied only to the bytes it was found in: each file is read, repaired and written while
     its folder is locked against other ``mend fix`` runs (:func:`mend.rewriter.files.locked`), and a file
     whose bytes differ from the ones the analysis read (edited meanwhile, or fixed by another run) is
-    analysed again first (a note says so). Files that are not regular files are skipped with a note. With
+    analysed again first (a note says so). A file whose analysis or repair runs past ``MEND_FILE_TIME_LIMIT``
+    (:mod:`mend.deadline`) is an error, left as it is. Files that are not regular files are skipped with a note. With
     ``record``, what was decided for each finding is stored for ``mend check``
     (:mod:`mend.analyzers.static.fixability`)."""
     static = _static()
@@ -196,6 +198,8 @@ def fix_paths(
                 known.add(_key(d.path))
     trees = TreeModules(write)
     run.notes += [(path, f"skipped: {why}") for path, why in getattr(result, "skipped", [])]
+    run.errors += [(path, f"skipped: {why}; left unchanged") for path, why in getattr(result, "timed_out", [])]
+    stopped = {_key(path) for path, _ in getattr(result, "timed_out", [])}
 
     def diagnose(text: str, display: str) -> list[Diagnostic]:
         return list(static.check_source(text, display, config, project))
@@ -205,7 +209,7 @@ def fix_paths(
         modes.append(fixability.mode(False, side_effects or fixability.config_policy(raw)))
     for file in _once_each(targets, run):
         diags = _unique(sites.get(_key(file), []))
-        if not diags:
+        if not diags or _key(file) in stopped:
             continue
         res = _fix_file(file, diags, options, diagnose, run, write, trees, modes, analysed.get(_key(file)))
         if res is not None and progress is not None:
@@ -237,18 +241,18 @@ def _fix_locked(file: Path, diags: list[Diagnostic], options: FixOptions,
     except files.FileProblem as exc:
         run.errors.append((display, str(exc)))
         return None
-    if analysed is not None and source.digest != analysed:
-        run.notes.append((display, "changed on disk since it was analysed: analysed again"))
-        diags = [d for d in diagnose(source.text, display) if d.source == "static"] + \
-            [d for d in diags if d.source != "static"]
-        if not diags:
-            return None
-    diags = [d if d.path == display else _with_path(d, display) for d in diags]
     try:
-        res = fix_windowed(source.text, display, diags, options, lambda text: diagnose(text, display))
+        with deadline.bounded(deadline.limit()):  # MEND_FILE_TIME_LIMIT: nothing is written past it
+            found = _repair(source, display, diags, options, diagnose, run, analysed)
+    except deadline.TimeLimit as exc:
+        run.errors.append((display, f"skipped: repair {exc}; left unchanged"))
+        return None
     except (RecursionError, MemoryError) as exc:  # a pathological file must not stop the run
         run.errors.append((display, f"cannot repair: {type(exc).__name__}; left unchanged"))
         return None
+    if found is None:
+        return None
+    diags, res = found
     # the findings left, at their positions in the repaired text (before they are put at the user's lines)
     left = {fixability.site(r.diagnostic): r.reason or "mend fix left it" for r in res.remaining
             if r.diagnostic.fix is not None and r.diagnostic.source == "static"}
@@ -272,6 +276,21 @@ def _fix_locked(file: Path, diags: list[Diagnostic], options: FixOptions,
             run.written.append(display)
             _record_left(file, res, left, modes, run)
     return res
+
+
+def _repair(source: files.SourceFile, display: str, diags: list[Diagnostic], options: FixOptions,
+            diagnose: Callable[[str, str], list[Diagnostic]], run: FixRun,
+            analysed: str | None) -> tuple[list[Diagnostic], FileResult] | None:
+    """The findings repaired (analysed again when the file's bytes are not the ones analysed; None when
+    none is left) and the repair; nothing is written."""
+    if analysed is not None and source.digest != analysed:
+        run.notes.append((display, "changed on disk since it was analysed: analysed again"))
+        diags = [d for d in diagnose(source.text, display) if d.source == "static"] + \
+            [d for d in diags if d.source != "static"]
+        if not diags:
+            return None
+    diags = [d if d.path == display else _with_path(d, display) for d in diags]
+    return diags, fix_windowed(source.text, display, diags, options, lambda text: diagnose(text, display))
 
 
 def _record_left(file: Path, res: FileResult, left: dict[str, str], modes: list[str], run: FixRun) -> None:

@@ -21,6 +21,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
+from mend import deadline
 from mend.analyzers.diagnostic import Diagnostic
 from mend.rewriter.context import FileContext
 from mend.rewriter.helper_module import helper_import, public_name
@@ -82,6 +83,7 @@ def plan_round(ctx: FileContext, diagnostics: Sequence[Diagnostic]) -> tuple[lis
     ctx.prepare(d.line for d in diagnostics if d.code in ctx.strategies)
     fallbacks: list[Plan] = []
     for diag in sorted(diagnostics, key=lambda d: (d.line, d.col, d.code)):
+        deadline.check()  # the file's time limit (mend.deadline); raised past the `except Exception` below
         strategies = ctx.strategies.get(diag.code)
         if not strategies:
             declines.append(Decline(diag, no_fix_reason(diag.code)))
@@ -213,6 +215,7 @@ def fix_source(
     declines: list[Decline] = []
     postponed: list[Diagnostic] = []
     for _ in range(options.max_rounds):
+        deadline.check()
         if not any(d.code in strategies for d in diags):
             declines = [Decline(d, no_fix_reason(d.code)) for d in diags]
             postponed = []

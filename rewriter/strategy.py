@@ -25,6 +25,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from mend import deadline
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.static.rules import rule_for
 from mend.rewriter.context import FileContext
@@ -47,6 +48,7 @@ def first_plan(ctx: FileContext, diag: Diagnostic, strategies: Sequence[NamedStr
     every strategy's (``exhausted`` when none said anything)."""
     declines: list[Decline] = []
     for strategy in strategies:
+        deadline.check()  # the file's time limit (mend.deadline)
         result = strategy.repair(ctx, diag)
         if isinstance(result, Plan):  # a plan another rule's list made (repair_as) says so: "branch_test/where_select"
             result.strategy = f"{strategy.name}/{result.strategy}" if result.strategy else strategy.name

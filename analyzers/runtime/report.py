@@ -284,6 +284,7 @@ def render_html(data: RunData, found: Sequence[Finding]) -> str:
         + "".join(f'<div class="card"><b>{e(str(v))}</b><span>{e(k)}</span></div>' for k, v in cards)
         + "</div>",
     ]
+    anchors = {id(f): i for i, f in enumerate(found)}  # each site's row links to its section, site-<i>
     out.append("<h2>Sites</h2>")
     if found:
         out.append('<table id="sites"><thead><tr><th>Location</th><th>Kind</th><th>Rule</th><th>Count</th>'
@@ -304,7 +305,7 @@ def render_html(data: RunData, found: Sequence[Finding]) -> str:
             continue
         out.append(f"<h2>{title}</h2>")
         for f in group:
-            i = list(found).index(f)
+            i = anchors[id(f)]
             site = f.site
             out.append(f'<section class="site" id="site-{i}"><header><code>{e(f.path)}:{f.line}</code>'
                        f'<span class="kind k-{f.kind}">{e(f.kind)}</span><span>in <code>{e(site.function)}</code></span>'

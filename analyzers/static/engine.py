@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mend import deadline
 from mend.analyzers.diagnostic import Applicability, Diagnostic, Fix
 from mend.analyzers.paths import escaping
 from mend.analyzers.static import fixability
@@ -261,6 +262,7 @@ class CheckResult:
     seconds: float = 0.0
     project: Project | None = None
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why): not a regular file, too large
+    timed_out: list[tuple[str, str]] = field(default_factory=list)  # (path, why): past MEND_FILE_TIME_LIMIT
     digests: dict[str, str] = field(default_factory=dict)  # path -> sha256 of the bytes analysed
 
     @property
@@ -268,9 +270,21 @@ class CheckResult:
         return len(self.diagnostics)
 
 
-def _work(item: tuple[str, bytes, str, bool, bool]) -> FileSummary:
-    path, data, module, is_package, prefilter = item
-    return analyze_bytes(data, path, module, is_package, prefilter)
+def _work(item: tuple[str, bytes, str, bool, bool, float | None]) -> FileSummary:
+    """Phase 1 for one file within its time limit (the last item, seconds; None: no limit)."""
+    path, data, module, is_package, prefilter, limit = item
+    try:
+        with deadline.bounded(limit):
+            return analyze_bytes(data, path, module, is_package, prefilter)
+    except deadline.TimeLimit as exc:
+        s = _meta_summary(path, module, is_package, "MND902", f"cannot analyse file: {exc}")
+        s.timed_out = exc.seconds
+        return s
+
+
+def timed_out(summaries: Iterable[FileSummary]) -> list[tuple[str, str]]:
+    """(path, why) of each file whose analysis ran past the time limit (its one finding: MND902)."""
+    return [(s.path, f"analysis {deadline.TimeLimit(s.timed_out)}") for s in summaries if s.timed_out]
 
 
 def _read(path: Path) -> bytes | OSError:
@@ -329,7 +343,8 @@ def summarize_files(files: Iterable[Path], config: Config, jobs: int | None = No
     if entries is None:
         entries = hash_files(files, config, explicit)
     summaries: list[FileSummary] = []
-    todo: list[tuple[str, bytes, str, bool, bool]] = []
+    todo: list[tuple[str, bytes, str, bool, bool, float | None]] = []
+    limit = deadline.limit()
     keys: dict[str, str] = {}
     for e in entries:
         if e.skip is not None:
@@ -344,7 +359,7 @@ def summarize_files(files: Iterable[Path], config: Config, jobs: int | None = No
                 progress()
             continue
         keys[e.path] = e.key
-        todo.append((e.path, e.data, e.module, e.is_package, e.prefilter))
+        todo.append((e.path, e.data, e.module, e.is_package, e.prefilter, limit))
     jobs = jobs if jobs is not None else (os.cpu_count() or 1)
     if jobs > 1 and len(todo) >= 32:
         from concurrent.futures import ProcessPoolExecutor
@@ -361,7 +376,8 @@ def summarize_files(files: Iterable[Path], config: Config, jobs: int | None = No
                 progress()
     if cache is not None:
         for s in summaries[-len(todo):] if todo else ():
-            cache.put(s.path, keys[s.path], s)
+            if not s.timed_out:  # a later run, or a higher limit, tries it again
+                cache.put(s.path, keys[s.path], s)
     return summaries, cache, len(todo)
 
 
@@ -440,8 +456,8 @@ def check_paths(paths: Iterable[str | Path], config: Config | None = None, jobs:
                                skipped=skipped, digests=digests)
     summaries, cache, analyzed = summarize_files(files, config, jobs, use_cache, progress, explicit, entries)
     project = build_project(summaries, config, cache)
-    result = CheckResult(files=files, project=project, analyzed=analyzed,
-                         cached=cache.hits if cache else 0, skipped=skipped, digests=digests)
+    result = CheckResult(files=files, project=project, analyzed=analyzed, cached=cache.hits if cache else 0,
+                         skipped=skipped, digests=digests, timed_out=timed_out(summaries))
     for s in summaries:
         result.lines += s.lines
         if s.path.startswith("<dependency>"):
@@ -449,7 +465,7 @@ def check_paths(paths: Iterable[str | Path], config: Config | None = None, jobs:
         result.diagnostics.extend(diagnostics_for(s, project, config, display_path(Path(s.path)), ignore_noqa))
     if cache is not None:
         cache.save()
-    if run_cache is not None and run_key is not None:
+    if run_cache is not None and run_key is not None and not result.timed_out:
         deps = list(getattr(project.loader, "loaded", []))
         run_cache.put(run_key, {"deps": deps, "diagnostics": result.diagnostics, "lines": result.lines})
     result.diagnostics = _with_decisions(result.diagnostics, digests, config, use_cache)

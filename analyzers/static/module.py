@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from mend import deadline
 from mend.analyzers.static.names import (
     CLASS,
     DEF,
@@ -78,12 +79,14 @@ class ModuleAnalyzer:
             self._mark_reorderable()
         self._nodes = {info.id: node for info, node, _scope, _env in self.func_nodes}
         for info, node, scope, env in self.func_nodes:
+            deadline.check()  # the file's time limit (mend.deadline)
             FunctionWalker(self, info, node, scope, env).walk()
         self._static_parameters()
         self._tensor_parameters()
         if self.has_compile:
             self._record_compile_calls()
         for check in FILE_CHECKERS:
+            deadline.check()
             check(self)
         self.summary.imports = {k: b.value for k, b in self.scope.names.items() if b.kind == IMPORT}
         return self.summary
@@ -104,6 +107,7 @@ class ModuleAnalyzer:
     def _rewalk(self, fids) -> None:
         entries = {info.id: (info, node, scope, env) for info, node, scope, env in self.func_nodes}
         for fid in fids:
+            deadline.check()
             info, node, scope, env = entries[fid]
             self.summary.findings[:] = [f for f in self.summary.findings if f.func != fid]
             info.calls.clear()

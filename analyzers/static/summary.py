@@ -118,3 +118,4 @@ class FileSummary:
     suppressions: Suppressions = field(default_factory=Suppressions)
     lines: int = 0
     skipped: bool = False  # pre-filter: the file cannot contain traced code on its own
+    timed_out: float = 0.0  # the time limit (seconds) its analysis ran past: then its one finding is MND902

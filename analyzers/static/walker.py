@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 from typing import Protocol
 
+from mend import deadline
 from mend.analyzers.static import tensors as tk
 from mend.analyzers.static import torch_facts
 from mend.analyzers.static.names import CLASS, DEF, IMPORT, VAR, Scope, children, target_names
@@ -287,6 +288,7 @@ class FunctionWalker(tk.TensorKinds):
 
     def block(self, body: list[ast.stmt]) -> None:
         for stmt in body:
+            deadline.check()  # the file's time limit (mend.deadline)
             if self.stmt(stmt):
                 break  # the rest of the block is dead under compile
 

@@ -6,6 +6,7 @@ import importlib
 import inspect
 import linecache
 import os
+import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -70,6 +71,41 @@ def test_tracebacks_getsource_and_linecache_show_the_repaired_line_under_the_ori
     assert inspect.getsourcefile(helpers.fail) == str(folder / "helpers.py")
     assert "is_compiling" in inspect.getsource(helpers)
     assert helpers.__loader__.get_source(helpers.__name__) == inspect.getsource(helpers)
+
+
+UNCAUGHT = """\
+import sys, traceback
+import mend
+mend.repair_imports([sys.argv[1]], cache_dir=sys.argv[2], isolated=True)
+helpers = __import__(sys.argv[1] + ".helpers").helpers
+try:
+    helpers.fail()
+except RuntimeError:
+    print(traceback.format_exc())
+helpers.fail()  # uncaught: printed by sys.excepthook
+"""
+
+
+def test_an_uncaught_exception_shows_the_repaired_line_at_its_number(toy):
+    """Before Python 3.13 the interpreter's own printer reads the line from the file on disk: the original's
+    text at the repaired number (here a comment line) unless the hook prints it through linecache."""
+    pkg, folder, cache = toy
+    helpers = folder / "helpers.py"
+    helpers.write_text(helpers.read_text() + "".join(f"# original line {n}\n" for n in range(14, 40)))
+    script = folder.parent / "uncaught.py"
+    script.write_text(UNCAUGHT)
+    env = {**os.environ, "PYTHONPATH": str(folder.parent)}
+    proc = subprocess.run([sys.executable, str(script), pkg, str(cache)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    entry = f'File "{helpers}", line '
+    for printed in (proc.stdout, proc.stderr):  # traceback.format_exc(), then the uncaught one
+        lines = printed.splitlines()
+        at = next(i for i, line in enumerate(lines) if entry in line and line.endswith(", in fail"))
+        number = int(lines[at].split(entry)[1].split(",")[0])
+        assert number > 13  # a repaired line number: the original's raise is line 12
+        assert lines[at + 1].strip() == 'raise RuntimeError("from helpers")', printed
+        assert "# original line" not in printed
 
 
 def test_warm_import_reads_the_cache_and_a_changed_file_is_repaired_again(toy):

@@ -14,9 +14,9 @@ register(
     Rule(
         "MND902", "unreadable-file", "file cannot be read as Python source", ("-",), "meta",
         what="Reports a file that cannot be read: not valid UTF-8 (or its declared encoding), binary, or "
-             "not readable.",
+             "not readable; or one whose analysis took longer than `MEND_FILE_TIME_LIMIT` seconds.",
         why="mend cannot analyse it; the run goes on with the other files.",
-        use_instead="Exclude the file (`exclude` in `[tool.mend]`) or fix its encoding.",
+        use_instead="Exclude the file (`exclude` in `[tool.mend]`), fix its encoding, or raise the time limit.",
     ),
     Rule(
         "MND990", "runtime-break-without-rule", "graph break recorded at run time that no rule predicts", ("-",),
