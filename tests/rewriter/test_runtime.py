@@ -652,6 +652,26 @@ def test_int_buffers_fixture_traces_dynamic_shapes() -> None:
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("name", ["int_buffers", "int_buffers_attr"])
+def test_folds_run_the_original_code_where_the_fold_is_off(name: str) -> None:
+    """On a torch before 2.13 ``_mend_fold.active`` is set for good (tracing a call that hands it a module
+    fails there): every folded statement and method of the repaired fixture then runs its original code
+    under compile, so the graphs are the original's and nothing raises."""
+    import _mend
+
+    calls = INPUTS[name]()
+    eager = _eager(_load(name, "in")["f"], calls)
+    graphs_before, _ = _compiled_run(name, "in", calls)
+    graphs_folded, _ = _compiled_run(name, "out", calls)
+    old, _mend.fold.active = _mend.fold.active, True
+    try:
+        graphs_off, outs = _compiled_run(name, "out", calls)
+    finally:
+        _mend.fold.active = old
+    assert graphs_folded == 1 < graphs_before == graphs_off
+    _same(eager, outs)
+
+
 def _helper(name: str) -> dict:
     """The helper ``name``, from a fresh module holding only it (and what it calls), as a repaired tree has it."""
     import sys
