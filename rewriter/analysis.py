@@ -84,13 +84,15 @@ def parse_stmt(text: str) -> cst.BaseStatement:
 
 
 def eager_else(torch: str, eager: Sequence[cst.BaseStatement], compiled: Sequence[cst.BaseStatement] | None = None,
-               *, grad_gate: bool = False, prefix: str = "") -> cst.If:
+               *, grad_gate: bool = False, prefix: str = "", unless: str = "") -> cst.If:
     """``if not torch.compiler.is_compiling(): <eager> [else: <compiled>]``, to stand where ``eager`` stood:
     the shape of every repair that keeps the original code for eager. The first statement's leading lines
     (its comments) move to the ``if``. ``grad_gate``: the original also runs with gradients on (``... or
-    torch.is_grad_enabled()``); ``prefix``: a static test the compiled part still runs under (``elif``)."""
+    torch.is_grad_enabled()``); ``unless``: a test under which the original runs under compile too (``... or
+    _mend_fold.active``); ``prefix``: a static test the compiled part still runs under (``elif``)."""
     first, *rest = eager
-    test = f"not {torch}.compiler.is_compiling()" + (f" or {torch}.is_grad_enabled()" if grad_gate else "")
+    test = f"not {torch}.compiler.is_compiling()" + (f" or {torch}.is_grad_enabled()" if grad_gate else "") \
+        + (f" or {unless}" if unless else "")
     orelse = None
     if compiled is not None:
         block = cst.IndentedBlock(body=list(compiled))

@@ -91,6 +91,38 @@ def tensor_equal(a, b):
     return (a == b).all()
 
 
+def _keep_run(t):
+    """The body of ``torch.ops.mend.keep``: nothing (its use is that it reads ``t``)."""
+
+
+def _keep_define():
+    """``torch.ops.mend.keep(t)``, defined once per process and registered as an ordered effect: compilers
+    keep it, and so the operator that made ``t``, though nothing else reads ``t``."""
+    try:
+        return torch.ops.mend.keep.default
+    except (AttributeError, RuntimeError):
+        pass
+    torch.library.custom_op("mend::keep", _keep_run, mutates_args=(), schema="(Tensor t) -> ()")
+    torch.library.register_fake("mend::keep", lambda t: None)
+    from torch._higher_order_ops import effects
+
+    effects._register_effectful_op(torch.ops.mend.keep.default, effects._EffectType.ORDERED)
+    return torch.ops.mend.keep.default
+
+
+def drawn(t):
+    """``t``, a random draw the code may leave unread (a LayerDrop draw whose test Python decides on the
+    configured probability). A compiled graph drops an operator nothing reads, and the random stream after
+    it would move; under torch.compile an ordered effect reads ``t``, so the graph draws it where eager
+    does. Eager: ``t``."""
+    if torch.compiler.is_compiling():
+        torch.ops.mend.keep(t)
+    return t
+
+
+_keep_define()
+
+
 # --- masked reductions and stores, routed rows (MND304, MND305) ---------------------------------------
 
 

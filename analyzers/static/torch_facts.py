@@ -296,6 +296,10 @@ def is_compiling_call(qual: str) -> bool:
 # operator ``torch.ops.mend.emit``, so a call of it does not break the graph.
 EMIT_HELPER = "_mend_emit"
 
+# mend's helper for a random draw the repaired code may leave unread (LayerDrop): ``_mend_drawn(torch.rand(...))``
+# is the draw (an ordered effect reads it under compile, so the compiled graph keeps it).
+DRAWN_HELPER = "_mend_drawn"
+
 # logging.Logger methods (and transformers' ``warning_once``/``info_once``/``warning_advice``).
 LOGGER_METHODS = frozenset(
     "debug info warning warn error exception critical fatal log warning_once info_once warning_advice".split()

@@ -237,6 +237,9 @@ class FunctionWalker(tk.TensorKinds):
         else:
             return None
         value = self.local_values.get(draw.id) if isinstance(draw, ast.Name) else None
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+                and value.func.id == torch_facts.DRAWN_HELPER and len(value.args) == 1:
+            value = value.args[0]  # the draw, as mend fix wraps it
         if isinstance(value, ast.Call) and self.scope.qualify(value.func) == "torch.rand":
             return ast.unparse(test)
         return None

@@ -78,11 +78,11 @@ EXAMPLES = (
                     self.register_buffer("padding_total", kernel_size - stride, persistent=False)
 
                 def forward(self, hidden_states):
-                    if not torch.compiler.is_compiling():
+                    if not torch.compiler.is_compiling() or _mend_fold.active:
                         padding_right = self.padding_total // 2
                     else:
                         padding_right = _mend_fold(getattr, self, "padding_total") // 2
-                    if not torch.compiler.is_compiling():
+                    if not torch.compiler.is_compiling() or _mend_fold.active:
                         padding_left = self.padding_total - padding_right
                     else:
                         padding_left = _mend_fold(getattr, self, "padding_total") - padding_right
@@ -337,7 +337,9 @@ def _fold_statements(torch: str, method: cst.FunctionDef, buffers: set[str]) -> 
     edits = []
     for stmt in statements:
         compiled = stmt.visit(_ReadAsNumber(buffers))
-        edits.append((stmt, eager_else(torch, [stmt], [compiled.with_changes(leading_lines=[])])))
+        # ``_mend_fold.active``: while the fold runs, and always on a torch that cannot fold (before 2.13)
+        edits.append((stmt, eager_else(torch, [stmt], [compiled.with_changes(leading_lines=[])],
+                                       unless="_mend_fold.active")))
     return edits
 
 

@@ -5,7 +5,9 @@ layer in training and skip the layer when it is below ``self.layerdrop``; the ``
 the graph. ``torch.rand`` draws from ``[0, 1)``: no draw is ever below a ``p <= 0``, so ``u < p`` is False
 there without looking at ``u``, and ``p > 0 and u < p`` has the truth value of ``u < p`` for every number
 ``p`` (NaN included). **Safe**: the draw is kept (the RNG stream is the same), and where ``p > 0`` the
-original test runs as written. With the usual ``layerdrop=0.0`` Dynamo decides ``p > 0`` on the constant
+original test runs as written. A compiled graph drops an operator nothing reads, which would move the random
+stream of everything after it (dropout masks): the draw becomes ``_mend_drawn(torch.rand([]))``, which an
+ordered effect reads under compile, so the graph still draws it. With the usual ``layerdrop=0.0`` Dynamo decides ``p > 0`` on the constant
 attribute and the break is gone; with ``p > 0`` the tensor test still breaks the graph, as before (the
 static check then reports nothing: the test runs only in that configuration, like one behind
 ``self.training``).
@@ -25,7 +27,8 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.rewriter.analysis import all_params, code, is_number, names_in, self_attr, strip_parens
+from mend.analyzers.static.torch_facts import DRAWN_HELPER
+from mend.rewriter.analysis import all_params, code, is_number, make_call, names_in, self_attr, strip_parens
 from mend.rewriter.context import FileContext
 from mend.rewriter.parts.sites import branch_node
 from mend.rewriter.plan import Decline, Example, Plan
@@ -57,6 +60,7 @@ EXAMPLES = (
         after="""
             import torch
             from torch import nn
+            from _mend import drawn as _mend_drawn
 
 
             class Decoder(nn.Module):
@@ -69,7 +73,7 @@ EXAMPLES = (
                     x = x * 2
                     for layer in self.layers:
                         if self.training:
-                            dropout_probability = torch.rand([])
+                            dropout_probability = _mend_drawn(torch.rand([]))
                             if self.layerdrop > 0 and dropout_probability < self.layerdrop:
                                 continue
                         x = layer(x)
@@ -99,7 +103,8 @@ def repair(ctx: FileContext, diag: Diagnostic) -> Plan | Decline | None:
         draw, bound = right, test.left
     else:
         return None
-    if not isinstance(draw, cst.Name) or _draw(ctx, node, draw.value) is None:
+    call = _draw(ctx, node, draw.value) if isinstance(draw, cst.Name) else None
+    if call is None:
         return None
     why = _not_a_number(ctx, node, bound)
     if why:
@@ -107,8 +112,12 @@ def repair(ctx: FileContext, diag: Diagnostic) -> Plan | Decline | None:
     guard = cst.Comparison(left=bound, comparisons=[cst.ComparisonTarget(
         operator=cst.GreaterThan(), comparator=cst.Integer("0"))])
     new = cst.BooleanOperation(left=guard, operator=cst.And(), right=node.test)
+    edits = [(node.test, new)]
+    if _wrapped(ctx.parent(ctx.parent(call))) is not call:  # the draw stays in a graph that no longer reads it
+        edits.append((call, make_call(DRAWN_HELPER, call)))
     return Plan(diag, f"LayerDrop: `{code(bound)} > 0 and ...` (a `torch.rand` draw is never below a bound <= 0; "
-                      "the draw is kept)", "safe", [(node.test, new)])
+                      f"the draw is kept, also in a compiled graph: `{DRAWN_HELPER}`)", "safe", edits,
+                helpers=[DRAWN_HELPER])
 
 
 def _draw(ctx: FileContext, node: cst.CSTNode, name: str) -> cst.Call | None:
@@ -122,6 +131,7 @@ def _draw(ctx: FileContext, node: cst.CSTNode, name: str) -> cst.Call | None:
         return None
     assign = stores[0]
     call = assign.value
+    call = _wrapped(call) or call
     if not (isinstance(assign.targets[0].target, cst.Name) and isinstance(call, cst.Call)
             and ctx.imports.qualify(call.func) == "torch.rand" and _one_element(ctx, call)):
         return None
@@ -138,6 +148,14 @@ def _draw(ctx: FileContext, node: cst.CSTNode, name: str) -> cst.Call | None:
     if any(name in names_in(s) for s in body[start + 1:end]):
         return None
     return call
+
+
+def _wrapped(value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The draw inside ``_mend_drawn(draw)`` (a draw an earlier run wrapped); else None."""
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == DRAWN_HELPER \
+            and len(value.args) == 1 and value.args[0].keyword is None and not value.args[0].star:
+        return value.args[0].value
+    return None
 
 
 def _index(body: list, node: cst.CSTNode) -> int | None:

@@ -223,19 +223,24 @@ def test_fixture_runtime(name: str, monkeypatch) -> None:
 @pytest.mark.parametrize("name", ["layerdrop_continue", "layerdrop_flag"])
 def test_layerdrop_guard_keeps_the_draws(name: str) -> None:
     """LayerDrop in training (``p > 0 and u < p``): with layerdrop 0.0 the repaired model compiles to one
-    graph (the original breaks) and gives the original's outputs, gradients and RNG state after the call;
-    with layerdrop 0.5 (the break stays) eager outputs and RNG state are the original's, bit for bit."""
+    graph (the original breaks) and gives the original's outputs, gradients and RNG state after the call,
+    also through AOTAutograd (which drops an operator nothing reads: the draw the test no longer reads is
+    kept by ``_mend_drawn``); with layerdrop 0.5 (the break stays) eager outputs and RNG state are the
+    original's, bit for bit."""
+    from torch._dynamo.backends.registry import lookup_backend
+
     (x,), _ = INPUTS[name]()
     for layerdrop in (0.0, 0.5):
         results = []
-        for kind, backend in (("in", None), ("out", None), ("in", "eager"), ("out", "eager")):
+        for kind, backend in (("in", None), ("out", None), ("in", "eager"), ("out", "eager"),
+                              ("in", "aot_eager"), ("out", "aot_eager")):
             if backend is not None and layerdrop:
                 continue
             graphs = []
 
-            def counting(gm, example_inputs, graphs=graphs):
+            def counting(gm, example_inputs, graphs=graphs, backend=backend):
                 graphs.append(gm)
-                return gm.forward
+                return gm.forward if backend == "eager" else lookup_backend(backend)(gm, example_inputs)
 
             torch._dynamo.reset()
             ns = _load(name, kind, counting if backend else None)
@@ -645,6 +650,26 @@ def test_int_buffers_fixture_traces_dynamic_shapes() -> None:
     assert len(seen) == 1
     for a, b in zip(eager, outs, strict=True):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("name", ["int_buffers", "int_buffers_attr"])
+def test_folds_run_the_original_code_where_the_fold_is_off(name: str) -> None:
+    """On a torch before 2.13 ``_mend_fold.active`` is set for good (tracing a call that hands it a module
+    fails there): every folded statement and method of the repaired fixture then runs its original code
+    under compile, so the graphs are the original's and nothing raises."""
+    import _mend
+
+    calls = INPUTS[name]()
+    eager = _eager(_load(name, "in")["f"], calls)
+    graphs_before, _ = _compiled_run(name, "in", calls)
+    graphs_folded, _ = _compiled_run(name, "out", calls)
+    old, _mend.fold.active = _mend.fold.active, True
+    try:
+        graphs_off, outs = _compiled_run(name, "out", calls)
+    finally:
+        _mend.fold.active = old
+    assert graphs_folded == 1 < graphs_before == graphs_off
+    _same(eager, outs)
 
 
 def _helper(name: str) -> dict:
