@@ -21,7 +21,6 @@ from typing import Any
 from mend.analyzers.paths import within
 from mend.imports.cache import FAILED, REPAIRED, UNCHANGED, AppliedChange, Entry
 from mend.imports.settings import RepairSettings
-from mend.rewriter.results import line_map
 
 
 class PackageContext:
@@ -69,6 +68,7 @@ class PackageContext:
 
     def _repair(self, entry: Entry, real_path: str, source: bytes) -> None:
         from mend.analyzers.static.source import UnreadableSource, decode
+        from mend.rewriter.results import line_map
         from mend.rewriter.window import fix_windowed
 
         display = self.display.get(real_path, real_path)
@@ -133,4 +133,4 @@ def recorded_sites(data_file: str) -> dict[str, str]:
     return {p: hashlib.sha256("\n".join(sorted(v)).encode()).hexdigest() for p, v in per_file.items()}
 
 
-__all__ = ["PackageContext", "line_map", "recorded_sites"]
+__all__ = ["PackageContext", "recorded_sites"]

@@ -3,7 +3,7 @@
 Dynamo sees the repaired code, so a break inside a repaired module is recorded at a line of the repaired
 text (the file name is already the original's). :func:`attribute` moves every site, stack frame and
 region of a repaired module to the original line it comes from (the entry's line map, see
-:func:`mend.imports.repair.line_map`), with that line's text, merges sites that land on the same line, and
+:func:`mend.rewriter.results.line_map`), with that line's text, merges sites that land on the same line, and
 lists the modules that were loaded repaired and what was changed in each (``RunData.repaired``, shown by
 ``mend report``). Sites in other files are left as they are.
 """

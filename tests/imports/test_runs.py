@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 from mend.analyzers.runtime.data import BreakSite, RecompileSite, Region, RunData
 from mend.imports.cache import AppliedChange, Entry
-from mend.imports.repair import line_map
 from mend.imports.runs import attribute
+from mend.rewriter.results import line_map
 
 
 def test_line_map_equal_inserted_and_replaced_lines():

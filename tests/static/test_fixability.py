@@ -29,7 +29,7 @@ class M(nn.Module):
 
     def forward(self, x):
         for layer in self.layers:
-            p = torch.rand([])
+            p = torch.randn([])  # not a uniform draw: no LayerDrop guard holds
             if p < self.layerdrop:
                 continue
             x = layer(x)
