@@ -154,7 +154,8 @@ def mask_update(t, op, mask, value):
             and mask.dtype == torch.bool and mask.shape == t.shape[:mask.dim()] and mask.device == t.device
             and not (t.requires_grad and t.is_leaf)
             and (t.is_floating_point() or t.is_complex() or (
-                op != "/" and t.dtype != torch.bool and type(value) is int))):
+                op != "/" and t.dtype != torch.bool and type(value) is int))
+            and _mask_op_finite(t, op, value)):
         updated = _mask_op(t.clone(), op, value)
         mask = mask.reshape(mask.shape + (1,) * (t.dim() - mask.dim()))
         t.copy_(torch.where(mask, updated, t))
@@ -162,6 +163,18 @@ def mask_update(t, op, mask, value):
     part = t[mask]  # noqa: MND305 - the original statement, as Python runs `t[mask] op= value`
     part = _mask_op(part, op, value)
     t[mask] = part
+
+
+def _mask_op_finite(t, op, value):
+    """Whether ``value`` (and, for ``/``, its inverse) is a finite nonzero number of ``t``'s dtype: the backward of
+    the op on the unmasked elements multiplies zeros by it, and inf (or a 0 it rounds to) would make them NaN."""
+    if not (t.is_floating_point() or t.is_complex()) or op in ("+", "-"):
+        return True
+    info = torch.finfo(t.dtype)
+    size = abs(value)
+    if op == "*":
+        return size <= info.max
+    return info.tiny <= size <= info.max and 1 / size <= info.max
 
 
 def _mask_op(a, op, value):

@@ -278,6 +278,33 @@ def test_mask_update_keeps_gradients() -> None:
         torch.testing.assert_close(grads[2], grads[0], rtol=0, atol=0)
 
 
+@pytest.mark.parametrize(("op", "value", "dtype"), [("/", 0.0, torch.float32), ("*", 1e39, torch.float32),
+                                                    ("/", 1e-10, torch.float16), ("*", 2.0, torch.float32)])
+def test_mask_update_gradients_where_the_number_overflows_the_dtype(op: str, value: float, dtype) -> None:
+    """Under compile the op runs on every element and ``torch.where`` keeps the masked ones; its backward sends
+    zeros through the unmasked ones, times ``value`` (or over it): a number the dtype cannot hold (inf, or 0
+    after rounding) makes those zeros NaN. There the helper runs the original statement: gradients are eager's."""
+    from torch._dynamo.backends.registry import lookup_backend
+
+    mask_update = _helper("_mend_mask_update")["_mend_mask_update"]
+    x = torch.tensor([1.0, -2.0, 3.0, 4.0], dtype=dtype)
+    mask = torch.tensor([True, False, True, False])
+
+    def f(t):
+        y = t * 1
+        mask_update(y, op, mask, value)
+        return y
+
+    grads = []
+    for backend in (None, "aot_eager"):
+        torch._dynamo.reset()
+        fn = f if backend is None else torch.compile(f, backend=lookup_backend(backend))
+        xi = x.clone().requires_grad_()
+        fn(xi).float().sum().backward()
+        grads.append(xi.grad)
+    torch.testing.assert_close(grads[1], grads[0], rtol=0, atol=0, equal_nan=True)
+
+
 def test_assert_not_fails_as_the_original_in_eager() -> None:
     """``assert not t`` -> ``assert torch.logical_not(t)``: eager raises the same AssertionError (message
     included); under compile the failing check is the graph's, a RuntimeError with the message (unsafe)."""
