@@ -28,7 +28,7 @@ import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.static.torch_facts import DRAWN_HELPER
-from mend.rewriter.analysis import all_params, code, is_number, make_call, names_in, self_attr, strip_parens
+from mend.rewriter.analysis import all_params, code, is_number, make_call, names_in, self_attr, strip_parens, walk
 from mend.rewriter.context import FileContext
 from mend.rewriter.parts.sites import branch_node
 from mend.rewriter.plan import Decline, Example, Plan
@@ -207,7 +207,7 @@ def _number_attribute(ctx: FileContext, cls: cst.ClassDef, attr: str) -> str | N
                 if any(isinstance(t.target, cst.Name) and t.target.value == attr for t in targets):
                     return f"the class defines `{attr}`"
     for method in (s for s in cls.body.body if isinstance(s, cst.FunctionDef)):
-        for node in _walk(method.body):
+        for node in walk(method.body):
             if isinstance(node, cst.Assign):
                 if any(self_attr(t.target) == attr for t in node.targets):
                     values.append((node.value, method))
@@ -242,9 +242,3 @@ def _number_param(ctx: FileContext, param: cst.Param) -> bool:
     if ann is not None:
         return ann in {"float", "int"}
     return param.default is not None and is_number(param.default)
-
-
-def _walk(node: cst.CSTNode):
-    yield node
-    for child in node.children:
-        yield from _walk(child)
