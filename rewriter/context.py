@@ -10,8 +10,10 @@ runs (``ctx.strategies``: what :func:`mend.rewriter.strategy.repair_as` reads).
 from __future__ import annotations
 
 import ast
+import contextlib
+import hashlib
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +25,32 @@ from mend.analyzers.static.torch_facts import is_compiling_call
 from mend.rewriter.analysis import (
     FunctionFacts,
     ImportMap,
-    add_parents,
     module_attributes,
     range_contains_pos,
     relative_import,
     strip_parens,
 )
 from mend.rewriter.options import FixOptions
+from mend.rewriter.traversal import add_parents, index
 
 Strategies = Mapping[str, Sequence[Any]]  # rule code -> its strategies (mend.rewriter.strategy.Registry)
 
-_SIBLINGS: dict[tuple, FileContext | None] = {}  # (path, mtime, size) -> the parsed module, for :meth:`FileContext.imported`
+_SIBLINGS: dict[tuple, FileContext | None] = {}  # (path, sha256 of its bytes) -> the parsed module, for :meth:`FileContext.imported`
+
+
+_READ: list[list[tuple[str, str]]] = []  # the open :func:`sibling_reads` records
+
+
+@contextlib.contextmanager
+def sibling_reads() -> Iterator[list[tuple[str, str]]]:
+    """Record (path, sha256 of the bytes) of every module beside a file that the repairs in the block read:
+    a cached repair holds only while they are unchanged (:mod:`mend.rewriter.fix_cache`)."""
+    record: list[tuple[str, str]] = []
+    _READ.append(record)
+    try:
+        yield record
+    finally:
+        _READ.remove(record)
 
 
 def _sibling(path: str, level: int, module: str, options: FixOptions, strategies: Strategies) -> FileContext | None:
@@ -43,13 +60,18 @@ def _sibling(path: str, level: int, module: str, options: FixOptions, strategies
         base = base.parent
     target = base.joinpath(*module.split(".")).with_suffix(".py")
     try:
-        stat = target.stat()
-        key = (str(target.resolve()), stat.st_mtime_ns, stat.st_size)
+        data = target.read_bytes()
+        key = (str(target.resolve()), hashlib.sha256(data).hexdigest())
+        for record in _READ:
+            record.append(key)
         if key not in _SIBLINGS:
-            _SIBLINGS[key] = FileContext(target.read_text(encoding="utf-8"), str(target), options, strategies)
+            text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as read_text reads it
+            _SIBLINGS[key] = FileContext(text, str(target), options, strategies)
             _SIBLINGS[key].prepare_all()
         return _SIBLINGS[key]
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError, cst.ParserSyntaxError):
+        for record in _READ:
+            record.append((str(target), ""))  # unreadable now: a cached repair holds while it stays so
         return None
 
 
@@ -81,7 +103,9 @@ class FileContext:
     def prepare_all(self) -> None:
         """Parents for the whole module (for fixes that edit outside their own statement)."""
         if not self._all_parents:
-            add_parents(self.module, self.parents)
+            found = index(self.module)  # walks of any subtree are slices of it from now on
+            for node in found.nodes[1:]:  # in visiting order: strategies read the dict's order
+                self.parents[node] = found.parents[node]
             self._all_parents = True
 
     def prepare(self, lines: Iterable[int]) -> None:

@@ -37,6 +37,9 @@ class FileResult:
     remaining: list[Remaining] = field(default_factory=list)
     error: str | None = None
     helpers: list[str] = field(default_factory=list)  # the ``_mend_*`` helpers the new text imports (mend.rewriter.helper_module)
+    # the findings of the new text when the last round of repairs found nothing more to do there (so fixing
+    # it again changes nothing: mend.rewriter.fix_cache); None when the rounds ended otherwise
+    settled: list[Diagnostic] | None = None
 
     @property
     def changed(self) -> bool:
