@@ -38,7 +38,7 @@ from mend.analyzers.static.torch_facts import (
     qualified,
     returns_tensor,
 )
-from mend.rewriter.traversal import walk
+from mend.rewriter.traversal import children, walk
 
 _EMPTY = cst.Module(body=[])
 
@@ -315,7 +315,7 @@ class FunctionFacts:
                 stored |= {id(n) for n in _target_name_nodes(target)}
         self._receivers: dict[int, cst.Call] = {}  # ``name.method(...)``: id of the name -> the call
         for node in walk(body):
-            for child in node.children:
+            for child in children(node):
                 if isinstance(child, cst.Name) and not _is_attr_or_keyword(node, child) and id(child) not in stored:
                     self.loads.setdefault(child.value, []).append(child)
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
@@ -615,7 +615,7 @@ def names_in(node: cst.CSTNode) -> set[str]:
                 if isinstance(child, cst.Name):
                     out.add(child.value)
             continue
-        for child in parent.children:
+        for child in children(parent):
             if isinstance(child, cst.Name) and not _is_attr_or_keyword(parent, child):
                 out.add(child.value)
     if isinstance(node, cst.Name):

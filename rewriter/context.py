@@ -86,6 +86,7 @@ class FileContext:
         self.module = cst.parse_module(source)
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {stmt: self.module for stmt in self.module.body}
         self.positions: dict[cst.CSTNode, Any] = {}
+        self._placed: list[tuple[int, int, list]] = []  # per positioned unit: its lines and its nodes' places
         self._units = _units(self.module, source)
         self._resolved: set[int] = set()
         self._all_parents = False
@@ -134,13 +135,16 @@ class FileContext:
             self.parents[child] = parent
         add_parents(stmt, self.parents)
         offset = start - local[_anchor(stmt)].start.line
+        placed: list[tuple[cst.CSTNode, CodeRange]] = []
         for node, rng in local.items():
             if node is sub:
                 continue
-            self.positions[node] = CodeRange(
+            placed.append((node, CodeRange(
                 CodePosition(rng.start.line + offset, rng.start.column + shift),
                 CodePosition(rng.end.line + offset, rng.end.column + shift),
-            )
+            )))
+        self.positions.update(placed)
+        self._placed.append((start, end, placed))
         return True
 
     # --- locating -----------------------------------------------------------------------------
@@ -153,11 +157,7 @@ class FileContext:
         best_size = None
         on_line = []
         key = types if isinstance(types, tuple) else (types,)
-        candidates = self._by_type.get(key)
-        if candidates is None:
-            candidates = [(n, r) for n, r in self.positions.items() if isinstance(n, key)]
-            self._by_type[key] = candidates
-        for node, rng in candidates:
+        for node, rng in self._candidates(key, line):
             if not (rng.start.line <= line <= rng.end.line) or (pred is not None and not pred(node)):
                 continue
             if range_contains_pos(rng, line, col0):
@@ -171,6 +171,16 @@ class FileContext:
         if on_line:
             return min(on_line, key=lambda t: t[0])[1]
         return None
+
+    def _candidates(self, key: tuple[type, ...], line: int) -> Iterator[tuple[cst.CSTNode, CodeRange]]:
+        """The positioned nodes of the types ``key`` in the units holding ``line`` (a node holding a position
+        lies in a unit holding its line), in the order they were positioned."""
+        for i, (start, end, placed) in enumerate(self._placed):
+            if start <= line <= end:
+                found = self._by_type.get((i, key))
+                if found is None:
+                    found = self._by_type[(i, key)] = [(n, r) for n, r in placed if isinstance(n, key)]
+                yield from found
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.parents.get(node)

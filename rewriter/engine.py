@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 import libcst as cst
 from libcst.codemod import CodemodContext
@@ -132,7 +133,8 @@ def _validate(text: str, path: str, original: str) -> str | None:
     return None
 
 
-def _reads_before_binding(text: str) -> set[tuple[str, str]]:
+@lru_cache(maxsize=8)  # a round's new text is the next round's original
+def _reads_before_binding(text: str) -> frozenset[tuple[str, str]]:
     """(function, name) where a function reads a name on a line before its own first binding of it: the
     name is local to the whole function, so the read raises UnboundLocalError (code mend writes reads
     ``torch``, which a function may import itself further down)."""
@@ -157,7 +159,7 @@ def _reads_before_binding(text: str) -> set[tuple[str, str]]:
                 seen = bound if isinstance(node.ctx, (ast.Store, ast.Del)) else read
                 seen[node.id] = min(seen.get(node.id, node.lineno), node.lineno)
         out |= {(fn.name, n) for n, line in read.items() if n in bound and line < bound[n] and n not in declared}
-    return out
+    return frozenset(out)
 
 
 def _own_nodes(fn: ast.AST):

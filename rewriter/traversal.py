@@ -30,15 +30,27 @@ def child_fields(kind: type) -> tuple[str, ...]:
     return fields
 
 
+_IS_NODE: dict[type, bool] = {}  # type -> a CSTNode (``isinstance`` against the abstract class is slow)
+
+
+def _is_node(kind: type) -> bool:
+    known = _IS_NODE.get(kind)
+    if known is None:
+        known = _IS_NODE[kind] = issubclass(kind, cst.CSTNode)
+    return known
+
+
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The children of ``node`` in visiting order (``node.children`` without rebuilding ``node``)."""
     out: list[cst.CSTNode] = []
-    for name in child_fields(type(node)):
+    fields = _FIELDS.get(type(node)) or child_fields(type(node))
+    for name in fields:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        kind = type(value)
+        if kind is tuple or kind is list:
+            out.extend(v for v in value if _is_node(type(v)))
+        elif _is_node(kind):
             out.append(value)
-        elif isinstance(value, (tuple, list)):
-            out.extend(v for v in value if isinstance(v, cst.CSTNode))
     return out
 
 

@@ -19,10 +19,8 @@ from dataclasses import dataclass, field
 
 from mend import deadline
 from mend.analyzers.diagnostic import Diagnostic
-from mend.rewriter import context, registry
 from mend.rewriter.options import FixOptions
 from mend.rewriter.results import FileResult
-from mend.rewriter.window import fix_windowed
 
 
 @dataclass
@@ -56,6 +54,8 @@ Diagnoser = Callable[[str, str], list[Diagnostic]]  # (text, path shown) -> its 
 def repair_file(job: Job, options: FixOptions, diagnose: Diagnoser) -> Outcome:
     """Repair ``job``'s text (nothing is written): analysed again first when its bytes are not the ones
     analysed; bounded by ``MEND_FILE_TIME_LIMIT`` (:mod:`mend.deadline`); a pathological file is an error."""
+    from mend.rewriter import context  # LibCST: imported by the first repair, not by a run that needs none
+
     out = Outcome(job.digest)
     with context.sibling_reads() as read:
         try:
@@ -84,6 +84,14 @@ def _repair(job: Job, options: FixOptions, diagnose: Diagnoser,
             return None
     diags = [d if d.path == job.display else _with_path(d, job.display) for d in diags]
     return diags, fix_windowed(job.text, job.display, diags, options, lambda text: diagnose(text, job.display))
+
+
+def fix_windowed(source: str, path: str, diagnostics: Sequence[Diagnostic], options: FixOptions,
+                 diagnose: Callable[[str], list[Diagnostic]]) -> FileResult:
+    """:func:`mend.rewriter.window.fix_windowed`, imported on first use."""
+    from mend.rewriter import window
+
+    return window.fix_windowed(source, path, diagnostics, options, diagnose)
 
 
 def _with_path(d: Diagnostic, path: str) -> Diagnostic:
@@ -124,6 +132,8 @@ def repair_all(todo: Sequence[Job], options: FixOptions, diagnose: Diagnoser, jo
             if done is not None:
                 done()
         return
+    from mend.rewriter import registry
+
     registry.strategies()  # imported once here: every worker starts with them
     fork = multiprocessing.get_context("fork")  # the workers inherit the project index instead of a copy of it
     with ProcessPoolExecutor(max_workers=workers, mp_context=fork, initializer=_start,
