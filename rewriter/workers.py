@@ -64,6 +64,9 @@ def repair_file(job: Job, options: FixOptions, diagnose: Diagnoser) -> Outcome:
         except deadline.TimeLimit as exc:
             out.error = f"skipped: repair {exc}; left unchanged"
             return out
+        except deadline.TooLarge as exc:
+            out.error = f"skipped: {exc}; left unchanged"
+            return out
         except (RecursionError, MemoryError) as exc:  # a pathological file must not stop the run
             out.error = f"cannot repair: {type(exc).__name__}; left unchanged"
             return out
