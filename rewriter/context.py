@@ -89,6 +89,7 @@ class FileContext:
         self._placed: list[tuple[int, int, list]] = []  # per positioned unit: its lines and its nodes' places
         self._units = _units(self.module, source)
         self._resolved: set[int] = set()
+        self._unplaceable: set[int] = set()
         self._all_parents = False
         self.imports = ImportMap(self.module)
         self._facts: dict[int, FunctionFacts] = {}
@@ -120,9 +121,12 @@ class FileContext:
             units = [u for u in self._units if u[1] <= ln <= u[2]]
             for unit in sorted(units, key=lambda u: u[2] - u[1]):  # narrowest first
                 key = id(unit[0])
+                if key in self._unplaceable:
+                    continue
                 if key in self._resolved or self._resolve_unit(*unit):
                     self._resolved.add(key)
                     break
+                self._unplaceable.add(key)  # its columns cannot be shifted: the unit around it, each time
         self._by_type.clear()
 
     def _resolve_unit(self, stmt: cst.CSTNode, start: int, end: int, shift: int,

@@ -126,7 +126,8 @@ def _validate(text: str, path: str, original: str) -> str | None:
         compile(text, path, "exec", dont_inherit=True)
     except (cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
         return f"{type(exc).__name__}: {exc}"
-    early = _reads_before_binding(text) - _reads_before_binding(original)
+    early = _reads_before_binding(text)
+    early = early - _reads_before_binding(original) if early else early
     if early:
         func, name = sorted(early)[0]
         return f"`{name}` would be read in {func}() before the function binds it itself (UnboundLocalError)"

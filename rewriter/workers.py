@@ -14,7 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from mend import deadline
@@ -141,7 +141,11 @@ def repair_all(todo: Sequence[Job], options: FixOptions, diagnose: Diagnoser, jo
     fork = multiprocessing.get_context("fork")  # the workers inherit the project index instead of a copy of it
     with ProcessPoolExecutor(max_workers=workers, mp_context=fork, initializer=_start,
                              initargs=(options, diagnose)) as pool:
-        for outcome in pool.map(_run, todo, chunksize=1):
+        futures: dict[int, Future] = {}
+        for i in sorted(range(len(todo)), key=lambda i: -len(todo[i].text)):  # the longest first: a shorter tail
+            futures[i] = pool.submit(_run, todo[i])
+        for i in range(len(todo)):
+            outcome = futures.pop(i).result()
             if done is not None:
                 done()
             yield outcome
