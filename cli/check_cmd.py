@@ -13,6 +13,7 @@ import typer
 from mend import settings
 from mend.analyzers.static import config as cfgmod
 from mend.analyzers.static.output import FORMATS, render, statistics, summary_line
+from mend.cli.progress import Progress
 
 
 def _split(values: Optional[list[str]]) -> Optional[tuple[str, ...]]:
@@ -138,7 +139,7 @@ def _check_paths(paths: list[str], config, jobs: Optional[int], no_cache: bool, 
     progress = None
     bar = None
     if sys.stderr.isatty() and not quiet:
-        bar = _Progress()
+        bar = Progress("mend check")
         progress = bar.tick
     try:
         result = check_paths(paths, config, jobs=jobs, use_cache=not no_cache, force_exclude=force_exclude,
@@ -172,35 +173,6 @@ def _emit(diags, files_checked: list[str], output_format: str, output_file: Opti
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-
-
-class _Progress:
-    """A progress bar on stderr, shown only for runs longer than about half a second."""
-
-    def __init__(self) -> None:
-        import time
-
-        self._time = time.perf_counter
-        self.start = self._time()
-        self.count = 0
-        self.bar = None
-
-    def tick(self) -> None:
-        self.count += 1
-        if self.bar is None and self._time() - self.start > 0.5:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-            self.bar = Progress(TextColumn("mend check"), BarColumn(), MofNCompleteColumn(),
-                                console=Console(stderr=True), transient=True)
-            self.task = self.bar.add_task("files", total=None)
-            self.bar.start()
-        if self.bar is not None:
-            self.bar.update(self.task, completed=self.count)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
 
 
 def rule(

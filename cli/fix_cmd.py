@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from mend.cli.progress import Progress
+
 if TYPE_CHECKING:
     from mend.rewriter.api import FixRun
 
@@ -48,6 +50,9 @@ def fix(
                                          help="Give up on a --verify worker after this long."),
     config: Path = typer.Option(None, "--config", help="Read [tool.mend] from this pyproject.toml."),
     isolated: bool = typer.Option(False, "--isolated", help="Ignore configuration files."),
+    jobs: int = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes (default: CPU count); the "
+                                                               "result is the same with any number."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the result caches."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only print the summary line."),
 ) -> None:
     """Repair graph breaks and recompile triggers in place (safe fixes; --unsafe-fixes for more)."""
@@ -68,16 +73,22 @@ def fix(
         raise typer.Exit(EXIT_ERROR)
     options = FixOptions(unsafe=unsafe_fixes, torch_rng=torch_rng, select=_split(select), ignore=_split(ignore))
     write = not diff and verify_harness is None
+    bar = Progress("mend fix") if sys.stderr.isatty() and not quiet else None
     try:
         run = fix_paths(targets, options, write=write, side_effects=side_effects, helpers=helpers,
                         config_file=str(config) if config else None, isolated=isolated, from_run=from_run,
-                        record=verify_harness is None)  # --verify writes nothing, not even decisions
+                        record=verify_harness is None,  # --verify writes nothing, not even decisions
+                        jobs=jobs, use_cache=not no_cache and verify_harness is None,
+                        progress=bar.tick if bar else None)
     except (FixError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_ERROR) from None
     except KeyboardInterrupt:
         typer.echo("interrupted: every file is either unchanged or fully repaired", err=True)
         raise typer.Exit(130) from None
+    finally:
+        if bar is not None:
+            bar.close()
 
     _report(run, write=write, diff=diff, quiet=quiet, unsafe_fixes=unsafe_fixes)
     if verify_harness is not None:

@@ -1,4 +1,4 @@
-"""A time bound on the work one file takes, checked cooperatively.
+"""Bounds on the work one file takes: its time, checked cooperatively, and the code ``mend fix`` parses.
 
 ``mend check`` and ``mend fix`` bound the time spent on each file (``MEND_FILE_TIME_LIMIT``, the settings
 table): no signal or thread interrupts the work (``-j`` runs it in worker processes, and a signal could land
@@ -28,6 +28,19 @@ class TimeLimit(BaseException):
     def __init__(self, seconds: float) -> None:
         super().__init__(f"took longer than the {seconds:g} s limit ({settings.FILE_TIME_LIMIT.name})")
         self.seconds = seconds
+
+
+class TooLarge(Exception):
+    """A file whose repair would hand LibCST more code than ``MEND_FIX_MAX_BYTES`` allows."""
+
+
+def check_size(chars: int) -> None:
+    """Raise :class:`TooLarge` when ``chars`` characters of code are more than LibCST may take in one file."""
+    limit = settings.FIX_MAX_BYTES.get()
+    if limit and limit > 0 and chars > limit:
+        raise TooLarge(f"its repairs involve {chars:,} characters of code, more than the {limit:,} mend fix "
+                       f"parses in one file ({settings.FIX_MAX_BYTES.name}; LibCST holds about 300 bytes of memory "
+                       "per character)")
 
 
 class _Bound(NamedTuple):
@@ -68,4 +81,4 @@ def check() -> None:
         raise TimeLimit(bound.seconds)
 
 
-__all__ = ["TimeLimit", "bounded", "check", "limit"]
+__all__ = ["TimeLimit", "TooLarge", "bounded", "check", "check_size", "limit"]

@@ -249,6 +249,10 @@ OUTPUT_FORMAT = Choice("MEND_OUTPUT_FORMAT", "concise", "mend check's --output-f
 FILE_TIME_LIMIT = Seconds("MEND_FILE_TIME_LIMIT", 120.0, "the seconds mend check and mend fix may spend on one "
                           "file's analysis, and mend fix on its repair; a file that takes longer is reported and "
                           "left unchanged, the others go on; 0: no limit", CLI)
+FIX_MAX_BYTES = Int("MEND_FIX_MAX_BYTES", 2_000_000, "the characters of one file's code that mend fix hands to "
+                    "LibCST (the statements its repairs involve, not the whole file; LibCST holds about 300 bytes of "
+                    "memory per character): a file that needs more is reported and left unchanged; 0: no limit",
+                    CLI)
 DEBUG = Flag("MEND_DEBUG", False, "1: an internal error of mend check shows its traceback", CLI)
 RUN_CHILDREN = PathSwitch("MEND_RUN_CHILDREN", None, "set by mend run in the program's environment: the folder "
                           "its child processes write their graph-break records to", RUN)

@@ -22,7 +22,16 @@ from __future__ import annotations
 from mend.analyzers.static.rules import FixInfo, fix_info
 from mend.rewriter.api import FixError, FixRun, fix_paths
 from mend.rewriter.options import FixOptions
-from mend.rewriter.registry import fix_source
 from mend.rewriter.results import FileResult
+
+
+def __getattr__(name: str):  # noqa: ANN202
+    """``fix_source``, imported on first use: LibCST and the strategies take a second to import, and a run
+    that repairs nothing (every file's repair cached) needs neither."""
+    if name == "fix_source":
+        from mend.rewriter.registry import fix_source
+
+        return fix_source
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["FileResult", "FixError", "FixInfo", "FixOptions", "FixRun", "fix_info", "fix_paths", "fix_source"]

@@ -38,6 +38,7 @@ from mend.analyzers.static.torch_facts import (
     qualified,
     returns_tensor,
 )
+from mend.rewriter.traversal import children, walk
 
 _EMPTY = cst.Module(body=[])
 
@@ -179,48 +180,6 @@ class ImportMap:
         return None
 
 
-class _Collect(cst.CSTVisitor):
-    """Pre-order list of nodes, in one traversal (``node.children`` is slow on large trees)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.nodes: list[cst.CSTNode] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        self.nodes.append(node)
-        return True
-
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    collector = _Collect()
-    node.visit(collector)
-    return iter(collector.nodes)
-
-
-class _Parents(cst.CSTVisitor):
-    def __init__(self, parents: dict) -> None:
-        super().__init__()
-        self.parents = parents
-        self.stack: list[cst.CSTNode] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self.stack:
-            self.parents[node] = self.stack[-1]
-        self.stack.append(node)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self.stack.pop()
-
-
-def add_parents(node: cst.CSTNode, parents: dict, parent: cst.CSTNode | None = None) -> None:
-    """Record the parent of every node under ``node`` (and of ``node`` itself, if given)."""
-    if parent is not None:
-        parents[node] = parent
-    node.visit(_Parents(parents))
-
-
-walk = _walk
 
 
 def contains(outer: CodeRange, inner: CodeRange) -> bool:
@@ -318,7 +277,7 @@ class FunctionFacts:
     def _collect_stores(self, body: cst.CSTNode) -> None:
         """Every binding of a name in ``body``, with the value bound when it is known."""
         self._store_values: dict[str, list[cst.BaseExpression | None]] = {}
-        for node in _walk(body):
+        for node in walk(body):
             if isinstance(node, cst.Assign):
                 for t in node.targets:
                     for name in _target_names(t.target):
@@ -344,7 +303,7 @@ class FunctionFacts:
     def _collect_loads(self, body: cst.CSTNode) -> None:
         """Every read of a name in ``body`` (names in binding targets, attributes and keywords are not)."""
         stored: set[int] = set()
-        for node in _walk(body):
+        for node in walk(body):
             target = None
             if isinstance(node, cst.AssignTarget):
                 target = node.target
@@ -355,8 +314,8 @@ class FunctionFacts:
             if target is not None:
                 stored |= {id(n) for n in _target_name_nodes(target)}
         self._receivers: dict[int, cst.Call] = {}  # ``name.method(...)``: id of the name -> the call
-        for node in _walk(body):
-            for child in node.children:
+        for node in walk(body):
+            for child in children(node):
                 if isinstance(child, cst.Name) and not _is_attr_or_keyword(node, child) and id(child) not in stored:
                     self.loads.setdefault(child.value, []).append(child)
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
@@ -429,7 +388,7 @@ class FunctionFacts:
     # --- effects -----------------------------------------------------------------------------
     def is_pure(self, expr: cst.CSTNode) -> bool:
         """No calls except known-pure torch functions, tensor methods and builtins; no effects."""
-        for node in _walk(expr):
+        for node in walk(expr):
             if isinstance(node, (cst.Yield, cst.Await, cst.NamedExpr, cst.Lambda)):
                 return False
             if isinstance(node, cst.Call):
@@ -540,7 +499,7 @@ class FunctionFacts:
     def shape_changing(self, expr: cst.CSTNode) -> str | None:
         """The first op in ``expr`` whose result can have another shape than its input (SHAPE_CHANGING,
         a subscript), as source text, or None."""
-        for node in _walk(expr):
+        for node in walk(expr):
             if isinstance(node, cst.Subscript) and not (
                     isinstance(node.value, cst.Attribute) and node.value.attr.value in {"shape", "stride"}):
                 return code(node)
@@ -650,13 +609,13 @@ all_params = _all_params
 def names_in(node: cst.CSTNode) -> set[str]:
     """Variable names read or written anywhere in ``node`` (attribute names excluded)."""
     out: set[str] = set()
-    for parent in _walk(node):
+    for parent in walk(node):
         if isinstance(parent, cst.Attribute):
             for child in (parent.value,):
                 if isinstance(child, cst.Name):
                     out.add(child.value)
             continue
-        for child in parent.children:
+        for child in children(parent):
             if isinstance(child, cst.Name) and not _is_attr_or_keyword(parent, child):
                 out.add(child.value)
     if isinstance(node, cst.Name):
@@ -678,7 +637,7 @@ def body_statements(block: cst.BaseSuite) -> list[cst.BaseSmallStatement] | None
 
 
 def has_comments(block: cst.BaseSuite) -> bool:
-    for node in _walk(block):
+    for node in walk(block):
         if isinstance(node, cst.Comment):
             return True
     return False
@@ -729,7 +688,7 @@ def module_attributes(cls: cst.ClassDef, imports: ImportMap) -> set[str]:
     for stmt in cls.body.body:
         if not (isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__"):
             continue
-        for node in _walk(stmt.body):
+        for node in walk(stmt.body):
             if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
                 t = node.targets[0].target
                 qual = imports.qualify(node.value.func) or ""

@@ -15,15 +15,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mend import deadline
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.paths import within
 from mend.analyzers.static import fixability
-from mend.rewriter import files
-from mend.rewriter.helper_module import TreeModules
+from mend.rewriter import files, workers
+from mend.rewriter.fix_cache import FixCache, job_key
+from mend.rewriter.helper_module import TreeModules, helper_import
 from mend.rewriter.options import FixOptions
 from mend.rewriter.results import FileResult, line_map, original_line
-from mend.rewriter.window import fix_windowed
 
 
 class FixError(Exception):
@@ -155,8 +154,10 @@ def fix_paths(
     config_file: str | None = None,
     isolated: bool = False,
     from_run: str | Path | None = None,
-    progress: Callable[[FileResult], None] | None = None,
+    progress: Callable[[], None] | None = None,
     record: bool = True,
+    jobs: int | None = None,
+    use_cache: bool = True,
 ) -> FixRun:
     """Fix every file under ``paths`` the analyzer reports on; write back unless ``write`` is off.
 
@@ -169,7 +170,13 @@ def fix_paths(
     analysed again first (a note says so). A file whose analysis or repair runs past ``MEND_FILE_TIME_LIMIT``
     (:mod:`mend.deadline`) is an error, left as it is. Files that are not regular files are skipped with a note. With
     ``record``, what was decided for each finding is stored for ``mend check``
-    (:mod:`mend.analyzers.static.fixability`)."""
+    (:mod:`mend.analyzers.static.fixability`).
+
+    The repairs are computed first, in ``jobs`` worker processes (None: every core;
+    :mod:`mend.rewriter.workers`), then each file is locked, compared and written here in order: the result is
+    the same as with one process. With ``use_cache``, the analysis comes from ``mend check``'s cache and a file
+    whose repair inputs are unchanged is not repaired again (:mod:`mend.rewriter.fix_cache`); ``progress`` is
+    called once per file repaired."""
     static = _static()
     str_paths = [str(p) for p in paths]
     config = static.load_config(str_paths, config_file=config_file, isolated=isolated)
@@ -179,8 +186,7 @@ def fix_paths(
     run = FixRun()
     given = [Path(p) for p in paths]
     targets = _inside(given, [Path(f) for f in static.discover_files(str_paths, config)], run)
-    result = static.check_paths(str_paths, config, use_cache=False)
-    project = getattr(result, "project", None)
+    result = static.check_paths(str_paths, config, use_cache=use_cache, mark_fixes=False)
     analysed = {_key(p): d for p, d in getattr(result, "digests", {}).items()}
     sites: dict[str, list[Diagnostic]] = {}
     for d in result.diagnostics:
@@ -201,39 +207,96 @@ def fix_paths(
     run.errors += [(path, f"skipped: {why}; left unchanged") for path, why in getattr(result, "timed_out", [])]
     stopped = {_key(path) for path, _ in getattr(result, "timed_out", [])}
 
+    project = [getattr(result, "project", None)]
+
+    def ready() -> None:
+        if project[0] is None:  # the analysis came from check's run cache, which holds no project index
+            project[0] = static.check_paths(str_paths, config, use_cache=use_cache, need_project=True,
+                                            mark_fixes=False).project
+
     def diagnose(text: str, display: str) -> list[Diagnostic]:
-        return list(static.check_source(text, display, config, project))
+        ready()
+        return list(static.check_source(text, display, config, project[0]))
 
     modes = [fixability.mode(options.unsafe, side_effects or fixability.config_policy(raw))]
     if options.unsafe:  # what an unsafe run leaves, a safe run leaves too
         modes.append(fixability.mode(False, side_effects or fixability.config_policy(raw)))
-    for file in _once_each(targets, run):
-        diags = _unique(sites.get(_key(file), []))
-        if not diags or _key(file) in stopped:
-            continue
-        res = _fix_file(file, diags, options, diagnose, run, write, trees, modes, analysed.get(_key(file)))
-        if res is not None and progress is not None:
-            progress(res)
+    work = [(file, _unique(sites.get(_key(file), []))) for file in _once_each(targets, run)]
+    work = [(file, diags) for file, diags in work if diags and _key(file) not in stopped]
+    plan = _Planned(options, diagnose, FixCache(static.cache_dir_for(config) if use_cache else None), ready)
+    plan.compute(work, analysed, jobs, progress)
+    for file, diags in work:
+        _fix_file(file, diags, plan, run, write, trees, modes, analysed.get(_key(file)))
+    plan.cache.save()
     if record:
         fixability.record(static.cache_dir_for(config), run.decisions)
     return run
 
 
-def _fix_file(file: Path, diags: list[Diagnostic], options: FixOptions,
-              diagnose: Callable[[str, str], list[Diagnostic]], run: FixRun, write: bool,
+class _Planned:
+    """The repairs of a run, computed before any file is written (in worker processes, or from the cache)."""
+
+    def __init__(self, options: FixOptions, diagnose: workers.Diagnoser, cache: FixCache,
+                 ready: Callable[[], None]) -> None:
+        self.options = options
+        self.diagnose = diagnose
+        self.ready = ready  # builds what ``diagnose`` needs, once: before the workers start, they share it
+        self.cache = cache
+        self.outcomes: dict[str, tuple[str, workers.Outcome]] = {}  # file -> (cache key, outcome)
+        self.cwd = os.getcwd()
+
+    def job(self, text: str, digest: str, display: str, diags: list[Diagnostic],
+            analysed: str | None) -> tuple[workers.Job, str]:
+        job = workers.Job(text, digest, display, diags, analysed)
+        where = repr(helper_import(display, self.options.helpers, self.options.helpers_within))
+        return job, job_key(job, self.options, where, self.cwd)
+
+    def compute(self, work: list[tuple[Path, list[Diagnostic]]], analysed: dict[str, str],
+                jobs: int | None, progress: Callable[[], None] | None) -> None:
+        todo: list[tuple[str, str, workers.Job]] = []
+        for file, diags in work:
+            try:
+                source = files.read(file)
+            except files.FileProblem:
+                continue  # reported when the file's turn comes
+            job, key = self.job(source.text, source.digest, str(file), diags, analysed.get(_key(file)))
+            hit = self.cache.get(key, job)
+            if hit is not None:
+                self.outcomes[str(file)] = (key, hit)
+            else:
+                todo.append((str(file), key, job))
+        if todo:
+            self.ready()
+        found = workers.repair_all([job for _, _, job in todo], self.options, self.diagnose, jobs, progress)
+        for (file, key, _), outcome in zip(todo, found):
+            self.outcomes[file] = (key, outcome)
+            self.cache.put(key, outcome)
+
+    def outcome(self, file: Path, source: files.SourceFile, diags: list[Diagnostic],
+                analysed: str | None) -> tuple[str, workers.Outcome]:
+        """The repair of ``source`` (computed now if the bytes are not the ones repaired before)."""
+        known = self.outcomes.get(str(file))
+        if known is not None and known[1].digest == source.digest:
+            return known
+        job, key = self.job(source.text, source.digest, str(file), diags, analysed)
+        outcome = workers.repair_file(job, self.options, self.diagnose)
+        self.cache.put(key, outcome)
+        return key, outcome
+
+
+def _fix_file(file: Path, diags: list[Diagnostic], plan: _Planned, run: FixRun, write: bool,
               trees: TreeModules, modes: list[str], analysed: str | None = None) -> FileResult | None:
     """Read, repair and (with ``write``) write back one file, its folder locked (see :func:`fix_paths`);
     problems go to ``run.errors``; decisions to ``run.decisions`` under each of ``modes``."""
     try:
         with files.locked(file):
-            return _fix_locked(file, diags, options, diagnose, run, write, trees, modes, analysed)
+            return _fix_locked(file, diags, plan, run, write, trees, modes, analysed)
     except files.FileProblem as exc:
         run.errors.append((str(file), str(exc)))
         return None
 
 
-def _fix_locked(file: Path, diags: list[Diagnostic], options: FixOptions,
-                diagnose: Callable[[str, str], list[Diagnostic]], run: FixRun, write: bool,
+def _fix_locked(file: Path, diags: list[Diagnostic], plan: _Planned, run: FixRun, write: bool,
                 trees: TreeModules, modes: list[str], analysed: str | None) -> FileResult | None:
     display = str(file)
     try:
@@ -241,21 +304,20 @@ def _fix_locked(file: Path, diags: list[Diagnostic], options: FixOptions,
     except files.FileProblem as exc:
         run.errors.append((display, str(exc)))
         return None
-    try:
-        with deadline.bounded(deadline.limit()):  # MEND_FILE_TIME_LIMIT: nothing is written past it
-            found = _repair(source, display, diags, options, diagnose, run, analysed)
-    except deadline.TimeLimit as exc:
-        run.errors.append((display, f"skipped: repair {exc}; left unchanged"))
+    _, outcome = plan.outcome(file, source, diags, analysed)
+    run.notes += outcome.notes
+    if outcome.error is not None:
+        run.errors.append((display, outcome.error))
         return None
-    except (RecursionError, MemoryError) as exc:  # a pathological file must not stop the run
-        run.errors.append((display, f"cannot repair: {type(exc).__name__}; left unchanged"))
+    if outcome.result is None or outcome.diags is None:
         return None
-    if found is None:
-        return None
-    diags, res = found
+    diags = outcome.diags
+    res = replace(outcome.result, applied=list(outcome.result.applied),  # the outcome may be cached again
+                  remaining=[replace(r) for r in outcome.result.remaining])
     # the findings left, at their positions in the repaired text (before they are put at the user's lines)
     left = {fixability.site(r.diagnostic): r.reason or "mend fix left it" for r in res.remaining
             if r.diagnostic.fix is not None and r.diagnostic.source == "static"}
+    settled = res.settled
     _remaining_in_original(res)
     if res.error is None:
         still = {(r.diagnostic.code, r.diagnostic.line): r.reason or "mend fix left it" for r in res.remaining}
@@ -263,7 +325,7 @@ def _fix_locked(file: Path, diags: list[Diagnostic], options: FixOptions,
     run.files.append(res)
     if res.error:
         run.errors.append((display, res.error))
-    elif res.changed and not _helper_module(res, source, options, trees, run):
+    elif res.changed and not _helper_module(res, source, plan.options, trees, run):
         pass
     elif write and res.changed:
         try:
@@ -274,36 +336,27 @@ def _fix_locked(file: Path, diags: list[Diagnostic], options: FixOptions,
             run.errors.append((display, res.error))
         else:
             run.written.append(display)
-            _record_left(file, res, left, modes, run)
+            written = _record_left(file, res, left, modes, run)
+            if written is not None and settled is not None:  # the next run repairs nothing here
+                _, again = plan.job(written.text, written.digest, display, settled, written.digest)
+                plan.cache.settled(again, outcome)
     return res
 
 
-def _repair(source: files.SourceFile, display: str, diags: list[Diagnostic], options: FixOptions,
-            diagnose: Callable[[str, str], list[Diagnostic]], run: FixRun,
-            analysed: str | None) -> tuple[list[Diagnostic], FileResult] | None:
-    """The findings repaired (analysed again when the file's bytes are not the ones analysed; None when
-    none is left) and the repair; nothing is written."""
-    if analysed is not None and source.digest != analysed:
-        run.notes.append((display, "changed on disk since it was analysed: analysed again"))
-        diags = [d for d in diagnose(source.text, display) if d.source == "static"] + \
-            [d for d in diags if d.source != "static"]
-        if not diags:
-            return None
-    diags = [d if d.path == display else _with_path(d, display) for d in diags]
-    return diags, fix_windowed(source.text, display, diags, options, lambda text: diagnose(text, display))
-
-
-def _record_left(file: Path, res: FileResult, left: dict[str, str], modes: list[str], run: FixRun) -> None:
+def _record_left(file: Path, res: FileResult, left: dict[str, str], modes: list[str],
+                 run: FixRun) -> files.SourceFile | None:
     """Record the findings a written file still has as declined, in every mode the run covers: ``mend check``
-    of the repaired file then promises no fix that ``mend fix`` would not make."""
+    of the repaired file then promises no fix that ``mend fix`` would not make. The file as written, or None
+    when it cannot be read back or changed again since."""
     try:
         written = files.read(file)
     except files.FileProblem:
-        return
+        return None
     if written.text != res.fixed:
-        return  # changed again since: nothing to say about those bytes
+        return None  # changed again since: nothing to say about those bytes
     for mode in modes:
         run.decisions[f"{mode}:{written.digest}"] = dict(left)
+    return written
 
 
 def _covered(recorded: Diagnostic, found: list[Diagnostic]) -> bool:
@@ -382,12 +435,6 @@ def _unique(diags: list[Diagnostic]) -> list[Diagnostic]:
     for d in diags:
         seen.setdefault((d.code, d.line, d.col, d.end_line, d.end_col, d.source), d)
     return list(seen.values())
-
-
-def _with_path(d: Diagnostic, path: str) -> Diagnostic:
-    data = d.to_dict()
-    data["path"] = path
-    return Diagnostic.from_dict(data)
 
 
 __all__ = ["FixError", "FixRun", "fix_paths", "locate_site", "options_from_config", "runtime_diagnostics"]

@@ -10,8 +10,10 @@ runs (``ctx.strategies``: what :func:`mend.rewriter.strategy.repair_as` reads).
 from __future__ import annotations
 
 import ast
+import contextlib
+import hashlib
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +25,32 @@ from mend.analyzers.static.torch_facts import is_compiling_call
 from mend.rewriter.analysis import (
     FunctionFacts,
     ImportMap,
-    add_parents,
     module_attributes,
     range_contains_pos,
     relative_import,
     strip_parens,
 )
 from mend.rewriter.options import FixOptions
+from mend.rewriter.traversal import add_parents, index
 
 Strategies = Mapping[str, Sequence[Any]]  # rule code -> its strategies (mend.rewriter.strategy.Registry)
 
-_SIBLINGS: dict[tuple, FileContext | None] = {}  # (path, mtime, size) -> the parsed module, for :meth:`FileContext.imported`
+_SIBLINGS: dict[tuple, FileContext | None] = {}  # (path, sha256 of its bytes) -> the parsed module, for :meth:`FileContext.imported`
+
+
+_READ: list[list[tuple[str, str]]] = []  # the open :func:`sibling_reads` records
+
+
+@contextlib.contextmanager
+def sibling_reads() -> Iterator[list[tuple[str, str]]]:
+    """Record (path, sha256 of the bytes) of every module beside a file that the repairs in the block read:
+    a cached repair holds only while they are unchanged (:mod:`mend.rewriter.fix_cache`)."""
+    record: list[tuple[str, str]] = []
+    _READ.append(record)
+    try:
+        yield record
+    finally:
+        _READ.remove(record)
 
 
 def _sibling(path: str, level: int, module: str, options: FixOptions, strategies: Strategies) -> FileContext | None:
@@ -43,13 +60,18 @@ def _sibling(path: str, level: int, module: str, options: FixOptions, strategies
         base = base.parent
     target = base.joinpath(*module.split(".")).with_suffix(".py")
     try:
-        stat = target.stat()
-        key = (str(target.resolve()), stat.st_mtime_ns, stat.st_size)
+        data = target.read_bytes()
+        key = (str(target.resolve()), hashlib.sha256(data).hexdigest())
+        for record in _READ:
+            record.append(key)
         if key not in _SIBLINGS:
-            _SIBLINGS[key] = FileContext(target.read_text(encoding="utf-8"), str(target), options, strategies)
+            text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as read_text reads it
+            _SIBLINGS[key] = FileContext(text, str(target), options, strategies)
             _SIBLINGS[key].prepare_all()
         return _SIBLINGS[key]
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError, cst.ParserSyntaxError):
+        for record in _READ:
+            record.append((str(target), ""))  # unreadable now: a cached repair holds while it stays so
         return None
 
 
@@ -64,8 +86,10 @@ class FileContext:
         self.module = cst.parse_module(source)
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {stmt: self.module for stmt in self.module.body}
         self.positions: dict[cst.CSTNode, Any] = {}
+        self._placed: list[tuple[int, int, list]] = []  # per positioned unit: its lines and its nodes' places
         self._units = _units(self.module, source)
         self._resolved: set[int] = set()
+        self._unplaceable: set[int] = set()
         self._all_parents = False
         self.imports = ImportMap(self.module)
         self._facts: dict[int, FunctionFacts] = {}
@@ -81,7 +105,9 @@ class FileContext:
     def prepare_all(self) -> None:
         """Parents for the whole module (for fixes that edit outside their own statement)."""
         if not self._all_parents:
-            add_parents(self.module, self.parents)
+            found = index(self.module)  # walks of any subtree are slices of it from now on
+            for node in found.nodes[1:]:  # in visiting order: strategies read the dict's order
+                self.parents[node] = found.parents[node]
             self._all_parents = True
 
     def prepare(self, lines: Iterable[int]) -> None:
@@ -95,9 +121,12 @@ class FileContext:
             units = [u for u in self._units if u[1] <= ln <= u[2]]
             for unit in sorted(units, key=lambda u: u[2] - u[1]):  # narrowest first
                 key = id(unit[0])
+                if key in self._unplaceable:
+                    continue
                 if key in self._resolved or self._resolve_unit(*unit):
                     self._resolved.add(key)
                     break
+                self._unplaceable.add(key)  # its columns cannot be shifted: the unit around it, each time
         self._by_type.clear()
 
     def _resolve_unit(self, stmt: cst.CSTNode, start: int, end: int, shift: int,
@@ -110,13 +139,16 @@ class FileContext:
             self.parents[child] = parent
         add_parents(stmt, self.parents)
         offset = start - local[_anchor(stmt)].start.line
+        placed: list[tuple[cst.CSTNode, CodeRange]] = []
         for node, rng in local.items():
             if node is sub:
                 continue
-            self.positions[node] = CodeRange(
+            placed.append((node, CodeRange(
                 CodePosition(rng.start.line + offset, rng.start.column + shift),
                 CodePosition(rng.end.line + offset, rng.end.column + shift),
-            )
+            )))
+        self.positions.update(placed)
+        self._placed.append((start, end, placed))
         return True
 
     # --- locating -----------------------------------------------------------------------------
@@ -129,11 +161,7 @@ class FileContext:
         best_size = None
         on_line = []
         key = types if isinstance(types, tuple) else (types,)
-        candidates = self._by_type.get(key)
-        if candidates is None:
-            candidates = [(n, r) for n, r in self.positions.items() if isinstance(n, key)]
-            self._by_type[key] = candidates
-        for node, rng in candidates:
+        for node, rng in self._candidates(key, line):
             if not (rng.start.line <= line <= rng.end.line) or (pred is not None and not pred(node)):
                 continue
             if range_contains_pos(rng, line, col0):
@@ -147,6 +175,16 @@ class FileContext:
         if on_line:
             return min(on_line, key=lambda t: t[0])[1]
         return None
+
+    def _candidates(self, key: tuple[type, ...], line: int) -> Iterator[tuple[cst.CSTNode, CodeRange]]:
+        """The positioned nodes of the types ``key`` in the units holding ``line`` (a node holding a position
+        lies in a unit holding its line), in the order they were positioned."""
+        for i, (start, end, placed) in enumerate(self._placed):
+            if start <= line <= end:
+                found = self._by_type.get((i, key))
+                if found is None:
+                    found = self._by_type[(i, key)] = [(n, r) for n, r in placed if isinstance(n, key)]
+                yield from found
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.parents.get(node)

@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Sequence
-from typing import Any
+from functools import lru_cache
 
 import libcst as cst
 from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.codemod.visitors import RemoveImportsVisitor
 
 from mend import deadline
 from mend.analyzers.diagnostic import Diagnostic
 from mend.rewriter.context import FileContext
 from mend.rewriter.helper_module import helper_import, public_name
+from mend.rewriter.module_edits import ImportItem, add_imports, apply_edits
 from mend.rewriter.options import FixOptions
 from mend.rewriter.plan import Decline, Plan
 from mend.rewriter.results import AppliedFix, FileResult, Remaining
@@ -44,18 +45,6 @@ def _overlaps(a: cst.CSTNode, b: cst.CSTNode, ctx: FileContext) -> bool:
 
 def _same_nodes(a: list, b: list) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b))
-
-
-class _Apply(cst.CSTTransformer):
-    def __init__(self, replacements: dict[int, Any]) -> None:
-        super().__init__()
-        self.replacements = replacements
-
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
-        repl = self.replacements.get(id(original_node))
-        if repl is None:
-            return updated_node
-        return repl(updated_node) if callable(repl) else repl
 
 
 def _take(ctx: FileContext, result: Plan, plans: list[Plan], taken: list[cst.CSTNode],
@@ -109,20 +98,12 @@ def plan_round(ctx: FileContext, diagnostics: Sequence[Diagnostic]) -> tuple[lis
 
 def apply_plans(ctx: FileContext, plans: Sequence[Plan]) -> tuple[str, list[str]]:
     """The file with ``plans`` applied, and the helpers (``_mend_*``) it now imports."""
-    replacements: dict[int, Any] = {}
-    imports: list[tuple[str, str | None, str | None, int]] = []
+    imports: list[ImportItem] = []
     helpers: list[str] = []
     for plan in plans:
-        for node, repl in plan.edits:
-            prev = replacements.get(id(node))
-            if prev is not None and callable(prev) and callable(repl):
-                replacements[id(node)] = (lambda a, b: (lambda upd: b(a(upd))))(prev, repl)
-            else:
-                replacements[id(node)] = repl
         imports.extend((mod, obj, asname, 0) for mod, obj, asname in plan.imports)
         helpers.extend(plan.helpers)
-    module = ctx.module.visit(_Apply(replacements))
-    assert isinstance(module, cst.Module)
+    module = apply_edits(ctx.module, [edit for plan in plans for edit in plan.edits], ctx.parent)
     # a file repaired when helpers were pasted into it defines them itself: it keeps those
     defined = {s.name.value for s in ctx.module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
     helpers = [h for h in dict.fromkeys(helpers) if h not in defined]
@@ -130,10 +111,7 @@ def apply_plans(ctx: FileContext, plans: Sequence[Plan]) -> tuple[str, list[str]
         source = helper_import(ctx.path, ctx.options.helpers, ctx.options.helpers_within)
         imports.extend((source.module, public_name(h), h, source.level) for h in helpers)
     if imports:
-        context = CodemodContext()
-        for mod, obj, asname, level in dict.fromkeys(imports):
-            AddImportsVisitor.add_needed_import(context, mod, obj, asname, level)
-        module = AddImportsVisitor(context).transform_module(module)
+        module = add_imports(module, imports)
     drops = [m for plan in plans for m in plan.drop_imports]
     if drops:
         context = CodemodContext()
@@ -148,14 +126,16 @@ def _validate(text: str, path: str, original: str) -> str | None:
         compile(text, path, "exec", dont_inherit=True)
     except (cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
         return f"{type(exc).__name__}: {exc}"
-    early = _reads_before_binding(text) - _reads_before_binding(original)
+    early = _reads_before_binding(text)
+    early = early - _reads_before_binding(original) if early else early
     if early:
         func, name = sorted(early)[0]
         return f"`{name}` would be read in {func}() before the function binds it itself (UnboundLocalError)"
     return None
 
 
-def _reads_before_binding(text: str) -> set[tuple[str, str]]:
+@lru_cache(maxsize=8)  # a round's new text is the next round's original
+def _reads_before_binding(text: str) -> frozenset[tuple[str, str]]:
     """(function, name) where a function reads a name on a line before its own first binding of it: the
     name is local to the whole function, so the read raises UnboundLocalError (code mend writes reads
     ``torch``, which a function may import itself further down)."""
@@ -180,7 +160,7 @@ def _reads_before_binding(text: str) -> set[tuple[str, str]]:
                 seen = bound if isinstance(node.ctx, (ast.Store, ast.Del)) else read
                 seen[node.id] = min(seen.get(node.id, node.lineno), node.lineno)
         out |= {(fn.name, n) for n, line in read.items() if n in bound and line < bound[n] and n not in declared}
-    return out
+    return frozenset(out)
 
 
 def _own_nodes(fn: ast.AST):
@@ -212,6 +192,7 @@ def fix_source(
     result = FileResult(path=path, original=source, fixed=source)
     current = source
     diags = [d for d in diagnostics if options.wants(d.code)]
+    found = list(diagnostics)  # the findings of ``current``, every rule's
     declines: list[Decline] = []
     postponed: list[Diagnostic] = []
     for _ in range(options.max_rounds):
@@ -219,6 +200,7 @@ def fix_source(
         if not any(d.code in strategies for d in diags):
             declines = [Decline(d, no_fix_reason(d.code)) for d in diags]
             postponed = []
+            result.settled = found
             break
         try:
             ctx = FileContext(current, path, options, strategies)
@@ -230,6 +212,7 @@ def fix_source(
             return result
         plans, declines, postponed = plan_round(ctx, diags)
         if not plans:
+            result.settled = found
             break
         new, helpers = apply_plans(ctx, plans)
         problem = _validate(new, path, current)
@@ -248,7 +231,8 @@ def fix_source(
         current = new
         if diagnose is None:
             break  # positions moved: postponed sites are reported, a second run repairs them
-        diags = [d for d in diagnose(current) if options.wants(d.code)]
+        found = diagnose(current)
+        diags = [d for d in found if options.wants(d.code)]
         declines, postponed = [], []
     result.fixed = current
     result.remaining = [Remaining(d.diagnostic, d.reason, d.unsafe_available) for d in declines]

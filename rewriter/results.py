@@ -37,6 +37,9 @@ class FileResult:
     remaining: list[Remaining] = field(default_factory=list)
     error: str | None = None
     helpers: list[str] = field(default_factory=list)  # the ``_mend_*`` helpers the new text imports (mend.rewriter.helper_module)
+    # the findings of the new text when the last round of repairs found nothing more to do there (so fixing
+    # it again changes nothing: mend.rewriter.fix_cache); None when the rounds ended otherwise
+    settled: list[Diagnostic] | None = None
 
     @property
     def changed(self) -> bool:
@@ -48,18 +51,33 @@ def line_map(original: str, repaired: str) -> list[int]:
 
     Equal lines map to their twin; a replaced block maps line by line onto the original block (its extra
     lines onto the block's last line); an inserted line (a guard, an added import) maps to the original
-    line that follows it, or the last line at the end of the file."""
+    line that follows it, or the last line at the end of the file. The lines both texts begin and end with
+    are twins without a search: only the part between goes through ``difflib``, whose matching is quadratic in
+    the lines a text repeats (a generated file of many alike functions); a middle of more than
+    :data:`EXACT_LINES` lines is matched with ``difflib``'s junk heuristic."""
     old, new = original.splitlines(), repaired.splitlines()
-    out: list[int] = []
-    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    out: list[int] = list(range(1, head + 1))
+    a, b = old[head:len(old) - tail], new[head:len(new) - tail]
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=max(len(a), len(b)) > EXACT_LINES)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        i1, i2 = i1 + head, i2 + head
         if tag == "equal":
             out += range(i1 + 1, i2 + 1)
         elif tag == "replace":
             out += [i1 + 1 + min(k, i2 - i1 - 1) for k in range(j2 - j1)]
         elif tag == "insert":
             out += [min(i1 + 1, max(len(old), 1))] * (j2 - j1)
+    out += range(len(old) - tail + 1, len(old) + 1)
     return out
+
+
+EXACT_LINES = 20_000
 
 
 def original_line(lines: list[int], line: int) -> int:

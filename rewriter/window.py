@@ -34,6 +34,7 @@ import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mend import deadline
 from mend.analyzers.diagnostic import Diagnostic
 from mend.rewriter.engine import Diagnose
 from mend.rewriter.options import FixOptions
@@ -96,15 +97,19 @@ class Window:
 
 def fix_windowed(source: str, path: str, diagnostics: Sequence[Diagnostic], options: FixOptions,
                  diagnose: Diagnose | None = None) -> FileResult:
-    """:func:`~mend.rewriter.registry.fix_source` through a window (see the module docstring)."""
+    """:func:`~mend.rewriter.registry.fix_source` through a window (see the module docstring); raises
+    :class:`mend.deadline.TooLarge` when the code LibCST would take is more than ``MEND_FIX_MAX_BYTES``."""
     window = build_window(source, diagnostics)
     if window is None:
+        deadline.check_size(len(source))
         return fix_source(source, path, diagnostics, options, diagnose)
+    deadline.check_size(len(window.text) - sum(map(len, window.placeholders)))
     try:
         result = fix_source(window.text, path, diagnostics, options,
                             window.diagnose(diagnose) if diagnose is not None else None)
         fixed = window.expand(result.fixed)
     except _Miss:
+        deadline.check_size(len(source))
         return fix_source(source, path, diagnostics, options, diagnose)
     result.original = source
     result.fixed = fixed

@@ -10,6 +10,7 @@ runs past it is reported with the limit and left byte for byte as it was; the ru
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -100,3 +101,24 @@ def test_fix_leaves_a_file_past_the_limit_unchanged_and_repairs_the_others(
     assert (tmp_path / "dense.py").read_bytes() == before
     assert "_mend_emit(__name__, \"print\", x)" in (tmp_path / "small.py").read_text()
     assert "Fixed 1 finding(s) in 1 file(s)" in result.output
+
+
+def test_fix_leaves_a_file_whose_repairs_involve_too_much_code_and_repairs_the_others(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``MEND_FIX_MAX_BYTES`` bounds the code LibCST takes from one file (the statements the repairs involve,
+    not the whole file): a file of many findings past it is reported at once and left as it was; a large file
+    whose few findings involve little code is repaired."""
+    before = dense(tmp_path / "dense.py", 100)  # every function has findings: about 10,000 characters
+    sparse = "import torch\n" + "".join(f"\n\ndef table_{i}(key):\n    return {{'a': {i}}}.get(key)\n"
+                                         for i in range(400)) + SMALL[len("import torch\n"):]
+    (tmp_path / "sparse.py").write_text(sparse)  # 20,000 characters, one finding
+    monkeypatch.setenv("MEND_FIX_MAX_BYTES", "5000")
+    monkeypatch.chdir(tmp_path)
+    start = time.perf_counter()
+    result = CliRunner().invoke(app, ["fix", "--isolated", "--no-cache", "-j", "1", "."])
+    assert result.exit_code == 2, result.output
+    assert re.search(r"error: dense\.py: skipped: its repairs involve \d,\d\d\d characters of code, more than the "
+                     r"5,000 mend fix parses in one file \(MEND_FIX_MAX_BYTES; .*\); left unchanged", result.output)
+    assert (tmp_path / "dense.py").read_bytes() == before
+    assert "_mend_emit(__name__, \"print\", x)" in (tmp_path / "sparse.py").read_text()
+    assert time.perf_counter() - start < 60  # not repaired first: 100 findings take seconds to repair

@@ -81,14 +81,7 @@ class ResultCache:
     def save(self) -> None:
         if not self.dirty:
             return
-        try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            gi = self.directory / ".gitignore"
-            if not gi.exists():
-                gi.write_text("# Automatically created by mend.\n*\n")
-            _write(self.file, self.entries)
-        except (OSError, datacodec.DataError):
-            pass  # a cache that cannot be written only costs time
+        save_data(self.directory, self.file, self.entries)  # one that cannot be written only costs time
 
 
 class RunCache:
@@ -118,14 +111,7 @@ class RunCache:
         runs[key] = value
         while len(runs) > self.MAX_RUNS:
             runs.pop(next(iter(runs)))
-        try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            gi = self.directory / ".gitignore"
-            if not gi.exists():
-                gi.write_text("# Automatically created by mend.\n*\n")
-            _write(self.file, runs)
-        except (OSError, datacodec.DataError):
-            pass
+        save_data(self.directory, self.file, runs)
 
 
 class FixDecisions:
@@ -158,17 +144,30 @@ class FixDecisions:
             known[key] = merged  # most recent last
         while len(known) > self.MAX_FILES:
             known.pop(next(iter(known)))
-        try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            gi = self.directory / ".gitignore"
-            if not gi.exists():
-                gi.write_text("# Automatically created by mend.\n*\n")
-            _write(self.file, known)
-        except (OSError, datacodec.DataError):
-            pass  # check then says the fix is undecided
+        save_data(self.directory, self.file, known)  # if it cannot be written, check says "undecided"
 
 
 MAX_BYTES = 256 << 20  # a cache file larger than this is not read (it is not one mend wrote for a real tree)
+
+
+def save_data(directory: Path, path: Path, value) -> bool:
+    """Write ``value`` to ``path`` (a file under the cache folder ``directory``) atomically, in the tagged
+    JSON of :mod:`~mend.analyzers.static.datacodec`, the folder getting its ``.gitignore`` first; False
+    when it cannot be written (a cache that cannot be written only costs time)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ignore = directory / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# Automatically created by mend.\n*\n")
+        _write(path, value)
+    except (OSError, datacodec.DataError):
+        return False
+    return True
+
+
+def load_data(path: Path):
+    """The value :func:`save_data` wrote to ``path``, or None (see :func:`_read`)."""
+    return _read(path)
 
 
 def _read(path: Path):

@@ -427,12 +427,13 @@ def _deps_unchanged(deps: list[tuple[str, str]], config: Config) -> bool:
 
 def check_paths(paths: Iterable[str | Path], config: Config | None = None, jobs: int | None = None,
                 use_cache: bool = True, force_exclude: bool = False, ignore_noqa: bool = False,
-                progress=None, need_project: bool = False) -> CheckResult:
+                progress=None, need_project: bool = False, mark_fixes: bool = True) -> CheckResult:
     """Check every Python file under ``paths``. See :class:`CheckResult`.
 
     With the cache on, a run over an unchanged tree (same files, same bytes, same dependencies read
     from disk, same settings) replays the previous run's diagnostics without loading the per-file
     summaries; ``need_project=True`` always builds the project index (``CheckResult.project``).
+    ``mark_fixes`` marks each fix with what ``mend fix`` decided for it (``mend fix`` itself turns it off).
     """
     from mend.analyzers.static.cache import RunCache
 
@@ -451,7 +452,8 @@ def check_paths(paths: Iterable[str | Path], config: Config | None = None, jobs:
         run_key = _run_key(entries, config, ignore_noqa)
         hit = None if need_project else run_cache.get(run_key)
         if hit is not None and _deps_unchanged(hit["deps"], config):
-            return CheckResult(diagnostics=_with_decisions(hit["diagnostics"], digests, config, True), files=files,
+            return CheckResult(diagnostics=_with_decisions(hit["diagnostics"], digests, config, mark_fixes),
+                               files=files,
                                lines=hit["lines"], cached=len(files), analyzed=0, seconds=time.perf_counter() - t0,
                                skipped=skipped, digests=digests)
     summaries, cache, analyzed = summarize_files(files, config, jobs, use_cache, progress, explicit, entries)
@@ -468,7 +470,7 @@ def check_paths(paths: Iterable[str | Path], config: Config | None = None, jobs:
     if run_cache is not None and run_key is not None and not result.timed_out:
         deps = list(getattr(project.loader, "loaded", []))
         run_cache.put(run_key, {"deps": deps, "diagnostics": result.diagnostics, "lines": result.lines})
-    result.diagnostics = _with_decisions(result.diagnostics, digests, config, use_cache)
+    result.diagnostics = _with_decisions(result.diagnostics, digests, config, use_cache and mark_fixes)
     result.seconds = time.perf_counter() - t0
     return result
 

@@ -46,6 +46,7 @@ from mend.analyzers.static.torch_facts import (
 from mend.rewriter.analysis import code, parse_expr
 from mend.rewriter.context import FileContext
 from mend.rewriter.plan import Decline, Plan
+from mend.rewriter.traversal import children
 
 # calls whose meaning depends on the frame they run in: inside a lambda they would see the lambda's
 _FRAME_CALLS = frozenset({"super", "locals", "vars", "eval", "exec", "dir"})
@@ -386,7 +387,7 @@ def _walk(node: cst.CSTNode):
         n = stack.pop()
         yield n
         if not isinstance(n, (cst.Lambda, cst.FunctionDef, cst.ClassDef)) or n is node:
-            stack.extend(n.children)
+            stack.extend(children(n))
 
 
 def _decorator_plan(ctx: FileContext, diag: Diagnostic, func: cst.FunctionDef, flag: str, why: str) -> Plan:

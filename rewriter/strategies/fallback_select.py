@@ -53,6 +53,7 @@ from mend.rewriter.parts.branches import IfSite, if_site
 from mend.rewriter.parts.lower import Declined, and_text, lowered_tail, with_helpers
 from mend.rewriter.parts.reporting import is_reporting_call
 from mend.rewriter.plan import Decline, Example, Plan
+from mend.rewriter.traversal import children
 
 EXAMPLES = (
     Example(
@@ -157,7 +158,7 @@ def _exits(stmt: cst.CSTNode) -> bool:
         if isinstance(n, (cst.Return, cst.Yield)):
             return True
         if not isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            stack.extend(n.children)
+            stack.extend(children(n))
     return False
 
 

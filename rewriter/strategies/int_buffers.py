@@ -37,6 +37,7 @@ from mend.rewriter.analysis import code, eager_else, is_docstring, parse_expr, p
 from mend.rewriter.context import FileContext
 from mend.rewriter.parts.sites import size_site
 from mend.rewriter.plan import Decline, Example, Plan
+from mend.rewriter.traversal import children
 
 EXAMPLES = (
     Example(
@@ -353,7 +354,7 @@ def _number_sink(stmt: cst.CSTNode, read: cst.CSTNode) -> cst.Arg | cst.Assign |
     locals, or None (anything else)."""
     parents: dict[int, cst.CSTNode] = {}
     for n in walk(stmt):
-        for child in n.children:
+        for child in children(n):
             parents[id(child)] = n
     cur: cst.CSTNode = read
     while True:

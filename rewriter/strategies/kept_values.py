@@ -122,8 +122,10 @@ def repair(ctx: FileContext, diag: Diagnostic) -> Plan | Decline | None:
         node = branch_node(ctx, diag)
         if isinstance(node, Decline):
             return node
-        plan = kept_values_plan(ctx, diag, node.test)  # with --unsafe-fixes only: a safe repair after it goes first
-        return plan if isinstance(plan, Plan) and ctx.options.unsafe else None
+        if not ctx.options.unsafe:
+            return None  # with --unsafe-fixes only: a safe repair after it goes first
+        plan = kept_values_plan(ctx, diag, node.test)
+        return plan if isinstance(plan, Plan) else None
     site = size_site(ctx, diag)
     return site if isinstance(site, Decline) else kept_values_plan(ctx, diag, site)
 

@@ -119,23 +119,50 @@ def test_immutable_file_as_root(tmp_path: Path) -> None:
 
 
 def test_changed_on_disk_meanwhile_is_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A file edited while mend was fixing it is not overwritten."""
-    from mend.rewriter import api
+    """A file edited while mend was fixing it is not overwritten: the repair computed before the file's turn
+    is made again on the new bytes, and when the file changes during that one too, it is left."""
+    from mend.rewriter import workers
 
     target = tmp_path / "a.py"
     target.write_text(MODEL)
-    real_fix = api.fix_windowed
+    real_fix = workers.fix_windowed
 
     def fix_then_edit(*args, **kwargs):
         out = real_fix(*args, **kwargs)
-        target.write_text(MODEL + "# edited meanwhile\n")
+        target.write_text(target.read_text() + "# edited meanwhile\n")
         return out
 
-    monkeypatch.setattr(api, "fix_windowed", fix_then_edit)
+    monkeypatch.setattr(workers, "fix_windowed", fix_then_edit)
     res = runner.invoke(app, ["fix", str(tmp_path)])
     assert res.exit_code == 2
+    assert "changed on disk since it was analysed: analysed again" in res.output
     assert "changed on disk while mend was fixing it" in res.output
-    assert target.read_text() == MODEL + "# edited meanwhile\n"
+    assert target.read_text() == MODEL + "# edited meanwhile\n" * 2
+
+
+def test_changed_before_its_turn_is_repaired_on_the_new_bytes(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file edited after its repair was computed, before it was written, is repaired again on its new
+    bytes (the repair computed first is not applied to them)."""
+    from mend.rewriter import workers
+
+    target = tmp_path / "a.py"
+    target.write_text(MODEL)
+    real_fix = workers.fix_windowed
+    calls = []
+
+    def fix_then_edit_once(*args, **kwargs):
+        out = real_fix(*args, **kwargs)
+        if not calls:
+            target.write_text(MODEL + "# edited meanwhile\n")
+        calls.append(args[0])
+        return out
+
+    monkeypatch.setattr(workers, "fix_windowed", fix_then_edit_once)
+    res = runner.invoke(app, ["fix", str(tmp_path)])
+    assert calls == [MODEL, MODEL + "# edited meanwhile\n"], res.output
+    assert res.exit_code == 0, res.output
+    assert target.read_text() == fixed_text(MODEL + "# edited meanwhile\n")
 
 
 # --- links ---------------------------------------------------------------------------------------
