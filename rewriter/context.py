@@ -10,6 +10,7 @@ runs (``ctx.strategies``: what :func:`mend.rewriter.strategy.repair_as` reads).
 from __future__ import annotations
 
 import ast
+import bisect
 import contextlib
 import hashlib
 import re
@@ -20,6 +21,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
+from mend import deadline
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.static.torch_facts import is_compiling_call
 from mend.rewriter.analysis import (
@@ -88,6 +90,10 @@ class FileContext:
         self.positions: dict[cst.CSTNode, Any] = {}
         self._placed: list[tuple[int, int, list]] = []  # per positioned unit: its lines and its nodes' places
         self._units = _units(self.module, source)
+        # top-level statements, and statements of class bodies: each list sorted and without overlaps
+        self._unit_lists = [sorted((u for u in self._units if (u[3] == 0) == top), key=lambda u: u[1])
+                            for top in (True, False)]
+        self._unit_starts = [[u[1] for u in units] for units in self._unit_lists]
         self._resolved: set[int] = set()
         self._unplaceable: set[int] = set()
         self._all_parents = False
@@ -118,7 +124,8 @@ class FileContext:
         statement of a top-level class body), each rendered alone and shifted to its real place."""
         wanted = sorted(set(lines))
         for ln in wanted:
-            units = [u for u in self._units if u[1] <= ln <= u[2]]
+            deadline.check()  # a file of many findings: the time limit holds here too
+            units = self._units_at(ln)
             for unit in sorted(units, key=lambda u: u[2] - u[1]):  # narrowest first
                 key = id(unit[0])
                 if key in self._unplaceable:
@@ -128,6 +135,15 @@ class FileContext:
                     break
                 self._unplaceable.add(key)  # its columns cannot be shifted: the unit around it, each time
         self._by_type.clear()
+
+    def _units_at(self, line: int) -> list[tuple]:
+        """The units holding ``line``: at most a top-level statement and a statement of its class body."""
+        out = []
+        for units, starts in zip(self._unit_lists, self._unit_starts):
+            i = bisect.bisect_right(starts, line) - 1
+            if i >= 0 and units[i][1] <= line <= units[i][2]:
+                out.append(units[i])
+        return out
 
     def _resolve_unit(self, stmt: cst.CSTNode, start: int, end: int, shift: int,
                       links: tuple[tuple[cst.CSTNode, cst.CSTNode], ...]) -> bool:
