@@ -135,9 +135,9 @@ def repair_all(todo: Sequence[Job], options: FixOptions, diagnose: Diagnoser, jo
             if done is not None:
                 done()
         return
-    from mend.rewriter import registry
+    from mend.rewriter import registry, window  # noqa: F401  (imported here once: every worker starts with them)
 
-    registry.strategies()  # imported once here: every worker starts with them
+    registry.strategies()
     fork = multiprocessing.get_context("fork")  # the workers inherit the project index instead of a copy of it
     with ProcessPoolExecutor(max_workers=workers, mp_context=fork, initializer=_start,
                              initargs=(options, diagnose)) as pool:
