@@ -242,13 +242,33 @@ class TensorKinds:
             return N
         operands = [e.left, *e.comparators]
         kinds = [self.kind(o) for o in operands]
-        if T in kinds:
-            return T
+        if T in kinds or any(self.python_draw(o) for o in operands):
+            return T  # a Python draw Dynamo traces is a graph input: comparing it is data-dependent
         if M in kinds:
             # `mask > 0`, `ids == self.config.image_token_id` on a maybe-tensor is a maybe-tensor (a
             # mask): enough for `.item()`-style method rules on it, never for truthiness rules
             return M
         return N
+
+    def python_draw(self, e: ast.AST, depth: int = 0) -> str | None:
+        """The Python ``random`` function Dynamo traces (``random.uniform``) whose draw ``e`` is, or a
+        comparison or truth test in ``e`` reads (through locals); else None."""
+        t = e.__class__
+        if depth > 6:
+            return None
+        if t is ast.Call:
+            q = self.qualify(e.func)
+            return q if q in torch_facts.TRACED_PYTHON_RANDOM else None
+        if t is ast.Name:
+            v = self.local_values.get(e.id)
+            return self.python_draw(v, depth + 1) if isinstance(v, ast.AST) and v is not e else None
+        parts = {ast.Compare: lambda: [e.left, *e.comparators], ast.BoolOp: lambda: e.values,
+                 ast.UnaryOp: lambda: [e.operand]}.get(t)
+        for part in parts() if parts else ():
+            found = self.python_draw(part, depth + 1)
+            if found:
+                return found
+        return None
 
     def _boolop_kind(self, e: ast.BoolOp) -> int:
         if not isinstance(e.op, ast.And):

@@ -46,6 +46,11 @@ NON_TENSOR_TORCH = frozenset(
 # data-dependent (the analyzer treats it like a tensor), but it has no tensor form (the rewriter
 # cannot select with it).
 DATA_BOOL_TORCH = frozenset({"torch.equal", "torch.allclose", "torch.is_nonzero"})
+# Python `random` functions Dynamo traces (torch 2.13): the number drawn becomes an input of the graph (drawn
+# before it runs, in the original order), so arithmetic on it stays in the graph and a branch on it is
+# data-dependent (GB0170). `random.random()` and the other `random.Random` methods are C code Dynamo skips
+# (GB0007: MND105).
+TRACED_PYTHON_RANDOM = frozenset({"random.uniform", "random.randint", "random.randrange"})
 # torch checks that read a tensor's values as a Python bool (`cond._is_all_true().item()`) and raise when it
 # is False: a graph break unless the scalar is captured, where the check becomes a runtime assert.
 TENSOR_CHECKS = frozenset({"torch._check_tensor_all", "torch._check_tensor_all_with"})

@@ -204,16 +204,20 @@ class FunctionWalker(tk.TensorKinds):
 
     def mode_prefixed(self, test: ast.AST) -> str | None:
         """For ``a and b and <tensor condition>``: the first mode test among the operands before the
-        first tensor-valued one. The tensor condition is evaluated (and breaks) only in that mode."""
+        first tensor-valued one. The tensor condition is evaluated (and breaks) only in that mode. A
+        LayerDrop guard among them (``self.training and p > 0 and u < p``) is the answer whatever comes
+        before it: the test then runs only when LayerDrop is configured."""
         if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
             return None
+        first = None
         for i, v in enumerate(test.values):
             if self.kind(v) == tk.T:
-                return None
-            m = self.mode_test(v) or self._layerdrop_configured(v, test.values[i + 1:])
-            if m is not None:
-                return m
-        return None
+                return first
+            configured = self._layerdrop_configured(v, test.values[i + 1:])
+            if configured is not None:
+                return configured
+            first = first or self.mode_test(v)
+        return first
 
     def _layerdrop_configured(self, test: ast.AST, rest: list[ast.AST]) -> str | None:
         """``p > 0`` in ``p > 0 and u < p`` (or ``p > u``), the guard ``mend fix`` puts before a LayerDrop test
@@ -224,8 +228,9 @@ class FunctionWalker(tk.TensorKinds):
                 and isinstance(test.left, (ast.Name, ast.Attribute)) and rest):
             return None
         bound = ast.dump(test.left)
-        if not (isinstance(test.left, ast.Name) or self.is_self_attr(test.left)):
-            return None
+        if not (isinstance(test.left, ast.Name) or self.is_self_attr(test.left)
+                or (isinstance(test.left, ast.Attribute) and self.is_self_attr(test.left.value) == "config")):
+            return None  # `p`, `self.layerdrop`, `self.config.layerdrop`
         nxt = rest[0]
         if not (isinstance(nxt, ast.Compare) and len(nxt.ops) == 1):
             return None
@@ -493,12 +498,32 @@ class FunctionWalker(tk.TensorKinds):
                 self.dispatch("binop", n)
             elif t is ast.NamedExpr:
                 self.assign(n.target, n.value, self.kind(n.value))
+            elif t is ast.BoolOp and self._moded_operands(n):
+                continue
             elif t is ast.Name or t is ast.Constant:
                 continue
             elif t in _COMPREHENSIONS:
                 self._comprehension(n)
                 continue
             stack.extend(children(n))
+
+    def _moded_operands(self, n: ast.BoolOp) -> bool:
+        """``self.training and random.random() < p``: the operands after a mode test run only in that mode,
+        and are walked under it (their findings say so). False when ``n`` has no such operand."""
+        if not isinstance(n.op, ast.And):
+            return False
+        at = next((i for i, v in enumerate(n.values[:-1]) if self.mode_test(v) is not None), None)
+        if at is None:
+            return False
+        for v in n.values[:at + 1]:
+            self.expr(v)
+        self.mode_guards.append(self.mode_test(n.values[at]))
+        try:
+            for v in n.values[at + 1:]:
+                self.expr(v)
+        finally:
+            self.mode_guards.pop()
+        return True
 
     def _captured(self, call: ast.Call) -> bool:
         """``_mend_captured(lambda: E)`` / ``_mend_tensor_check(lambda: E)`` / ``_mend_rnn(lambda: E)`` (added by

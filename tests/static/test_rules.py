@@ -350,19 +350,44 @@ def test_tensor_condition_behind_a_dtype_test_is_reported_with_the_dtype(prefix)
     assert found[0].data["mode"] == prefix and f"(only when `{prefix}`)" in found[0].message
 
 
-@pytest.mark.parametrize("prefix", ["self.training", "torch.is_grad_enabled()"])
-def test_tensor_condition_behind_a_mode_test_is_not_reported(prefix):
-    src = f"""
+def test_tensor_condition_behind_a_grad_mode_test_is_not_reported():
+    src = """
         import torch
         from torch import nn
 
         class M(nn.Module):
             def forward(self, h):
-                if {prefix} and not torch.isfinite(h).all():
+                if torch.is_grad_enabled() and not torch.isfinite(h).all():
                     h = h.clamp(-1.0, 1.0)
                 return h
     """
     assert check(src) == []
+
+
+@pytest.mark.parametrize("test", [
+    "if self.training and not torch.isfinite(h).all():",
+    "if (True if self.training and (torch.rand([]) < self.p) else False):",
+])
+def test_tensor_condition_behind_self_training_is_reported_for_training(test):
+    """``self.training and <tensor test>`` (in an ``if`` or a conditional expression: M2M100's LayerDrop)
+    breaks in training: reported for that mode, as the same test inside ``if self.training:``."""
+    src = f"""
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            p = 0.1
+
+            def forward(self, h):
+                {test}
+                    h = h.clamp(-1.0, 1.0)
+                return h
+    """
+    found = [d for d in _diags(src) if d.code == "MND201"]
+    assert [d.line for d in found] == [9]
+    assert found[0].data["mode"] == "self.training" and "(only when `self.training`)" in found[0].message
+    if "True if" in test:
+        assert found[0].col == 21 and found[0].message.startswith("conditional expression on a tensor value")
 
 
 def test_tensor_condition_before_a_mode_test_is_reported():
@@ -459,6 +484,71 @@ def test_layerdrop_guard_with_and_is_a_training_mode_guard():
     found = _diags(src)
     assert [(d.line, d.code) for d in found] == [(15, "MND201")]
     assert found[0].data["mode"] == "self.training"
+
+
+def test_m2m100_layerdrop_is_reported_for_training_and_its_repair_is_not():
+    """M2M100's LayerDrop (transformers 4.52.4): a conditional expression on ``self.training and (u < p)``
+    breaks in training (GB0170, a frame skip in the loop); the repaired ``self.training and p > 0 and
+    (u < p)`` runs the tensor test only with LayerDrop configured: not reported."""
+    src = LAYERDROP.replace("""                if self.training:
+                    p = torch.rand([])
+                    if p < self.layerdrop:
+                        continue""", """                p = torch.rand([])
+                skip = True if self.training and (p < self.layerdrop) else False
+                if skip:
+                    continue""")
+    found = _diags(src)
+    assert [(d.line, d.code) for d in found] == [(14, "MND201")]
+    assert found[0].data["mode"] == "self.training" and found[0].data["frame_skip"] == "MND506"
+    assert "(only when `self.training`)" in found[0].message and "skip the whole frame" in found[0].message
+    assert _diags(src.replace("self.training and (p", "self.training and self.layerdrop > 0 and (p")) == []
+
+
+@pytest.mark.parametrize("draw", ["random.uniform(0, 1)", "random.randint(0, 9)", "u"])
+def test_a_branch_on_a_python_draw_dynamo_traces_is_reported(draw):
+    """``random.uniform``/``randint``/``randrange`` are traced: the draw is a graph input, and a branch on
+    it breaks the graph (GB0170), for training when behind ``self.training``."""
+    src = f"""
+        import random
+        import torch
+        from torch import nn
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+                self.layerdrop = 0.1
+
+            def forward(self, x):
+                for layer in self.layers:
+                    u = random.uniform(0, 1)
+                    skip = self.training and {draw} < self.layerdrop
+                    if not skip:
+                        x = layer(x)
+                    if {draw} < 0.5:
+                        x = x * 2
+                return x
+    """
+    found = [d for d in _diags(src) if d.code == "MND201"]
+    assert [d.line for d in found] == [16, 18]
+    drawn = "random.uniform" if draw == "u" else draw.split("(")[0]
+    assert all(f"on a number drawn by `{drawn}()`" in d.message for d in found)
+    assert found[0].data["mode"] == "self.training" and "mode" not in found[1].data
+    assert [d.code for d in _diags(src) if d.line in (14, 15)] == []  # Dynamo traces the draws themselves
+
+
+def test_python_random_behind_self_training_is_reported_for_training():
+    """``self.training and random.random() < p``: the call runs (and breaks, GB0007) only in training."""
+    src = LAYERDROP.replace("""                if self.training:
+                    p = torch.rand([])
+                    if p < self.layerdrop:
+                        continue""", """                if self.training and random.random() < self.layerdrop:
+                    continue""").replace("import torch", "import random\n    import torch")
+    found = _diags(src)
+    assert [(d.line, d.code) for d in found] == [(14, "MND105")]
+    assert found[0].data["mode"] == "self.training" and "(only when `self.training`)" in found[0].message
+    assert [(d.line, d.code) for d in _diags(src.replace("self.training and random", "random"))] == [
+        (13, "MND506"), (14, "MND105")]
 
 
 def test_repaired_layerdrop_test_runs_only_when_layerdrop_is_configured():

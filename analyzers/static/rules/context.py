@@ -97,6 +97,14 @@ class Context(Protocol):
     def is_bool_tensor(self, expr: ast.AST) -> bool:
         """``expr`` is a boolean tensor (a mask)."""
 
+    def name_mode(self, expr: ast.AST) -> str | None:
+        """The mode of a name in ``expr`` that holds a tensor only in that mode (assigned under ``if
+        self.training:``), else None."""
+
+    def python_draw(self, expr: ast.AST) -> str | None:
+        """The Python ``random`` function Dynamo traces (``random.uniform``) that ``expr`` is a draw of,
+        or that a comparison in ``expr`` reads (through locals); else None."""
+
     def mode_prefixed(self, test: ast.AST) -> str | None:
         """For ``a and b and <tensor condition>``: the mode test that guards the tensor condition."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from mend.analyzers.static import tensors as tk
 from mend.analyzers.static.rules.base import RULES, FixInfo, Rule, checker, register
@@ -22,8 +23,12 @@ register(
             not reported. A tensor condition behind a dtype test in an `and` chain (the fp16 overflow
             guard of BART-family layers, `if h.dtype == torch.float16 and torch.isinf(h).any():`) is
             evaluated, and breaks, only for that dtype, which the analyzer cannot see: it is reported
-            with the dtype test ("only when ..."). Behind `self.training` or a grad-mode test it is not
-            reported (the mode is the program's, usually eval under compile).
+            with the dtype test ("only when ..."). Behind `self.training` (M2M100's and wav2vec2's
+            LayerDrop, `skip = True if self.training and (u < self.layerdrop) else False`) it is
+            reported for training ("only when `self.training`"), as inside `if self.training:`; behind
+            a grad-mode test or the LayerDrop guard `p > 0` that `mend fix` writes it is not reported.
+            A comparison of a number drawn by `random.uniform`, `randint` or `randrange` counts as a
+            tensor test: Dynamo traces those draws as inputs of the graph, so branching on one breaks it.
         """,
         why="""
             The branch taken depends on data Dynamo does not know at trace time, so it ends the graph
@@ -59,14 +64,19 @@ register(
         fix=FixInfo(
             "sometimes", "safe", "data-dependent if -> torch.where",
             "LayerDrop in training (`u = torch.rand([])` then `if u < self.layerdrop:`, BART's and Whisper's "
-            "encoder and decoder loops) becomes `if self.layerdrop > 0 and u < self.layerdrop:` (**safe**: a "
+            "encoder and decoder loops) becomes `if self.layerdrop > 0 and u < self.layerdrop:`, and the same "
+            "test behind `self.training and` in an `if` or a conditional expression (M2M100's and wav2vec2's "
+            "`skip_the_layer = True if self.training and (u < p) else False`) becomes `self.training and p > 0 "
+            "and (u < p)` (**safe**: a "
             "`torch.rand` draw is never below a bound <= 0, the draw is kept, so values and the RNG stream are "
             "the original's; the draw becomes `_mend_drawn(torch.rand([]))`, which an ordered effect reads under "
             "compile, so a graph that no longer reads it still draws it); with `layerdrop=0.0` Dynamo decides the test on the attribute and the break is "
             "gone, with `layerdrop > 0` it stays (the test then runs only in that configuration and is no "
             "longer reported, like one behind `self.training`). Matched only for a one-element `torch.rand` "
-            "draw bound once just before the `if`, a strict `u < p` / `p > u`, and `p` proven a number "
-            "(`self.X` assigned only number literals, number parameters or `config.` attributes). "
+            "draw bound once just before the statement, a strict `u < p` / `p > u` (alone, or last in an `and` chain "
+            "of `self.` attributes), and `p` proven a number "
+            "(`self.X` assigned only number literals, number parameters or `config.` attributes; "
+            "`self.config.X` where `self.config` is only ever the `config` parameter). "
             "An `if <tensor cond>:` whose body only reports (print, logger calls, `warnings.warn`) is guarded "
             "as a whole with `if not torch.compiler.is_compiling():` under the `guard` side-effect policy "
             "(**safe** when the condition has no side effects: eager unchanged; under compile the report does "
@@ -238,28 +248,73 @@ def _dtype_mode(mode: str | None) -> bool:
     return mode is not None and (".dtype" in mode or "is_floating_point" in mode or "is_complex" in mode)
 
 
+def _training_mode(mode: str | None) -> bool:
+    """The mode test is ``self.training`` (or its negation): train vs eval, the mode a training loop
+    compiles in."""
+    return mode is not None and re.search(r"\.training\b", mode) is not None
+
+
+def _training(mode: str | None) -> bool | None:
+    """True for a test that holds in training (``self.training``, ``self.training is True``), False for
+    one that holds in eval (``not self.training``, ``self.training is False``), else None."""
+    if not _training_mode(mode):
+        return None
+    try:
+        e = ast.parse(mode, mode="eval").body
+    except SyntaxError:
+        return None
+    holds = True
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+        holds, e = False, e.operand
+    if isinstance(e, ast.Compare) and isinstance(e.comparators[0], ast.Constant):
+        same = isinstance(e.ops[0], (ast.Is, ast.Eq)) == bool(e.comparators[0].value)
+        holds, e = holds == same, e.left
+    return holds if isinstance(e, ast.Attribute) and e.attr == "training" else None
+
+
+def _report_test(ctx: Context, code: str, test: ast.AST, message: str | None = None) -> None:
+    """Report the tensor test ``test``. Behind a dtype or ``self.training`` test in an ``and`` chain it
+    breaks only in that mode, and says so; behind another mode (grad mode, an attention implementation,
+    the LayerDrop guard ``p > 0`` that ``mend fix`` writes) it is not reported, nor behind the mode in
+    which its names are not tensors (``self.training is False and i >= n`` with ``n`` a tensor only in
+    training)."""
+    mode = ctx.mode_prefixed(test)
+    if mode is not None and not (_dtype_mode(mode) or _training_mode(mode)):
+        return
+    prefix, names = _training(mode), _training(ctx.name_mode(test))
+    if prefix is not None and names is not None and prefix != names:
+        return
+    message = message or RULES[code].summary
+    if mode is None:
+        ctx.report(code, test, message)
+    else:
+        ctx.report(code, test, f"{message} (only when `{mode}`)", mode=mode)
+
+
+def _drawn(ctx: Context, test: ast.AST, what: str) -> str | None:
+    """The message for a test on a Python draw Dynamo traces (``random.uniform(0, 1) < p``); else None."""
+    draw = ctx.python_draw(test)
+    if draw is None:
+        return None
+    return (f"{what} on a number drawn by `{draw}()`: Dynamo passes the draw into the graph as an input, so "
+            "the branch is data-dependent and breaks the graph")
+
+
 @checker("if")
 def data_dependent_if(ctx: Context, node: ast.If) -> None:
-    if ctx.kind(node.test) != tk.T:
-        return
-    mode = ctx.mode_prefixed(node.test)
-    if mode is not None and not _dtype_mode(mode):
-        return  # `self.training and <tensor test>`: breaks only in that mode (train / grad)
-    code = "MND203" if _raises(node.body) else "MND201"
-    if mode is None:
-        ctx.report(code, node.test)
-    else:  # `h.dtype == torch.float16 and <tensor test>` (the fp16 overflow guard): breaks for that dtype
-        ctx.report(code, node.test, f"{RULES[code].summary} (only when `{mode}`)", mode=mode)
+    if ctx.kind(node.test) == tk.T:
+        _report_test(ctx, "MND203" if _raises(node.body) else "MND201", node.test, _drawn(ctx, node.test, "`if`"))
 
 
 @checker("ifexp")
 def data_dependent_ifexp(ctx: Context, node: ast.IfExp) -> None:
-    if ctx.kind(node.test) == tk.T and not ctx.mode_prefixed(node.test):
-        ctx.report("MND201", node.test, "conditional expression on a tensor value: Dynamo cannot trace "
-                                        "data-dependent branching and breaks the graph")
+    if ctx.kind(node.test) == tk.T:
+        _report_test(ctx, "MND201", node.test, _drawn(ctx, node.test, "conditional expression") or (
+            "conditional expression on a tensor value: Dynamo cannot trace data-dependent branching and breaks "
+            "the graph"))
 
 
 @checker("while")
 def data_dependent_while(ctx: Context, node: ast.While) -> None:
-    if ctx.kind(node.test) == tk.T and not ctx.mode_prefixed(node.test):
-        ctx.report("MND202", node.test)
+    if ctx.kind(node.test) == tk.T:
+        _report_test(ctx, "MND202", node.test)

@@ -207,7 +207,9 @@ register(
         what="""
             Finds calls to Python's `random` module (`random.random`, `gauss`, `choice`, `shuffle`,
             `sample`, `normalvariate`, `getrandbits`, `seed`) in traced code. `random.randint`,
-            `randrange` and `uniform` are traced by Dynamo and are not reported.
+            `randrange` and `uniform` are traced by Dynamo (the number drawn becomes an input of the
+            graph) and are not reported; a branch on their draw is (MND201). A call behind
+            `self.training and ...` is reported for training ("only when `self.training`").
         """,
         why="The `random.Random` methods are C code Dynamo marks as skipped: the graph breaks (GB0007).",
         use_instead="Draw the number outside and pass it in, or use `torch.rand(())` (a different RNG stream).",
