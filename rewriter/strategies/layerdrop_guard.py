@@ -1,5 +1,10 @@
 """MND201 LayerDrop, ``u = torch.rand([])`` then ``if u < p:``: guarded, ``if p > 0 and u < p:``.
 
+Also where the test follows ``self.training and`` in an ``if`` or a conditional expression (M2M100's and
+wav2vec2's ``skip_the_layer = True if self.training and (u < p) else False``): the guard goes before the
+draw's test, ``self.training and p > 0 and (u < p)``; the test is read for its truth only, so the value
+``False`` where the original gave ``tensor(False)`` changes nothing.
+
 The LayerDrop loops of transformers' encoders and decoders (BART, Whisper, ...) draw one uniform number per
 layer in training and skip the layer when it is below ``self.layerdrop``; the ``if`` on the tensor breaks
 the graph. ``torch.rand`` draws from ``[0, 1)``: no draw is ever below a ``p <= 0``, so ``u < p`` is False
@@ -15,11 +20,13 @@ static check then reports nothing: the test runs only in that configuration, lik
 Matched only where every part is proven: ``u`` is bound once in the function, to ``torch.rand`` of one
 element (``[]``, ``()``, ``1``, ``[1]``, ``(1,)``; keywords ``generator``, ``device``, ``requires_grad`` or a
 real floating ``dtype``), in the same block before the ``if`` and not mentioned in between; the test is
-``u < p`` or ``p > u`` (strict: ``u <= 0`` holds for a draw of 0); ``p`` is ``self.NAME`` whose every
+``u < p`` or ``p > u`` (strict: ``u <= 0`` holds for a draw of 0), alone or the last operand of an ``and``
+chain whose other operands are ``self.`` attributes (maybe under ``not``); ``p`` is ``self.NAME`` whose every
 assignment in the class is a number literal, a parameter of the method with a number default or a
 ``float``/``int`` annotation, or an attribute of a ``config`` parameter (transformers' configuration
-numbers), and the class defines no ``NAME`` of its own (a property) -- or ``p`` is such a parameter of the
-function itself, never rebound.
+numbers), and the class defines no ``NAME`` of its own (a property) -- or ``self.config.NAME`` where every
+assignment of ``self.config`` in the class is the method's ``config`` parameter -- or ``p`` is such a parameter
+of the function itself, never rebound.
 """
 
 from __future__ import annotations
@@ -81,6 +88,57 @@ EXAMPLES = (
         """,
         run="compile(lambda x, m=Decoder().train(): m(x * 2).sum(-1))(torch.ones(2, 4))",
     ),
+    Example(
+        rule="MND201",
+        before="""
+            import torch
+            from torch import nn
+
+
+            class Encoder(nn.Module):
+                def __init__(self, config):
+                    super().__init__()
+                    self.config = config
+                    self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+                def forward(self, x, synced_gpus=False):
+                    for layer in self.layers:
+                        dropout_probability = torch.rand([])
+                        skip_the_layer = True if self.training and (dropout_probability < self.config.layerdrop) else False
+                        if not skip_the_layer or synced_gpus:
+                            x = layer(x)
+                    return x
+
+
+            class Config:
+                layerdrop = 0.0
+        """,
+        after="""
+            import torch
+            from torch import nn
+            from _mend import drawn as _mend_drawn
+
+
+            class Encoder(nn.Module):
+                def __init__(self, config):
+                    super().__init__()
+                    self.config = config
+                    self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+                def forward(self, x, synced_gpus=False):
+                    for layer in self.layers:
+                        dropout_probability = _mend_drawn(torch.rand([]))
+                        skip_the_layer = True if self.training and self.config.layerdrop > 0 and (dropout_probability < self.config.layerdrop) else False
+                        if not skip_the_layer or synced_gpus:
+                            x = layer(x)
+                    return x
+
+
+            class Config:
+                layerdrop = 0.0
+        """,
+        run="compile(lambda x, m=Encoder(Config()).train(): m(x * 2).sum(-1))(torch.ones(2, 4))",
+    ),
 )
 
 _SIZES = {"[]", "()", "1", "[1]", "(1,)", "(1)"}
@@ -93,7 +151,10 @@ def repair(ctx: FileContext, diag: Diagnostic) -> Plan | Decline | None:
     node = branch_node(ctx, diag)
     if isinstance(node, Decline):
         return node
-    test = strip_parens(node.test)
+    *prefix, last = _and_operands(node.test)
+    if not all(_plain(p) for p in prefix):
+        return None  # an operand before the draw's test that may itself be a tensor test
+    test = strip_parens(last)
     if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
         return None
     op, right = test.comparisons[0].operator, test.comparisons[0].comparator
@@ -111,13 +172,35 @@ def repair(ctx: FileContext, diag: Diagnostic) -> Plan | Decline | None:
         return Decline(diag, f"LayerDrop test `{code(test)}`: {why}", final=False)
     guard = cst.Comparison(left=bound, comparisons=[cst.ComparisonTarget(
         operator=cst.GreaterThan(), comparator=cst.Integer("0"))])
-    new = cst.BooleanOperation(left=guard, operator=cst.And(), right=node.test)
-    edits = [(node.test, new)]
+    # `self.training and (u < p)` -> `self.training and p > 0 and (u < p)`: read for its truth only, where
+    # `p > 0` is False `u < p` is too
+    old = last if prefix else node.test
+    edits = [(old, cst.BooleanOperation(left=guard, operator=cst.And(), right=old))]
     if _wrapped(ctx.parent(ctx.parent(call))) is not call:  # the draw stays in a graph that no longer reads it
         edits.append((call, make_call(DRAWN_HELPER, call)))
     return Plan(diag, f"LayerDrop: `{code(bound)} > 0 and ...` (a `torch.rand` draw is never below a bound <= 0; "
                       f"the draw is kept, also in a compiled graph: `{DRAWN_HELPER}`)", "safe", edits,
                 helpers=[DRAWN_HELPER])
+
+
+def _and_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of an ``and`` chain in order, through parentheses (``[test]`` for any other test)."""
+    bare = strip_parens(test)
+    if isinstance(bare, cst.BooleanOperation) and isinstance(bare.operator, cst.And):
+        return _and_operands(bare.left) + _and_operands(bare.right)
+    return [test]
+
+
+def _plain(operand: cst.BaseExpression) -> bool:
+    """``self.training`` (an attribute chain of ``self``, maybe under ``not``): a mode, not a tensor test."""
+    e = strip_parens(operand)
+    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+        e = strip_parens(e.expression)
+    if not isinstance(e, cst.Attribute):
+        return False
+    while isinstance(e, cst.Attribute):
+        e = e.value
+    return isinstance(e, cst.Name) and e.value == "self"
 
 
 def _draw(ctx: FileContext, node: cst.CSTNode, name: str) -> cst.Call | None:
@@ -182,11 +265,12 @@ def _not_a_number(ctx: FileContext, node: cst.CSTNode, bound: cst.BaseExpression
     """None when ``bound`` is proven a Python number the test reads twice without effects; else why not."""
     func = ctx.enclosing_function(node)
     attr = self_attr(bound)
-    if attr is not None:
+    config = isinstance(bound, cst.Attribute) and self_attr(bound.value) == "config"
+    if attr is not None or config:
         cls = ctx.enclosing_class(func) if func is not None else None
         if cls is None:
             return "`self` outside a class"
-        return _number_attribute(ctx, cls, attr)
+        return _config_object(ctx, cls) if config else _number_attribute(ctx, cls, attr)
     if isinstance(bound, cst.Name) and func is not None:
         param = next((p for p in all_params(func.params) if p.name.value == bound.value), None)
         if param is None or not _number_param(ctx, param) or ctx.facts(func).stores.get(bound.value):
@@ -221,6 +305,27 @@ def _number_attribute(ctx: FileContext, cls: cst.ClassDef, attr: str) -> str | N
         if value is None or not _number_value(ctx, value, method):
             return f"cannot prove `self.{attr}` holds a number (`{code(value) if value is not None else '...'}`)"
     return None
+
+
+def _config_object(ctx: FileContext, cls: cst.ClassDef) -> str | None:
+    """None when every assignment of ``self.config`` in the class is the method's ``config`` parameter
+    (wav2vec2's ``self.config.layerdrop``: a configuration number, trusted as ``config.X`` is); else why not."""
+    if any(isinstance(s, cst.FunctionDef) and s.name.value == "config" for s in cls.body.body):
+        return "the class defines `config` (a property is read twice)"
+    found = False
+    for method in (s for s in cls.body.body if isinstance(s, cst.FunctionDef)):
+        for node in walk(method.body):
+            targets = node.targets if isinstance(node, cst.Assign) else (
+                [node] if isinstance(node, (cst.AugAssign, cst.AnnAssign)) else [])
+            if not any(self_attr(t.target) == "config" for t in targets):
+                continue
+            value = node.value if isinstance(node, cst.Assign) else None
+            if not (isinstance(value, cst.Name) and value.value == "config"
+                    and any(p.name.value == "config" for p in all_params(method.params))
+                    and not ctx.facts(method).stores.get("config")):
+                return f"cannot prove `self.config` is the configuration (`{code(node)}`)"
+            found = True
+    return None if found else "no assignment of `self.config` in the class"
 
 
 def _number_value(ctx: FileContext, value: cst.BaseExpression, method: cst.FunctionDef) -> bool:

@@ -179,6 +179,7 @@ INPUTS = {
     "assert_not": lambda: [(torch.randn(2, 3), torch.tensor(2.0)), (torch.randn(4), torch.tensor(0.5))],
     "layerdrop_continue": lambda: [(torch.randn(2, 5, 8),), (torch.randn(1, 3, 8),)],
     "layerdrop_flag": lambda: [(torch.randn(2, 5, 8),), (torch.randn(1, 3, 8),)],
+    "layerdrop_ifexp": lambda: [(torch.randn(2, 5, 8),), (torch.randn(1, 3, 8),)],
     "assert_item": lambda: [(torch.randn(2, 5), torch.tensor([3, 5]), torch.tensor([True, False])),
                             (torch.randn(3, 4), torch.tensor([1, 2, 4]), torch.tensor([False, True]))],
 }
@@ -220,7 +221,7 @@ def test_fixture_runtime(name: str, monkeypatch) -> None:
     _same(eager, compiled)
 
 
-@pytest.mark.parametrize("name", ["layerdrop_continue", "layerdrop_flag"])
+@pytest.mark.parametrize("name", ["layerdrop_continue", "layerdrop_flag", "layerdrop_ifexp"])
 def test_layerdrop_guard_keeps_the_draws(name: str) -> None:
     """LayerDrop in training (``p > 0 and u < p``): with layerdrop 0.0 the repaired model compiles to one
     graph (the original breaks) and gives the original's outputs, gradients and RNG state after the call,
@@ -263,6 +264,34 @@ def test_layerdrop_guard_keeps_the_draws(name: str) -> None:
                 assert graphs == (1 if kind == "out" else 2), (kind, graphs)
         if layerdrop:  # the draws decided: some layer was dropped, for this seed
             assert any(g is None for g in grads0)
+
+
+def test_layerdrop_ifexp_compiles_as_one_graph_in_training() -> None:
+    """M2M100's LayerDrop (``True if self.training and (u < p) else False``) under
+    ``torch.compile(fullgraph=True)`` in train mode with backward: the original fails (data-dependent
+    branching), the repaired encoder compiles, with eager's outputs, gradients and RNG state after the call."""
+    from torch._dynamo.exc import Unsupported
+
+    (x,), _ = INPUTS["layerdrop_ifexp"]()
+    results = []
+    for kind, compiled in (("in", False), ("out", False), ("out", True), ("in", True)):
+        torch._dynamo.reset()
+        encoder = _load("layerdrop_ifexp", kind)["encoder"]
+        assert encoder.training
+        fn = torch.compile(encoder, fullgraph=True, backend="aot_eager") if compiled else encoder
+        torch.manual_seed(2)
+        xi = x.clone().requires_grad_()
+        if kind == "in" and compiled:
+            with pytest.raises(Unsupported, match="Data-dependent branching"):
+                fn(xi)
+            continue
+        hidden, states = fn(xi)
+        (hidden.square().sum() + torch.stack(states).sum()).backward()
+        results.append((hidden, [xi.grad] + [p.grad for p in encoder.parameters()], torch.get_rng_state()))
+    (out0, grads0, rng0), *others = results
+    for out, grads, rng in others:
+        assert torch.equal(out, out0) and torch.equal(rng, rng0)
+        assert all(torch.equal(a, b) for a, b in zip(grads, grads0, strict=True))
 
 
 def test_mask_update_keeps_gradients() -> None:
