@@ -221,8 +221,8 @@ class FunctionWalker(tk.TensorKinds):
 
     def _layerdrop_configured(self, test: ast.AST, rest: list[ast.AST]) -> str | None:
         """``p > 0`` in ``p > 0 and u < p`` (or ``p > u``), the guard ``mend fix`` puts before a LayerDrop test
-        (``u`` a ``torch.rand`` draw, ``p`` a configured probability): the tensor test runs, and breaks, only
-        when LayerDrop is configured, a mode like ``self.training``."""
+        (``u`` a ``torch.rand`` or ``random.uniform`` draw, ``p`` a configured probability): the tensor test
+        runs, and breaks, only when LayerDrop is configured, a mode like ``self.training``."""
         if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Gt)
                 and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == 0
                 and isinstance(test.left, (ast.Name, ast.Attribute)) and rest):
@@ -245,7 +245,7 @@ class FunctionWalker(tk.TensorKinds):
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
                 and value.func.id == torch_facts.DRAWN_HELPER and len(value.args) == 1:
             value = value.args[0]  # the draw, as mend fix wraps it
-        if isinstance(value, ast.Call) and self.scope.qualify(value.func) == "torch.rand":
+        if isinstance(value, ast.Call) and self.scope.qualify(value.func) in ("torch.rand", "random.uniform"):
             return ast.unparse(test)
         return None
 

@@ -3,7 +3,12 @@
 Also where the test follows ``self.training and`` in an ``if`` or a conditional expression (M2M100's and
 wav2vec2's ``skip_the_layer = True if self.training and (u < p) else False``): the guard goes before the
 draw's test, ``self.training and p > 0 and (u < p)``; the test is read for its truth only, so the value
-``False`` where the original gave ``tensor(False)`` changes nothing.
+``False`` where the original gave ``tensor(False)`` changes nothing. The draw may also be Python's
+``random.uniform(0, 1)`` (MusicGen's decoder): Dynamo traces it as an input of the graph, drawn before the graph
+runs whether the graph reads it or not (measured on torch 2.13: the same Python random state after a compiled
+call as after the eager one), so it needs no ``_mend_drawn``. ``random.random()`` itself breaks the graph
+(MND105), and inline in the test (``self.training and random.random() < p``) the draw sits in the operand the
+guard would skip, so no guard keeps it: those forms are left as they are.
 
 The LayerDrop loops of transformers' encoders and decoders (BART, Whisper, ...) draw one uniform number per
 layer in training and skip the layer when it is below ``self.layerdrop``; the ``if`` on the tensor breaks
@@ -139,6 +144,52 @@ EXAMPLES = (
         """,
         run="compile(lambda x, m=Encoder(Config()).train(): m(x * 2).sum(-1))(torch.ones(2, 4))",
     ),
+    Example(
+        rule="MND201",
+        before="""
+            import random
+
+            import torch
+            from torch import nn
+
+
+            class Decoder(nn.Module):
+                def __init__(self, layerdrop: float = 0.0):
+                    super().__init__()
+                    self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+                    self.layerdrop = layerdrop
+
+                def forward(self, x):
+                    for layer in self.layers:
+                        dropout_probability = random.uniform(0, 1)
+                        if self.training and (dropout_probability < self.layerdrop):
+                            continue
+                        x = layer(x)
+                    return x
+        """,
+        after="""
+            import random
+
+            import torch
+            from torch import nn
+
+
+            class Decoder(nn.Module):
+                def __init__(self, layerdrop: float = 0.0):
+                    super().__init__()
+                    self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+                    self.layerdrop = layerdrop
+
+                def forward(self, x):
+                    for layer in self.layers:
+                        dropout_probability = random.uniform(0, 1)
+                        if self.training and self.layerdrop > 0 and (dropout_probability < self.layerdrop):
+                            continue
+                        x = layer(x)
+                    return x
+        """,
+        run="compile(lambda x, m=Decoder().train(): m(x * 2).sum(-1))(torch.ones(2, 4))",
+    ),
 )
 
 _SIZES = {"[]", "()", "1", "[1]", "(1,)", "(1)"}
@@ -176,6 +227,9 @@ def repair(ctx: FileContext, diag: Diagnostic) -> Plan | Decline | None:
     # `p > 0` is False `u < p` is too
     old = last if prefix else node.test
     edits = [(old, cst.BooleanOperation(left=guard, operator=cst.And(), right=old))]
+    if ctx.imports.qualify(call.func) == "random.uniform":  # Dynamo draws it before the graph, read or not
+        return Plan(diag, f"LayerDrop: `{code(bound)} > 0 and ...` (a `random.uniform(0, 1)` draw is never below a "
+                          "bound <= 0; the draw is kept: Dynamo makes it before the graph runs)", "safe", edits)
     if _wrapped(ctx.parent(ctx.parent(call))) is not call:  # the draw stays in a graph that no longer reads it
         edits.append((call, make_call(DRAWN_HELPER, call)))
     return Plan(diag, f"LayerDrop: `{code(bound)} > 0 and ...` (a `torch.rand` draw is never below a bound <= 0; "
@@ -204,8 +258,9 @@ def _plain(operand: cst.BaseExpression) -> bool:
 
 
 def _draw(ctx: FileContext, node: cst.CSTNode, name: str) -> cst.Call | None:
-    """The ``torch.rand`` call of one element ``name`` is bound to, once in the function, in the block of
-    ``node`` (an ``if``) before it and not mentioned in between; else None."""
+    """The draw from ``[0, 1)`` (:func:`_uniform_draw`) ``name`` is bound to, once in the function, in the block
+    of ``node`` (an ``if``, or the statement of a conditional expression) before it and not mentioned in
+    between; else None."""
     func = ctx.enclosing_function(node)
     if func is None:
         return None
@@ -216,7 +271,7 @@ def _draw(ctx: FileContext, node: cst.CSTNode, name: str) -> cst.Call | None:
     call = assign.value
     call = _wrapped(call) or call
     if not (isinstance(assign.targets[0].target, cst.Name) and isinstance(call, cst.Call)
-            and ctx.imports.qualify(call.func) == "torch.rand" and _one_element(ctx, call)):
+            and _uniform_draw(ctx, call)):
         return None
     line = ctx.parent(assign)
     stmt = node if isinstance(node, cst.If) else ctx.statement_line(node)
@@ -243,6 +298,16 @@ def _wrapped(value: cst.BaseExpression) -> cst.BaseExpression | None:
 
 def _index(body: list, node: cst.CSTNode) -> int | None:
     return next((i for i, s in enumerate(body) if s is node), None)
+
+
+def _uniform_draw(ctx: FileContext, call: cst.Call) -> bool:
+    """``torch.rand`` of one element, or Python's ``random.uniform(0, 1)`` (``0 + (1 - 0) * random()``: a
+    number of ``[0, 1)``, which Dynamo traces as an input of the graph)."""
+    q = ctx.imports.qualify(call.func)
+    if q == "random.uniform":
+        return [code(a.value) for a in call.args if a.keyword is None and not a.star] in (
+            [lo, hi] for lo in ("0", "0.0") for hi in ("1", "1.0")) and len(call.args) == 2
+    return q == "torch.rand" and _one_element(ctx, call)
 
 
 def _one_element(ctx: FileContext, call: cst.Call) -> bool:

@@ -127,3 +127,22 @@ def test_declines_a_conditional_expression(test, config) -> None:
     res = _fix_ifexp(test, config)
     assert all(p.strategy != "layerdrop_guard" for p in res.applied)
     assert f"skip_the_layer = True if {test} else False" in res.fixed
+
+
+@pytest.mark.parametrize("draw,applies", [
+    ("u = random.uniform(0, 1)", True),  # MusicGen's decoder
+    ("u = random.uniform(0.0, 1.0)", True),
+    ("u = random.uniform(0, 2)", False),  # only a draw of [0, 1) is matched
+    ("u = random.uniform(-1, 1)", False),  # can be negative: below a bound of 0
+    ("u = random.gauss(0, 1)", False),
+])
+def test_python_uniform_draw(draw, applies) -> None:
+    """A Python ``random.uniform(0, 1)`` draw is guarded like ``torch.rand``, without ``_mend_drawn`` (Dynamo
+    draws it before the graph runs, read or not)."""
+    src = textwrap.dedent(SOURCE).replace("LAYERDROP", "layerdrop").replace("DRAW", draw).replace(
+        "TEST", "u < self.layerdrop").replace("import torch", "import random\nimport torch")
+    line = src.splitlines().index("                if u < self.layerdrop:") + 1
+    res = fix_source(src, "t.py", [diag("MND201", line, 20)], FixOptions())
+    assert ([p.strategy for p in res.applied] == ["layerdrop_guard"]) == applies
+    assert ("if self.layerdrop > 0 and u < self.layerdrop:" in res.fixed) == applies
+    assert "_mend_drawn" not in res.fixed and draw in res.fixed

@@ -537,6 +537,21 @@ def test_a_branch_on_a_python_draw_dynamo_traces_is_reported(draw):
     assert [d.code for d in _diags(src) if d.line in (14, 15)] == []  # Dynamo traces the draws themselves
 
 
+def test_musicgen_layerdrop_on_a_python_draw_and_its_repair():
+    """MusicGen: ``u = random.uniform(0, 1)`` then ``if self.training and (u < p):`` breaks in training
+    (GB0170 on the traced draw); the repaired ``self.training and p > 0 and (u < p)`` is not reported."""
+    src = LAYERDROP.replace("""                if self.training:
+                    p = torch.rand([])
+                    if p < self.layerdrop:
+                        continue""", """                p = random.uniform(0, 1)
+                if self.training and (p < self.layerdrop):
+                    continue""").replace("import torch", "import random\n    import torch")
+    found = _diags(src)
+    assert [(d.line, d.code) for d in found] == [(15, "MND201")]
+    assert found[0].data["mode"] == "self.training" and "drawn by `random.uniform()`" in found[0].message
+    assert _diags(src.replace("self.training and (p", "self.training and self.layerdrop > 0 and (p")) == []
+
+
 def test_python_random_behind_self_training_is_reported_for_training():
     """``self.training and random.random() < p``: the call runs (and breaks, GB0007) only in training."""
     src = LAYERDROP.replace("""                if self.training:
