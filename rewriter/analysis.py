@@ -556,6 +556,9 @@ def _in_place(name: str) -> bool:
     return name.endswith("_") and not name.endswith("__")
 
 
+in_place = _in_place
+
+
 def _is_attr_or_keyword(parent: cst.CSTNode, child: cst.Name) -> bool:
     if isinstance(parent, cst.Attribute) and parent.attr is child:
         return True

@@ -305,6 +305,10 @@ EMIT_HELPER = "_mend_emit"
 # is the draw (an ordered effect reads it under compile, so the compiled graph keeps it).
 DRAWN_HELPER = "_mend_drawn"
 
+# mend's helper for an augmented store through a bool mask (MND305): ``_mend_mask_update(t, "+", mask, v)`` updates
+# ``t`` in place.
+MASK_UPDATE_HELPER = "_mend_mask_update"
+
 # logging.Logger methods (and transformers' ``warning_once``/``info_once``/``warning_advice``).
 LOGGER_METHODS = frozenset(
     "debug info warning warn error exception critical fatal log warning_once info_once warning_advice".split()

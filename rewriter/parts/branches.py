@@ -12,7 +12,17 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from mend.rewriter.analysis import FunctionFacts, body_statements, code, is_container_or_none, names_in, walk
+from mend.analyzers.static.torch_facts import MASK_UPDATE_HELPER
+from mend.rewriter.analysis import (
+    FunctionFacts,
+    body_statements,
+    code,
+    in_place,
+    is_container_or_none,
+    names_in,
+    strip_parens,
+    walk,
+)
 from mend.rewriter.context import FileContext
 from mend.rewriter.parts.lower import Declined, Lower, and_of, drop_item, is_pass, split_static_prefix
 from mend.rewriter.parts.sites import branch_node
@@ -220,6 +230,111 @@ def names_read_after(ctx: FileContext, node: cst.If, facts: FunctionFacts) -> se
             if isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 out |= names_in(n)
     return out
+
+
+def updated_in_place_after(ctx: FileContext, node: cst.CSTNode, names: set[str]) -> str | None:
+    """A name that code after ``node`` (or in a loop around it) updates in place (``x.add_(1)``, ``x[m] = v``,
+    ``x[m] += v``, ``x += v``, ``_mend_mask_update(x, ...)``) and that may share storage with one of ``names``
+    (itself, or through a chain of views and plain copies of the name anywhere in the function: ``v = x[0]``,
+    ``z = x``, ``x = t.view(-1)``); else None. A selection (``x = torch.where(c, new, x)``) makes ``x`` a new
+    tensor even where the original kept it, so such an update no longer reaches, or no longer shows in, what
+    ``x`` held before (an input, an attribute, another name for it; found by the property tests)."""
+    func = ctx.enclosing_function(node)
+    if func is None or not names:
+        return None
+    related = _storage_sharers(func, names)
+    end = ctx.positions[node].end.line
+    looped = {id(n) for loop in ctx.ancestors(node) if isinstance(loop, (cst.For, cst.While)) for n in walk(loop)}
+    for n in walk(func.body):
+        target = _updated_name(n)
+        if target is None or target.value not in related or target not in ctx.positions:
+            continue
+        if id(n) in looped or (ctx.positions[target].start.line > end and not _fresh_before(ctx, target, end)):
+            return target.value
+    return None
+
+
+_VIEWS = frozenset("view view_as reshape reshape_as transpose permute t unsqueeze squeeze expand expand_as narrow "
+                   "select flatten unflatten contiguous detach as_strided diagonal movedim swapaxes swapdims "
+                   "unbind split chunk unfold".split())
+_VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag"})
+
+
+def _shared(e: cst.BaseExpression) -> set[str]:
+    """Names whose storage the value of ``e`` may share: a name, an index or slice of one, a view of one, a side
+    of a conditional expression or of ``and``/``or``, an element of a tuple or list."""
+    e = strip_parens(e)
+    if isinstance(e, cst.Name):
+        return {e.value}
+    if isinstance(e, cst.Subscript) or (isinstance(e, cst.Attribute) and e.attr.value in _VIEW_ATTRS):
+        return _shared(e.value)
+    if isinstance(e, cst.Call) and isinstance(e.func, cst.Attribute) and e.func.attr.value in _VIEWS:
+        return _shared(e.func.value)
+    if isinstance(e, cst.IfExp):
+        return _shared(e.body) | _shared(e.orelse)
+    if isinstance(e, cst.BooleanOperation):
+        return _shared(e.left) | _shared(e.right)
+    if isinstance(e, (cst.Tuple, cst.List)):
+        return {n for el in e.elements for n in _shared(el.value)}
+    return set()
+
+
+def _storage_sharers(func: cst.FunctionDef, names: set[str]) -> set[str]:
+    """``names`` and every name linked to them by an assignment of a value that may share storage (either way)."""
+    edges = []
+    for n in walk(func.body):
+        if isinstance(n, cst.Assign):
+            targets = {t for a in n.targets for t in _shared(a.target) if isinstance(a.target, (cst.Name, cst.Tuple,
+                                                                                              cst.List))}
+            edges.append((targets, _shared(n.value)))
+    related = set(names)
+    grown = True
+    while grown:
+        grown = False
+        for targets, sources in edges:
+            if (targets | sources) & related and not (targets | sources) <= related:
+                related |= targets | sources
+                grown = True
+    return related
+
+
+def _updated_name(n: cst.CSTNode) -> cst.Name | None:
+    """The name a node updates in place, if it is one of the forms :func:`updated_in_place_after` knows."""
+    target = None
+    if isinstance(n, cst.AugAssign):
+        target = n.target
+    elif isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Subscript):
+        target = n.target
+    elif isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and in_place(n.func.attr.value):
+        target = n.func.value
+    elif isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == MASK_UPDATE_HELPER and n.args:
+        target = n.args[0].value
+    while isinstance(target, cst.Subscript):
+        target = target.value
+    return target if isinstance(target, cst.Name) else None
+
+
+def _fresh_before(ctx: FileContext, use: cst.Name, after: int) -> bool:
+    """A statement of the block holding ``use``, after line ``after`` and before ``use``, binds its name to a
+    new tensor (a value sharing no name's storage: ``x = x + 1``), so ``use`` updates that one."""
+    child: cst.CSTNode = use
+    for anc in ctx.ancestors(use):
+        if isinstance(anc, (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.CompFor)):
+            return False
+        if isinstance(anc, (cst.IndentedBlock, cst.Module)):
+            before = []
+            for stmt in anc.body:
+                if stmt is child:
+                    break
+                before.append(stmt)
+            else:
+                return False
+            return any(isinstance(s, cst.SimpleStatementLine) and s in ctx.positions
+                       and ctx.positions[s].start.line > after and any(
+                isinstance(x, cst.Assign) and len(x.targets) == 1 and isinstance(x.targets[0].target, cst.Name)
+                and x.targets[0].target.value == use.value and not _shared(x.value) for x in s.body) for s in before)
+        child = anc
+    return False
 
 
 def _store_dominates(ctx: FileContext, use: cst.Name, after: int) -> bool:

@@ -15,6 +15,7 @@ import libcst as cst
 from mend.analyzers.diagnostic import Diagnostic
 from mend.rewriter.analysis import code, is_container_or_none, parse_expr, strip_parens
 from mend.rewriter.context import FileContext
+from mend.rewriter.parts.branches import updated_in_place_after
 from mend.rewriter.parts.lower import Declined, Lower, speculated_tests, with_helpers
 from mend.rewriter.parts.sites import branch_node
 from mend.rewriter.plan import Decline, Example, Plan
@@ -68,6 +69,13 @@ def _fix_ifexp(ctx, diag, node: cst.IfExp, facts, lower, imports) -> Plan | Decl
             raise Declined("a side of the conditional expression is not a tensor value")
     if not (facts.is_tensor(node.body) or facts.is_tensor(node.orelse)):
         raise Declined("cannot prove either side of the conditional expression is a tensor")
+    assign = ctx.parent(node)
+    if isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
+        updated = updated_in_place_after(ctx, assign, {assign.targets[0].target.value})
+        if updated:
+            raise Declined(f"`{updated}` is updated in place after the assignment and may share storage with the "
+                           "selected value: under compile the selection is a new tensor where the original "
+                           "kept the old one, so the update would not reach it")
     cond = lower(node.test)
     t = lower.torch
     original = node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])

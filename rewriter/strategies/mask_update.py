@@ -16,6 +16,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
+from mend.analyzers.static.torch_facts import MASK_UPDATE_HELPER
 from mend.rewriter.analysis import code, is_number, parse_stmt
 from mend.rewriter.context import FileContext
 from mend.rewriter.parts.sites import mask_index
@@ -72,7 +73,7 @@ def repair(ctx: FileContext, diag: Diagnostic) -> Plan | Decline | None:
             or sub.slice[0].slice.star is not None:
         return Decline(diag, "not one `t[mask] op= v` statement with a single index")
     mask = sub.slice[0].slice.value
-    new = parse_stmt(f"_mend_mask_update({code(sub.value)}, \"{op}\", {code(mask)}, {code(aug.value)})\n").body[0]
+    new = parse_stmt(f"{MASK_UPDATE_HELPER}({code(sub.value)}, \"{op}\", {code(mask)}, {code(aug.value)})\n").body[0]
     return Plan(diag, f"`t[mask] {op}= v` -> `_mend_mask_update(t, \"{op}\", mask, v)` (eager runs the original; "
                       "under compile an in-place `torch.where` store of the same values)", "safe", [(aug, new)],
-                helpers=["_mend_mask_update"])
+                helpers=[MASK_UPDATE_HELPER])

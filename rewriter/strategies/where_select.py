@@ -13,6 +13,9 @@ if> else: <the predicated form>``. Accepted shapes, over a whole ``if``/``elif``
   operand reshaped), which has ``h``'s shape or makes ``_mend_where`` fall back (unsafe);
 * a name a branch assigns is defined before the chain, or assigned in every branch of a complete
   chain, or a temporary of its branch (neither defined before nor read after).
+* no selected name is updated in place after the chain (``x.add_(1)``, ``x[m] = v``, ``x[m] += v``, also
+  through a view or another name sharing its storage): the selection is a new tensor even where the original
+  kept the old one, which such an update would no longer reach.
 
 Under compile, conditions are computed first, then each assignment becomes
 ``x = _mend_where(cond_k, new, x)`` in order, exact for mutually exclusive one-element conditions.
@@ -41,6 +44,7 @@ from mend.rewriter.parts.branches import (
     if_site,
     names_read_after,
     read_chain,
+    updated_in_place_after,
 )
 from mend.rewriter.parts.lower import Declined, Lower, and_text, is_pass, speculated_tests, with_helpers
 from mend.rewriter.plan import Decline, Example, Plan
@@ -232,6 +236,11 @@ def _where_assignments(ctx: FileContext, chain: Chain, facts: FunctionFacts, con
             assigned_here.add(name)
     if not any("_mend_where(" in t for t in out):
         raise Declined("the branches assign nothing that is read after the `if`")
+    updated = updated_in_place_after(ctx, chain.node, {t.split(" = ", 1)[0] for t in out if " = _mend_where(" in t})
+    if updated:
+        raise Declined(f"`{updated}` is updated in place after the `if` and may share storage with the "
+                       "selected value: under compile the selection is a new tensor where the original "
+                       "kept the old one, so the update would not reach it")
     return out
 
 

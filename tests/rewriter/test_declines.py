@@ -364,6 +364,32 @@ CASES = {
             torch._check_tensor_all_with(ValueError, x > 0, explain)
             return x
         """, "message reads names"),
+    # found by the property tests: under compile the selection is a new tensor where the original kept the input,
+    # and an in-place update after it no longer reached the input
+    "selection updated in place after it": ("MND201", 3, """
+        import torch
+        def f(x: torch.Tensor, z: torch.Tensor):
+            if x.sum() > 0:
+                x = x * 2
+            x[z < 0] /= 2.0
+            return z
+        """, "`x` is updated in place after the `if`"),
+    "selection seen through a view updated after it": ("MND201", 4, """
+        import torch
+        def f(x: torch.Tensor):
+            v = x.view(-1)
+            if x.sum() > 0:
+                x = x * 2
+            v.add_(1)
+            return x
+        """, "`v` is updated in place after the `if`"),
+    "conditional expression updated in place after it": ("MND201", 3, """
+        import torch
+        def f(x: torch.Tensor, y: torch.Tensor):
+            w = y if y.sum() > 0 else x
+            w.add_(1)
+            return x
+        """, "`w` is updated in place after the assignment"),
     "deepcopy with memo": ("MND108", 4, """
         import copy
         import torch
@@ -602,3 +628,19 @@ def test_numpy_lcm_and_gcd_of_python_numbers_become_math() -> None:
         """).lstrip("\n")
     res = fix_source(src, "t.py", [diag("MND313", 4, 9), diag("MND313", 4, 31)], FixOptions(unsafe=True))
     assert "    n = math.lcm(a, b) + math.gcd(a, b)\n" in res.fixed, (res.fixed, res.remaining)
+
+
+def test_selection_updated_in_place_after_a_new_value_is_repaired() -> None:
+    """An in-place update of a name bound to a new tensor after the selection (``x = x + 1``) reaches nothing
+    the original kept: the selection is repaired."""
+    src = textwrap.dedent("""
+        import torch
+        def f(x: torch.Tensor):
+            if x.sum() > 0:
+                x = x * 2
+            x = x.clamp(min=0) * 3
+            x[x > 1] = 0
+            return x
+        """).lstrip("\n")
+    res = fix_source(src, "t.py", [diag("MND201", 3, 5)], FixOptions())
+    assert [a.strategy for a in res.applied] == ["where_select"]

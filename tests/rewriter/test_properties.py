@@ -111,6 +111,15 @@ MINIMAL: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
             x = x + 1
         return x
         """), None, ()),
+    # a selection made the name a new tensor where the original kept the input, and an update through a mask
+    # after it no longer reached the input (found with the mask-update block; the selection is now declined)
+    "selection updated in place after it": (compiled_function("""\
+        z = x * 1
+        if x.sum() > 100:
+            x = x * 2
+        x[z < 0] /= 0.0
+        return y
+        """), None, ()),
     "short-circuit and": (compiled_function("""\
         if (x > 0).any() and x[0, 0] > 0:
             x = x + 1
