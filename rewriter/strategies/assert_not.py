@@ -5,7 +5,9 @@ in the graph (``torch._assert_async``, measured on torch 2.13: one graph). ``tor
 opposite truth value of ``t`` for every one-element tensor (NaN is true, so its negation false, as ``not``
 says), and a tensor of several elements raises the same ``RuntimeError`` from ``bool``. Eager is unchanged:
 the same ``AssertionError`` with the same message. Unsafe: under compile a failing check raises
-``RuntimeError`` with the message (asynchronously on CUDA) where the original raised ``AssertionError``.
+``RuntimeError`` with the message (asynchronously on CUDA) where the original raised ``AssertionError``; the
+check runs inside the graph, so an error Dynamo meets while tracing the code after it (which the original never
+reached) surfaces first (found by the property tests: ``IndexError`` of ``t[0]`` on an empty tensor).
 Declined for a computed message (Dynamo breaks on a formatted message under a tensor assert).
 """
 

@@ -11,8 +11,11 @@ Stages, for each fix run of :data:`OPTIONS` asked for (by default ``safe``, i.e.
    (all-positive, all-negative, mixed per element, zeros, NaN, inf, large values, empty and
    one-row tensors, a ``y`` that broadcasts, five dtypes, ``mask`` given or ``None``), with grad
    enabled and under ``torch.no_grad()``. Compared: results (dtype, shape, strides, bits, NaN
-   where NaN), the exception (type and message), the inputs afterwards (in-place updates), and the
-   printed, logged and warned output in order (a warning with the file it is attributed to).
+   where NaN), the exception (type and message), the inputs afterwards (in-place updates), the
+   printed, logged and warned output in order (a warning with the file it is attributed to), the
+   random streams after the call (torch's and Python's, both seeded before it: the same draws), and,
+   for a module with grad enabled, its parameters' gradients of the sum of its floating outputs
+   (bitwise; a parameter the outputs do not reach has none, as a layer LayerDrop skipped).
 3. **compiled**: the rewritten program under ``torch.compile(backend="eager")`` (a module is
    wrapped with ``mend.rewriter.runtime.boundary``, as docs/fix.md asks of a boundary outside the
    repaired file), compared with the original run eagerly. Where they differ, the original is
@@ -35,6 +38,7 @@ import importlib.util
 import io
 import logging
 import os
+import random
 import re
 import shutil
 import sys
@@ -192,6 +196,9 @@ FIX_KINDS: list[tuple[str, str]] = [
     (r"^keep a Python copy of the numbers a shape tensor", "kept-values"),
     (r"^run the method, computed only from Python values", "constant-method"),
     (r"^compute `\w+` only in eager", "eager-only"),
+    (r"^LayerDrop: ", "layerdrop"),
+    (r"^`t\[mask\] .?= v` -> `_mend_mask_update", "mask-update"),
+    (r"^`assert not t` -> ", "assert-not"),
 ]
 
 
@@ -291,12 +298,15 @@ def compiled_cases() -> list[Case]:
 
 @dataclass
 class Observed:
-    """What one call did: its result (or exception), its output, the inputs afterwards."""
+    """What one call did: its result (or exception), its output, the inputs afterwards, and where the random
+    streams (torch's and Python's, seeded with the case's seed before the call) stood after it."""
 
     result: Any
     exc: tuple[str, str] | None
     events: list[tuple[str, ...]]
     inputs_after: dict[str, Any]
+    rng_after: tuple[str, str] = ("", "")
+    grads: Any = None  # a module's parameter gradients of its floating outputs' sum (or the backward's error)
 
 
 _TMP = Path(tempfile.mkdtemp(prefix="mend_propgen_"))
@@ -377,12 +387,38 @@ def observe(fn: Callable, case: Case, has_mask: bool, grad: bool) -> Observed:
     inputs = {k: v.clone() for k, v in args.items()}
     cap = _Capture()
     result, exc = None, None
+    torch.manual_seed(case.seed)
+    random.seed(case.seed)
+    params = list(fn.parameters()) if isinstance(fn, torch.nn.Module) else []
+    for p in params:
+        p.grad = None
     with cap.active(), torch.set_grad_enabled(grad):
         try:
             result = fn(**inputs)
         except Exception as e:  # the program's own exceptions are part of what is compared
             exc = (type(e).__name__, _message(e))
-    return Observed(result, exc, cap.events, inputs)
+    rng = _rng_state()
+    return Observed(result, exc, cap.events, inputs, rng, _gradients(params, result) if exc is None else None)
+
+
+def _gradients(params: list, result: Any) -> Any:
+    """The parameters' gradients of the sum of the floating outputs that require grad (None for a parameter
+    the outputs do not reach), the backward's exception, or None when there is nothing to differentiate."""
+    outs = [t for t in (result if isinstance(result, tuple) else (result,))
+            if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()]
+    if not params or not outs:
+        return None
+    try:
+        sum(t.double().sum() for t in outs).backward()
+    except Exception as e:
+        return (type(e).__name__, _message(e))
+    return tuple(p.grad for p in params)
+
+
+def _rng_state() -> tuple[str, str]:
+    """Digests of torch's default generator and of Python's ``random``."""
+    return (hashlib.sha1(torch.get_rng_state().numpy().tobytes()).hexdigest(),
+            hashlib.sha1(repr(random.getstate()).encode()).hexdigest())
 
 
 def _message(exc: BaseException) -> str:
@@ -397,7 +433,7 @@ def _message(exc: BaseException) -> str:
 
 @dataclass(frozen=True)
 class Difference:
-    kind: str  # exception | structure | dtype | shape | value | stride | output | mutation
+    kind: str  # exception | structure | dtype | shape | value | stride | output | mutation | rng | grad
     detail: str
     original: Any = None
     rewritten: Any = None
@@ -461,7 +497,31 @@ def _differences(orig: Observed, new: Observed) -> list[Difference]:
     if orig.events != new.events:
         out.append(Difference("output", f"{orig.events} -> {new.events}", orig.events, new.events,
                               raised=new.exc is not None))
+    out += _grad_differences(orig.grads, new.grads)
+    for name, a, b in zip(("torch", "Python random"), orig.rng_after, new.rng_after, strict=True):
+        if a != b:
+            out.append(Difference("rng", f"{name}'s random stream after the call differs", a, b))
     return out
+
+
+def _is_grads(g: Any) -> bool:
+    return isinstance(g, tuple) and all(x is None or isinstance(x, torch.Tensor) for x in g)
+
+
+def _grad_differences(a: Any, b: Any) -> list[Difference]:
+    """Gradients of each parameter (None where the outputs do not reach it), or the backward's error."""
+    if _is_grads(a) and _is_grads(b) and len(a) == len(b):
+        out = []
+        for i, (x, y) in enumerate(zip(a, b)):
+            where = f"gradient of parameter {i}"
+            if (x is None) != (y is None):
+                out.append(Difference("grad", f"{where}: {_short(x)} -> {_short(y)}", x, y))
+            elif x is not None:
+                out += [replace(d, kind="grad") for d in _value_differences(x, y, where)]
+        return out
+    if _is_grads(a) or _is_grads(b) or a != b:
+        return [Difference("grad", f"gradients: {_short(a)} -> {_short(b)}", a, b)]
+    return []
 
 
 # --- the documented differences ------------------------------------------------------------------
@@ -641,6 +701,12 @@ ALLOWANCES: list[Allowance] = [
               "error at compile time); an output that is a view of an input fails to trace"),
     Allowance("item-assert", "unsafe", "compiled", "exception", _assert_became_runtime_error,
               "docs/rules/MND301.md: a failing check under compile raises RuntimeError"),
+    Allowance("assert-not", "unsafe", "compiled", "exception", _assert_became_runtime_error,
+              "docs/rules/MND302.md: `assert torch.logical_not(t)`: under compile a failing check raises RuntimeError "
+              "with the message"),
+    Allowance("assert-not", "unsafe", "compiled", "exception", _check_preempted,
+              "docs/rules/MND302.md: the check runs inside the graph, so an error Dynamo meets while tracing the "
+              "code after it surfaces first (the call raises either way)"),
     Allowance("validation", "unsafe", "compiled", "exception", _mend_marked_runtime_error,
               "docs/rules/MND203.md: without a restoring boundary the check surfaces as RuntimeError('[mend:E] msg')"),
     Allowance("validation", "unsafe", "compiled", "exception", _check_preempted,
@@ -728,7 +794,8 @@ def _compiled(report: Report, program: Program, original: Any, versions: dict, c
                 ref = observe(ref_fn, case, program.has_mask, grad=False)
             for o, fn in fns.items():
                 got = observe(fn, case, program.has_mask, grad=False)
-                diffs = [d for d in differences(ref, got, case) if not _surfaced_by_dynamo(d)]
+                diffs = [d for d in differences(ref, got, case)
+                         if not _surfaced_by_dynamo(d) and not _draws_before_a_trace_error(d, ref, got)]
                 if not diffs:
                     continue
                 if orig_compiled is None:
@@ -744,6 +811,13 @@ def _surfaced_by_dynamo(d: Difference) -> bool:
     as ``TorchRuntimeError`` naming the original exception type."""
     return d.kind == "exception" and d.original is not None and d.rewritten is not None \
         and d.rewritten[0] == "TorchRuntimeError" and f"got {d.original[0]}(" in d.rewritten[1]
+
+
+def _draws_before_a_trace_error(d: Difference, ref: Observed, got: Observed) -> bool:
+    """Both calls raised the same error, and only the random streams differ: a compiled call that fails while
+    Dynamo traces it runs none of the graph, so the numbers the original drew before the error (in a graph
+    before its break) are not drawn (docs/safety.md)."""
+    return d.kind == "rng" and ref.exc is not None and ref.exc == got.exc
 
 
 def _judge(report: Report, rw: Rewrite, mode: str, case: str, diffs: list[Difference]) -> None:

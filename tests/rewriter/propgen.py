@@ -24,6 +24,9 @@ one fix family:
   as ``split`` sizes;
 * sizes from a module's integer buffers (EnCodec's padding): ``F.pad`` by numbers computed from 0-d
   ``int64`` buffers registered in ``__init__`` and a method on the input's shape (module programs).
+* what training adds: LayerDrop (a ``torch.rand`` draw per layer, the layer skipped below the configured
+  probability, in the ``if`` and the conditional-expression forms), augmented stores through a boolean mask
+  (``t[mask] += 1.0``), ``assert not torch.isnan(h).any()``.
 
 Every function takes ``x`` and ``y`` (tensors; ``y`` may broadcast against ``x``) and, in some
 programs, ``mask=None``. Names a block may read are tracked, so most programs run; some raise on
@@ -695,6 +698,74 @@ def constant_method(draw, env: _Env) -> tuple[str, list[str]]:
                                f"{t} = {t} + {k}.to({t}.dtype)"]
 
 
+@st.composite
+def layerdrop(draw, env: _Env) -> tuple[str, list[str]]:
+    """LayerDrop in training: one ``torch.rand`` draw per layer of a ``ModuleList``, the layer skipped when the
+    draw is below the configured probability: BART's ``if self.training:`` with ``continue``, Whisper's flag,
+    M2M100's conditional expression ``True if self.training and (u < p) else False``, FSMT's ``if
+    self.training and (u < p):``; the probability 0.0 (the usual), or one that drops layers. Module programs
+    (in training, as built); function programs compare the draw with a literal (declined)."""
+    t = draw(st.sampled_from(env.names))
+    size = draw(st.sampled_from(["[]", "[]", "()", "1"]))
+    u = env.fresh("u")
+    if env.kind != "module":
+        return "layerdrop", [f"{u} = torch.rand({size})", f"if {u} < {draw(st.sampled_from(['0.0', '0.5']))}:",
+                             f"    {t} = {t} * 2"]
+    i, layer = env.fresh(""), env.fresh("layer")
+    env.init += [f"self.layers{i} = nn.ModuleList(nn.Linear({WIDTH}, {WIDTH}) for _ in range(3))",
+                 f"self.layerdrop{i} = {draw(st.sampled_from(['0.0', '0.0', '0.5', '1.0']))}"]
+    p = f"self.layerdrop{i}"
+    test = draw(st.sampled_from([f"{u} < {p}", f"{u} < {p}", f"{p} > {u}", f"{u} <= {p}"]))  # `<=`: declined
+    apply = f"{t} = {layer}({t}.float()).to({t}.dtype) + {t}"
+    form = draw(st.sampled_from(["continue", "flag", "ifexp", "prefix"]))
+    if form == "continue":
+        body = ["if self.training:", f"    {u} = torch.rand({size})", f"    if {test}:", "        continue", apply]
+    elif form == "flag":
+        drop = env.fresh("to_drop")
+        body = [f"{drop} = False", "if self.training:", f"    {u} = torch.rand({size})",
+                f"    if {test}:  # skip the layer", f"        {drop} = True", f"if not {drop}:", f"    {apply}"]
+    elif form == "ifexp":
+        skip = env.fresh("skip")
+        body = [f"{u} = torch.rand({size})", f"{skip} = True if self.training and ({test}) else False",
+                f"if not {skip}:", f"    {apply}"]
+    else:
+        body = [f"{u} = torch.rand({size})", f"if self.training and ({test}):", "    continue", apply]
+    return "layerdrop", [f"for {layer} in self.layers{i}:"] + _indent(body)
+
+
+@st.composite
+def mask_update(draw, env: _Env) -> tuple[str, list[str]]:
+    """An augmented store through a boolean mask, ``t[mask] += 1.0`` (a segmentation model's update), in
+    place on an input or on a copy that a view of it sees; numbers that overflow a dtype or divide by zero
+    too."""
+    t, a = draw(st.sampled_from(env.names)), draw(st.sampled_from(env.names))
+    masks = [f"{t} > 0", f"{t}.isnan()", f"{a} < 0", f"{t}[:, 0] > 0", f"({t} > 0) & ({t} < 2)"]
+    m = draw(st.sampled_from(masks + (["mask"] if env.has_mask else [])))
+    op = draw(st.sampled_from(["+=", "-=", "*=", "/="]))
+    number = draw(st.sampled_from(["1.0", "1", "0.5", "2", "0.0", "-3", "1e39"]))
+    lines: list[str] = []
+    target = t
+    if draw(st.booleans()):
+        target, view = env.fresh("k"), env.fresh("v")
+        lines += [f"{target} = {t} * 1", f"{view} = {target}[0]"]  # a view of the copy sees the update
+    store = f"{target}[{m}] {op} {number}"
+    lines += ["if mask is not None:", f"    {store}"] if m == "mask" else [store]
+    if target != t:
+        lines.append(f"{t} = {target} + {view}")
+    return "mask-update", lines
+
+
+@st.composite
+def assert_not(draw, env: _Env) -> tuple[str, list[str]]:
+    """The checks training loops keep on activations: ``assert not torch.isnan(h).any()``, with a message or
+    without; they hold for some inputs and fail for others."""
+    t = draw(st.sampled_from(env.names))
+    test = draw(st.sampled_from([f"torch.isnan({t}).any()", f"{t}.isinf().any()", f"({t} > 1e4).any()",
+                                 f"{t}.sum() < 0", f"torch.isnan({t}).all()"]))
+    message = draw(st.sampled_from(["", ', "NaN in the activations"']))
+    return "assert-not", [f"assert not {test}{message}", f"{t} = {t} * 2"]
+
+
 BLOCKS = {
     "if-assign": if_chain,
     "if-submodule": submodule_if,
@@ -721,6 +792,9 @@ BLOCKS = {
     "fallback": fallback,
     "tensor-check": tensor_check,
     "store-select": store_select,
+    "layerdrop": layerdrop,
+    "mask-update": mask_update,
+    "assert-not": assert_not,
 }
 
 

@@ -125,7 +125,8 @@ register(
             "its closure). `assert not t` (`assert not torch.isnan(h).any()`, plain-string message or none) becomes "
             "`assert torch.logical_not(t)`, a tensor assert Dynamo keeps in the graph (**unsafe**: eager raises the "
             "same `AssertionError` with the same message, but under compile a failing check raises `RuntimeError` "
-            "with the message, asynchronously on CUDA). Otherwise `int(t)`/`float(t)`: scalar capture for the site. "
+            "with the message, asynchronously on CUDA; the check runs inside the graph, so an error Dynamo meets "
+            "while tracing the code after it surfaces first: the call raises either way). Otherwise `int(t)`/`float(t)`: scalar capture for the site. "
             + SCOPED_CAPTURE,
             strategies=("assert_not", "tensor_check", "branch_test", "keep_tensor", "capture"),
         ),
