@@ -474,11 +474,8 @@ class FunctionWalker(tk.TensorKinds):
             n = stack.pop()
             if isinstance(n, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
-            if isinstance(n, ast.IfExp):
-                fixed = under_compile(n.test, self.scope, self.fixed)
-                if fixed is not None:
-                    stack.append(n.body if fixed else n.orelse)
-                    continue
+            if self._walked_apart(n, stack):
+                continue
             t = type(n)
             if t is ast.Call and self._captured(n):
                 continue
@@ -498,14 +495,23 @@ class FunctionWalker(tk.TensorKinds):
                 self.dispatch("binop", n)
             elif t is ast.NamedExpr:
                 self.assign(n.target, n.value, self.kind(n.value))
-            elif t is ast.BoolOp and self._moded_operands(n):
-                continue
             elif t is ast.Name or t is ast.Constant:
                 continue
             elif t in _COMPREHENSIONS:
                 self._comprehension(n)
                 continue
             stack.extend(children(n))
+
+    def _walked_apart(self, n: ast.AST, stack: list[ast.AST]) -> bool:
+        """A conditional expression decided under compile (only its live side goes on ``stack``), or an ``and``
+        chain with a mode test (:meth:`_moded_operands`): True when ``n`` is handled here."""
+        if isinstance(n, ast.IfExp):
+            fixed = under_compile(n.test, self.scope, self.fixed)
+            if fixed is not None:
+                stack.append(n.body if fixed else n.orelse)
+                return True
+            return False
+        return isinstance(n, ast.BoolOp) and self._moded_operands(n)
 
     def _moded_operands(self, n: ast.BoolOp) -> bool:
         """``self.training and random.random() < p``: the operands after a mode test run only in that mode,
