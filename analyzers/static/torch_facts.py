@@ -248,6 +248,10 @@ CAPTURE_GUARDED_CALLS = frozenset({
 CAPTURE_COUNTING_RANGE = "torch.arange"
 # tensor methods that must prove a captured size matches the tensor's element count (`view(b, -1, h, w)`)
 CAPTURE_GUARDED_METHODS = frozenset({"view", "reshape"})
+# torch calls that join tensors of different data-dependent lengths along the first dimension without
+# comparing the lengths (the result's length is their sum): a list of captured tensors may go there;
+# `pad_sequence`, which compares them, breaks (torch 2.13)
+CAPTURE_LIST_JOINS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
 # The Dynamo config flags in force inside it.
 CAPTURE_SCOPE_FLAGS = frozenset({"capture_scalar_outputs", "capture_dynamic_output_shape_ops"})
 

@@ -24,8 +24,12 @@ function: a branch or loop on it, a comparison, a call of Python code (``self.he
 that may branch on it), a return, a store; a torch call that must guard on it (``torch.arange`` of a
 float bound or from a start other than zero, ``F.interpolate``, ``F.pad``: ``CAPTURE_GUARDED_CALLS``;
 ``torch.arange(n)`` inside the captured expression traces); ``.tolist()`` or iteration of a
-tensor whose length is data-dependent. Each of those breaks again inside the capture, or fails to
-compile, where the original broke once (measured on the model zoo, torch 2.13).
+tensor whose length is data-dependent (a comprehension's ``for g in torch.unique(ids)`` too). Each of
+those breaks again inside the capture, or fails to compile, where the original broke once (measured on
+the model zoo, torch 2.13). Tensors of data-dependent lengths collected in a list (a comprehension's
+elements, ``L.append(t)``) each get a length of their own: the list may be joined along that length
+(``torch.cat``), counted or returned; ``pad_sequence`` compares the lengths and breaks, so the break would
+only move from the operator to it (vit-pytorch's adaptive token sampling; NaViT's image ids).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from mend.analyzers.static.torch_facts import (
     CAPTURE_GUARDED_METHODS,
     CAPTURE_HELPER,
     CAPTURE_INDEX_HELPER,
+    CAPTURE_LIST_JOINS,
     COMPILE_NAMES,
     TENSOR_CHECK_HELPER,
 )
@@ -174,6 +179,8 @@ def not_liftable(ctx: FileContext, node: cst.CSTNode) -> str | None:
             return "the expression is stored to"
         if isinstance(anc, cst.For) and anc.iter is child:
             return "the value is a loop's iterable, whose length Dynamo cannot trace as a symbol"
+        if isinstance(anc, cst.CompFor) and anc.iter is child:
+            return "a comprehension iterates over the value, whose length Dynamo cannot trace as a symbol"
         if isinstance(anc, (cst.While, cst.If)) and anc.test is child:
             return "the value decides a branch, which Dynamo cannot trace on a captured value"
         if isinstance(anc, (cst.SimpleStatementLine, cst.IndentedBlock)):
@@ -271,6 +278,7 @@ def _consumer_problem(ctx: FileContext, node: cst.CSTNode, sized: bool, depth: i
     """Where the value of ``node`` goes once computed (``sized``: a tensor whose size may come from the
     data, not a number; ``holder``: the name ``node`` reads it from, a tensor)."""
     cur, parent = node, ctx.parent(node)
+    reduced = False  # a reduction took away the data-dependent length (`x[m].sum()`)
     while True:  # what is still the captured value: arithmetic, a tuple of sizes, an element, a method's result
         if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
             break
@@ -283,6 +291,7 @@ def _consumer_problem(ctx: FileContext, node: cst.CSTNode, sized: bool, depth: i
                 return f"`.{parent.attr.value}()` of a tensor whose length is data-dependent"
             if sized and parent.attr.value in CAPTURE_GUARDED_METHODS:
                 return f"`.{parent.attr.value}()` of a tensor whose length is data-dependent must check its size"
+            reduced = reduced or _reduces_first_dim(call)
             cur, parent = call, ctx.parent(call)
             continue
         if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.Element, cst.Tuple, cst.List)) or (
@@ -304,6 +313,10 @@ def _consumer_problem(ctx: FileContext, node: cst.CSTNode, sized: bool, depth: i
         return None if sized else "the captured number is returned, and its caller may branch on it"
     if isinstance(parent, cst.For) and parent.iter is cur:
         return "the captured value is iterated"
+    if isinstance(parent, cst.CompFor) and parent.iter is cur:
+        return "a comprehension iterates over the captured value, whose length Dynamo cannot trace as a symbol"
+    if sized and not reduced and _collected_by(parent, cur):
+        return _collection_problem(ctx, parent, depth)
     if isinstance(parent, cst.AugAssign) and parent.target is cur:
         if sized:  # `mask *= keep`: a tensor updated in place, whose later reads are uses of the name
             return None
@@ -341,6 +354,8 @@ def _argument_problem(ctx: FileContext, call: cst.BaseExpression, sized: bool, d
         return None
     if builtin == "range":
         return "the captured value is a loop's trip count"
+    if sized and isinstance(func, cst.Attribute) and func.attr.value in _LIST_ADDS:
+        return _appended_problem(ctx, call, depth)
     if isinstance(func, cst.Attribute) and not _imported(ctx, func) and not _is_self(func.value):
         return None  # a method of a tensor (`x.view(n)`)
     return f"the captured value is passed to `{code(func)}`, which may branch on it"
@@ -359,8 +374,10 @@ def _is_self(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value in {"self", "cls"}
 
 
-def _name_problem(ctx: FileContext, assign: cst.Assign, name: str, sized: bool, depth: int) -> str | None:
-    """The uses of ``name``, assigned the captured value by ``assign``."""
+def _name_problem(ctx: FileContext, assign: cst.CSTNode, name: str, sized: bool, depth: int,
+                  collection: bool = False) -> str | None:
+    """The uses of ``name``, assigned the captured value by ``assign`` (``collection``: a list that
+    ``assign`` put captured tensors into)."""
     func = ctx.enclosing_function(assign)
     facts = ctx.facts(func)
     if depth > 5:
@@ -375,10 +392,77 @@ def _name_problem(ctx: FileContext, assign: cst.Assign, name: str, sized: bool, 
             continue  # an earlier value of the name (a use later in the same loop may read this one)
         if ctx.enclosing_function(use) is not func:
             return f"`{name}` is used in a nested function"
-        problem = _consumer_problem(ctx, use, sized, depth + 1, name if sized else None)
+        problem = _collection_problem(ctx, use, depth + 1) if collection else \
+            _consumer_problem(ctx, use, sized, depth + 1, name if sized else None)
         if problem:
             return f"`{name}`: {problem}"
     return None
+
+
+# list methods that put a value into the list (``extend`` iterates its argument)
+_LIST_ADDS = frozenset({"append", "insert", "extend"})
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp)
+# reductions whose result has no data-dependent length left when they reduce everything or the first dimension
+_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod", "any", "all", "norm", "std", "var",
+                         "count_nonzero", "logsumexp"})
+
+
+def _reduces_first_dim(call: cst.Call) -> bool:
+    """``t.sum()``, ``t.mean(0)``, ``t.amax(dim=0)``: the captured tensor's data-dependent first dimension
+    (the one ``nonzero``, ``unique``, a mask and ``repeat_interleave`` make) is reduced away."""
+    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value in _REDUCTIONS):
+        return False
+    dims = [a for a in call.args if a.keyword is None or a.keyword.value == "dim"]
+    return not dims or (len(dims) == 1 and code(dims[0].value) in {"0", "(0,)", "[0]"})
+
+
+def _collected_by(parent: cst.CSTNode | None, cur: cst.CSTNode) -> bool:
+    """``cur`` is each element a comprehension ``parent`` makes."""
+    return (isinstance(parent, _COMPREHENSIONS) and parent.elt is cur) or (
+        isinstance(parent, cst.DictComp) and parent.value is cur)
+
+
+def _appended_problem(ctx: FileContext, call: cst.Call, depth: int) -> str | None:
+    """``L.append(v)`` with ``v`` the captured tensor: where the list ``L`` goes."""
+    func = call.func
+    if func.attr.value == "extend":
+        return "`.extend()` iterates over the captured value, whose length Dynamo cannot trace as a symbol"
+    if not isinstance(func.value, cst.Name):
+        return f"the captured value is put into `{code(func.value)}`, which this function cannot follow"
+    return _name_problem(ctx, call, func.value.value, True, depth, collection=True)
+
+
+def _collection_problem(ctx: FileContext, node: cst.CSTNode, depth: int) -> str | None:
+    """Where ``node``, a list of captured tensors (a comprehension's, or a name of one), goes. Each tensor has
+    a data-dependent length of its own: joined along that dimension, counted, returned or added to they
+    stay in the graph; a call that compares the lengths (``pad_sequence``) breaks there instead."""
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in _LIST_ADDS:
+        return None  # more elements, followed where they are added
+    if isinstance(parent, cst.Arg) and isinstance(ctx.parent(parent), cst.Call):
+        call = ctx.parent(parent)
+        q = ctx.imports.qualify(call.func) or ""
+        builtin = call.func.value if isinstance(call.func, cst.Name) and call.func.value not in ctx.imports.names \
+            else ""
+        if (q in CAPTURE_LIST_JOINS and _joined_along_first_dim(call)) or builtin == "len":
+            return None
+        return (f"the captured tensors, each of a data-dependent length, are collected in a list that goes to "
+                f"`{code(call.func)}`, which compares their lengths: the graph would break there instead")
+    if isinstance(parent, cst.Return):
+        return None
+    if isinstance(parent, cst.Subscript) and parent.value is node:
+        return _consumer_problem(ctx, parent, True, depth + 1)
+    if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is node:
+        return "the list of captured tensors, each of a data-dependent length, is iterated, which mend does not follow"
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+        return _name_problem(ctx, parent, parent.targets[0].target.value, True, depth, collection=True)
+    return "the list of captured tensors is stored where this function cannot follow it"
+
+
+def _joined_along_first_dim(call: cst.Call) -> bool:
+    """``torch.cat(L)``, ``torch.cat(L, 0)``, ``torch.cat(L, dim=0)``."""
+    dims = [a for a in call.args[1:] if a.keyword is None or a.keyword.value == "dim"]
+    return not dims or (len(dims) == 1 and code(dims[0].value) == "0")
 
 
 def _walk(node: cst.CSTNode):

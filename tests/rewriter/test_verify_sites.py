@@ -60,16 +60,14 @@ def test_a_moved_break_is_laid_at_the_closest_fix_above_it() -> None:
 
 
 MODEL = '''import torch
-from torch.nn.utils.rnn import pad_sequence
 
 
 class Net(torch.nn.Module):
     def forward(self, x, ids):
         y = x.sin()
         groups = torch.unique(ids)
-        parts = [y[ids == g] for g in groups]
-        padded = pad_sequence(parts, batch_first=True)
-        return padded.sum() + groups.sum()
+        scaled = torch.tensor(y.tolist()) * 2
+        return scaled.sum() + groups.sum()
 '''
 
 HARNESS = '''import torch
@@ -84,9 +82,9 @@ def harness():
 
 @pytest.mark.slow
 def test_verify_fails_a_fix_whose_site_still_breaks(tmp_path: Path) -> None:
-    """The unsafe capture of a boolean-mask read inside a comprehension over a captured `unique` leaves its
-    line breaking: --verify names it and fails (exit 1), though the graphs went 3 -> 2 and outputs agree;
-    the safe run applies nothing and passes."""
+    """The unsafe capture of a float tensor's `.tolist()` (capture helps integer tensors only; the static pass
+    does not know the dtype) leaves its line breaking: --verify names it and fails (exit 1), though the
+    capture of `torch.unique` removed its break and outputs agree; the safe run applies nothing and passes."""
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -97,7 +95,7 @@ def test_verify_fails_a_fix_whose_site_still_breaks(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "verify harness.py:harness: FAIL" in proc.stdout
     assert "fixes and their breaks: 1 removed, 1 kept" in proc.stdout, proc.stdout
-    assert "FAIL: pkg/model.py:9 MND305: the repaired code still breaks there: pkg/model.py:9" in proc.stdout
+    assert "FAIL: pkg/model.py:8 MND303: the repaired code still breaks there: pkg/model.py:8" in proc.stdout
     assert (pkg / "model.py").read_text() == MODEL  # --verify writes nothing
     proc = subprocess.run([*mend, "pkg"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "verify harness.py:harness: PASS" in proc.stdout, proc.stdout + proc.stderr

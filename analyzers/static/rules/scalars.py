@@ -23,8 +23,10 @@ SCOPED_CAPTURE = (
     "where the captured value would leave tensor operations in the function (a branch, comparison or loop "
     "on it, a call of Python code, a returned number, an index into a Python list, `torch.arange`/"
     "`linspace`/`logspace` bounds, `F.interpolate`, `F.pad`, `view`/`reshape` sizes, `.tolist()` of a "
-    "tensor of data-dependent length), where Dynamo would break again or fail to compile; in TorchScript "
-    "functions. A stored slice (`out[a:b] = v`) gets `_mend_index(b)` around each bound instead (eager: `b` "
+    "tensor of data-dependent length, a comprehension's iterable, tensors of data-dependent lengths collected "
+    "in a list that goes anywhere but `torch.cat` along that length, `len` or a return: `pad_sequence` "
+    "lines them up and the break moves there), where Dynamo would break again or fail to compile; in "
+    "TorchScript functions. A stored slice (`out[a:b] = v`) gets `_mend_index(b)` around each bound instead (eager: `b` "
     "itself; under compile its captured number)."
 )
 
