@@ -8,7 +8,9 @@ paths relative to the tree). A repaired file's lines are put back at the origina
   same function where the original did not;
 * ``kept``: the repaired run still breaks at the fix's lines;
 * ``moved``: it no longer breaks there, but breaks at another line of the same function where the original
-  did not (a repair that only moves a break is not a fix: the verdict fails);
+  did not (a repair that only moves a break is not a fix: the verdict fails); a comprehension or a lambda
+  is part of the function it is written in (Python runs it as a frame of its own, ``<listcomp>``: a break
+  moved from ``[torch.unique(t) for t in ts]`` to the ``pad_sequence`` of the list below it is moved);
 * ``not exercised``: the original run never broke at the fix's lines (the harness does not exercise it, or
   the finding was a prediction that does not break here): nothing is proven either way.
 
@@ -17,6 +19,8 @@ No torch import: the workers send the sites as JSON.
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 from dataclasses import dataclass
 
 from mend.rewriter.results import FileResult, line_map, original_line
@@ -76,11 +80,33 @@ def outcomes(results: list[FileResult], rel: dict[str, str], before: list[Site],
         if path is None or not res.applied:
             continue
         lines = line_map(res.original, res.fixed)  # sites shown at the user's path, the original's lines
-        was = [Site(res.path, s.line, s.function, s.reason, s.text) for s in before if s.path == path]
-        now = [Site(res.path, original_line(lines, s.line), s.function, s.reason, s.text)
+        scope = _functions(res.original)
+        was = [_in_function(Site(res.path, s.line, s.function, s.reason, s.text), scope)
+               for s in before if s.path == path]
+        now = [_in_function(Site(res.path, original_line(lines, s.line), s.function, s.reason, s.text), scope)
                for s in after if s.path == path]
         out += _file_outcomes(res.path, [(f.code, f.line, f.end_line or f.line) for f in res.applied], was, now)
     return out
+
+
+def _functions(source: str) -> list[tuple[int, int, str]]:
+    """(first line, last line, name) of each ``def`` of ``source``, inner ones after outer ones; none when it
+    does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [(min([n.lineno] + [d.lineno for d in n.decorator_list]), n.end_lineno or n.lineno, n.name)
+            for n in sorted(defs, key=lambda n: n.lineno)]
+
+
+def _in_function(site: Site, scope: list[tuple[int, int, str]]) -> Site:
+    """``site`` with a comprehension's or a lambda's frame (``<listcomp>``) named by the ``def`` around its line."""
+    if not site.function.startswith("<"):
+        return site
+    names = [name for first, last, name in scope if first <= site.line <= last]
+    return dataclasses.replace(site, function=names[-1]) if names else site
 
 
 def _file_outcomes(path: str, fixes: list[tuple[str, int, int]], was: list[Site], now: list[Site]) -> list[Outcome]:

@@ -49,6 +49,20 @@ def test_a_new_break_in_another_function_is_not_laid_at_the_fix() -> None:
     assert statuses(result(2), [site(2)], [site(6, "g")]) == [(2, REMOVED)]
 
 
+def test_a_break_moved_out_of_a_comprehension_is_moved() -> None:
+    """Python runs a comprehension as a frame of its own (`<listcomp>`): the break the capture of
+    `torch.unique` took out of it and `pad_sequence` took over, two lines below in the same `def`, moved."""
+    original = ("def f(ids):\n    rows = [unique(t) for t in ids]\n    padded = pad_sequence(rows)\n"
+                "    return padded * 2\n")
+    fixed = original.replace("[unique(t)", "[h(lambda: unique(t))")
+    res = FileResult("pkg/m.py", original, fixed, applied=[AppliedFix("MND304", 2, 13, "m", "unsafe")])
+    out = outcomes([res], {"pkg/m.py": "m.py"}, [site(2, "<listcomp>")], [site(3, "f")])
+    assert [(o.status, [s.line for s in o.after]) for o in out] == [(MOVED, [3])]
+    # a comprehension of another function is not this one
+    out = outcomes([res], {"pkg/m.py": "m.py"}, [site(2, "<listcomp>")], [site(3, "g")])
+    assert [o.status for o in out] == [REMOVED]
+
+
 def test_a_fix_whose_line_never_broke_proves_nothing() -> None:
     assert statuses(result(2), [], [site(6)]) == [(2, NOT_REACHED)]
 
