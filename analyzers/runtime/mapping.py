@@ -105,7 +105,11 @@ def code_for_break(site: BreakSite, root: str = "") -> str:
             return "MND203"
         return "MND201"
     if gb == "GB0124":
-        return "MND301" if ".item()" in line else "MND302"
+        if ".item()" in line:
+            return "MND301"
+        if not _has(r"\b(float|int|bool)\(|\bmath\.", line) and _has(r"\[[^\]]*:", line):
+            return "MND311"  # `x[:n]`: the slice bound calls `.item()`
+        return "MND302"
     if gb == "GB0033":
         return "MND303" if "tolist" in line else "MND302"
     if gb == "GB0036":

@@ -24,7 +24,15 @@ from mend.rewriter.analysis import (
     walk,
 )
 from mend.rewriter.context import FileContext
-from mend.rewriter.parts.lower import Declined, Lower, and_of, drop_item, is_pass, split_static_prefix
+from mend.rewriter.parts.lower import (
+    Declined,
+    Lower,
+    and_of,
+    drop_item,
+    is_pass,
+    no_tensor_part,
+    split_static_prefix,
+)
 from mend.rewriter.parts.sites import branch_node
 from mend.rewriter.plan import Decline
 
@@ -105,7 +113,7 @@ def read_chain(ctx: FileContext, node: cst.If, facts: FunctionFacts) -> Chain:
         static_prefix, rest = split_static_prefix(tests[0], facts)
         if static_prefix:
             if not rest:
-                raise Declined("the condition has no tensor part mend can see")
+                raise Declined(no_tensor_part(tests[0], facts))
             tests = [and_of(rest)]
     elif any(split_static_prefix(t, facts)[0] for t in tests):
         raise Declined("a static prefix of an `and` chain is kept in Python only for a single `if` "

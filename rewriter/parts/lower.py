@@ -12,7 +12,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.static.torch_facts import BOOL_OPS
-from mend.rewriter.analysis import FunctionFacts, code, parse_expr, strip_parens
+from mend.rewriter.analysis import FunctionFacts, code, parse_expr, strip_parens, walk
 
 
 class Declined(Exception):
@@ -135,6 +135,78 @@ def split_static_prefix(test: cst.BaseExpression, facts: FunctionFacts) -> tuple
     while i < len(ops) and not facts.reads_data(drop_item(strip_parens(ops[i]))):
         i += 1
     return ops[:i], ops[i:]
+
+
+def no_tensor_part(test: cst.BaseExpression, facts: FunctionFacts) -> str:
+    """Why ``test`` has no part mend can write as a tensor (the decline's reason): the values it reads, and
+    what this function shows of each (an ``.item()`` reads a number, but of a value mend must know is a
+    tensor: NumPy's arrays and scalars have ``.item()`` too)."""
+    notes: list[str] = []
+    items = {code(n.func.value) for n in walk(test) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+             and n.func.attr.value == "item"}
+    for node in _values_read(test):
+        note = _not_a_tensor(node, facts)
+        if note and code(node) in items:
+            note += f" (`{code(node)}.item()` does not tell: NumPy's values have `.item()` too)"
+        if note and note not in notes:
+            notes.append(note)
+    head = f"the condition `{short(code(test).strip())}` reads no value mend knows to be a tensor"
+    return f"{head}: {'; '.join(notes[:3])}" if notes else head
+
+
+def short(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters for a message."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _values_read(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The names and ``self.`` attributes ``test`` reads, in order (a called function is not one)."""
+    out: list[cst.BaseExpression] = []
+
+    def visit(e: cst.CSTNode) -> None:
+        if isinstance(e, cst.Attribute):
+            base = e
+            while isinstance(base, cst.Attribute):
+                base = base.value
+            if isinstance(base, cst.Name) and base.value in {"self", "cls"}:
+                out.append(e)
+                return
+            visit(e.value)
+            return
+        if isinstance(e, cst.Name):
+            if e.value not in {"True", "False", "None"}:
+                out.append(e)
+            return
+        if isinstance(e, cst.Call):
+            if isinstance(e.func, cst.Attribute):
+                visit(e.func.value)  # the receiver of a method; a function's name is not a value read
+            for a in e.args:
+                visit(a.value)
+            return
+        for child in e.children:
+            visit(child)
+
+    visit(test)
+    return out
+
+
+def _not_a_tensor(node: cst.BaseExpression, facts: FunctionFacts) -> str | None:
+    """What mend knows of ``node`` (a name or a ``self.`` attribute) that is not a tensor, or None."""
+    if isinstance(node, cst.Attribute):
+        return f"`{code(node)}` is an attribute, which mend does not follow to a tensor (a buffer, say)"
+    name = node.value
+    if name in facts.tensor_names or name in facts.imports.names:
+        return None
+    if name in facts.params:
+        return f"`{name}` is a parameter without a `torch.Tensor` annotation or a use only tensors have"
+    values = [s.value for s in facts.stores.get(name, []) if isinstance(s, cst.Assign)]
+    other = next((v for v in values if not facts.is_tensor(v)), None)
+    if other is not None:
+        also = "also " if any(facts.is_tensor(v) for v in values) else ""
+        return f"`{name}` is {also}assigned `{code(other).strip()}`"
+    if name not in facts.stores:
+        return f"`{name}` is not assigned in this function"
+    return None
 
 
 def and_text(ops: list[cst.BaseExpression]) -> str:

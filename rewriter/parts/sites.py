@@ -12,8 +12,9 @@ import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.static.torch_facts import TENSOR_CHECKS
-from mend.rewriter.analysis import FunctionFacts
+from mend.rewriter.analysis import FunctionFacts, code
 from mend.rewriter.context import FileContext
+from mend.rewriter.parts.lower import short
 from mend.rewriter.plan import Decline
 
 # --- MND101-MND106: a reporting, clock or debugger call statement -------------------------------------
@@ -56,7 +57,7 @@ def side_effect_policy(ctx: FileContext, diag: Diagnostic) -> str:
 def branch_node(ctx: FileContext, diag: Diagnostic) -> cst.If | cst.IfExp | Decline:
     node = ctx.find((cst.If, cst.IfExp, cst.While), diag)
     if node is None:
-        return Decline(diag, "could not find the branch at this position")
+        return Decline(diag, _no_branch(ctx, diag))
     if isinstance(node, cst.While):
         return Decline(diag, "data-dependent `while` loops need torch._higher_order_ops.while_loop; "
                              "not rewritten automatically")
@@ -64,6 +65,21 @@ def branch_node(ctx: FileContext, diag: Diagnostic) -> cst.If | cst.IfExp | Decl
         return Decline(diag, "already split by torch.compiler.is_compiling() (the original branch is kept "
                              "where autograd or eager needs it)")
     return node
+
+
+def _no_branch(ctx: FileContext, diag: Diagnostic) -> str:
+    """Why there is no branch to repair at the position: what decides there instead."""
+    filt = ctx.find(cst.CompIf, diag)
+    if filt is not None:
+        comp = next((a for a in ctx.ancestors(filt) if isinstance(a, (cst.ListComp, cst.SetComp, cst.DictComp,
+                                                                        cst.GeneratorExp))), None)
+        text = code(comp) if comp is None or comp.lpar or not isinstance(comp, cst.GeneratorExp) else f"({code(comp)})"
+        whole = f" of `{short(text)}`" if comp is not None else ""
+        return (f"the test `{short(code(filt.test))}` filters the elements{whole}: how many it keeps depends on "
+                "the data, and mend repairs only `if` statements and conditional expressions")
+    stmt = ctx.find((cst.SimpleStatementLine, cst.BaseCompoundStatement), diag)
+    where = f" (`{short(code(stmt).strip().splitlines()[0])}`)" if stmt is not None else ""
+    return f"no `if`, `while` or conditional expression at this position{where}"
 
 
 # --- MND301-MND305, MND310/MND311: tensors read as Python numbers, data-dependent shapes ----------------
@@ -90,8 +106,24 @@ def number_call(ctx: FileContext, diag: Diagnostic) -> cst.Call | Decline:
     call = ctx.find(cst.Call, diag, pred=lambda n: isinstance(n.func, cst.Name)
                     and n.func.value in {"float", "int", "bool"} and len(n.args) == 1)
     if call is None:
-        return Decline(diag, "only `float(t)`/`int(t)`/`bool(t)` are repaired (math.* needs the tensor form)")
+        return Decline(diag, _not_a_number_call(ctx, diag))
     return call
+
+
+def _not_a_number_call(ctx: FileContext, diag: Diagnostic) -> str:
+    """Why an MND302 site without ``float(t)``/``int(t)``/``bool(t)`` is left: what reads the number there."""
+    call = ctx.find(cst.Call, diag)
+    q = ctx.imports.qualify(call.func) or "" if call is not None else ""
+    if q.startswith("math."):
+        return (f"`{code(call)}` turns the tensor into a Python number for `{q}`; only `float(t)`/`int(t)`/"
+                f"`bool(t)` are repaired (`torch.{q[5:]}` on the tensor keeps it in the graph)")
+    sub = ctx.find(cst.Subscript, diag, pred=lambda n: any(isinstance(e.slice, cst.Slice) for e in n.slice))
+    if sub is not None:
+        return (f"the slice `{code(sub)}` reads a tensor bound as a Python number, not `float(t)`/`int(t)`/"
+                f"`bool(t)` (a slice bound is MND311's site)")
+    stmt = ctx.statement_line(call) if call is not None else None
+    where = f" in `{code(stmt).strip()}`" if stmt is not None else ""
+    return f"no `float(t)`/`int(t)`/`bool(t)` at this position{where}: mend does not see what reads the number"
 
 
 def tolist_call(ctx: FileContext, diag: Diagnostic) -> cst.Call | Decline:

@@ -30,7 +30,16 @@ from mend.rewriter.analysis import (
 )
 from mend.rewriter.context import FileContext
 from mend.rewriter.parts.branches import IfSite, branch_chain, if_site
-from mend.rewriter.parts.lower import Declined, Lower, and_text, drop_item, is_pass, split_static_prefix, static_index
+from mend.rewriter.parts.lower import (
+    Declined,
+    Lower,
+    and_text,
+    drop_item,
+    is_pass,
+    no_tensor_part,
+    split_static_prefix,
+    static_index,
+)
 from mend.rewriter.parts.reporting import emit_arguments, guard_test, is_reporting_call
 from mend.rewriter.parts.sites import call_statement
 from mend.rewriter.plan import Decline, Example, Plan
@@ -208,7 +217,7 @@ def _truth_check(facts: FunctionFacts, test: cst.BaseExpression, lower: Lower) -
     for op in rest:
         flat(op)
     if not ops:
-        raise Declined("the condition has no tensor part mend can see")
+        raise Declined(no_tensor_part(test, facts))
     for op in ops[1:]:
         if not (facts.is_total(drop_item(op)) and _one_element(facts, op)
                 and not any(isinstance(n, cst.Name) and n.value in {"mean", "nanmean"} for n in walk(op))):

@@ -50,7 +50,7 @@ from mend.analyzers.static.torch_facts import BOOL_OPS, BOOL_TORCH
 from mend.rewriter.analysis import FunctionFacts, body_statements, code, eager_else, is_number, parse_stmt, strip_parens
 from mend.rewriter.context import FileContext
 from mend.rewriter.parts.branches import IfSite, if_site
-from mend.rewriter.parts.lower import Declined, and_text, lowered_tail, static_index, with_helpers
+from mend.rewriter.parts.lower import Declined, and_text, lowered_tail, no_tensor_part, static_index, with_helpers
 from mend.rewriter.plan import Decline, Example, Plan
 
 EXAMPLES = (
@@ -194,7 +194,7 @@ def _fix_store(ctx: FileContext, diag: Diagnostic, site: IfSite) -> Plan | None:
         raise Declined(found)
     lowered = lowered_tail(node, facts, site.lower)
     if lowered is None:
-        raise Declined("the condition has no tensor part mend can see")
+        raise Declined(no_tensor_part(node.test, facts))
     static_prefix, cond = lowered
     store = parse_stmt(compiled(found, cond, torch))
     split = eager_else(torch, [node], [store], grad_gate=True, prefix=and_text(static_prefix))
