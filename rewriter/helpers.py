@@ -596,7 +596,10 @@ def emit(module, spec, *args):
     if packed is None:
         _emit_now(module, spec, *args)  # noqa: MND504 - only for what the graph cannot carry
     else:
-        torch.ops.mend.emit(module, *packed)
+        spec, strs, ints, floats, tensors = packed
+        # Inductor (torch 2.13, an inference graph) frees buffers at an effect operator that takes no
+        # tensor, before the kernels after it read them: an empty tensor (its kinds never read it) goes along
+        torch.ops.mend.emit(module, spec, strs, ints, floats, tensors or [torch.empty(0)])
 
 
 _emit_define()

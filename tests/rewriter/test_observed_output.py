@@ -13,7 +13,7 @@ import pytest
 
 HERE = Path(__file__).parent / "observed"
 PROGRAMS = ["submodule_logging", "helper_print", "warnings_and_levels", "training_step", "grad_message",
-            "loop_and_break"]
+            "loop_and_break", "normed_blocks"]
 BACKENDS = ["eager", "aot_eager", "mend", pytest.param("inductor", marks=pytest.mark.slow)]
 
 

@@ -1,10 +1,12 @@
 """Run one observed program: ``python -u run_program.py DIR MODULE BACKEND``.
 
 Every message goes to one stream in order: stdout and stderr (the caller merges them), logging records
-as ``LEVEL name message``, warnings as ``WARN Category: message``. BACKEND ``none`` runs eagerly; the
+as ``LEVEL name message``, warnings as ``WARN Category: message``. A program with ``NO_GRAD`` is called under
+``torch.no_grad()``, one with ``TRAIN`` steps backward after each call. BACKEND ``none`` runs eagerly; the
 first line of each graph break's reason (and of each frame Dynamo gave up on) goes to
 ``DIR/<MODULE>.<BACKEND>.breaks`` as a JSON list."""
 
+import contextlib
 import importlib
 import json
 import logging
@@ -30,7 +32,8 @@ if backend != "none":
     fn = torch.compile(fn, backend=backend)
 for i, args in enumerate(inputs):
     print(f"--- call {i}")
-    out = fn(*args) if isinstance(args, tuple) else fn(args)
+    with torch.no_grad() if getattr(module, "NO_GRAD", False) else contextlib.nullcontext():
+        out = fn(*args) if isinstance(args, tuple) else fn(args)
     if getattr(module, "TRAIN", False):
         out.backward()
         print("grad", [round(float(p.grad.abs().sum()), 4) for p in fn.parameters()])
