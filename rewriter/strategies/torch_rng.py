@@ -2,7 +2,9 @@
 
 Python's random stream cannot be traced; torch's RNG draws other numbers, so the repair changes what the
 program computes and is declined unless asked for. ``random.random()`` is the only call with a torch
-replacement.
+replacement. Declined where the number decides a branch (an ``if``, ``while`` or conditional expression
+tests it, directly or through the name it is assigned to): a branch on torch's draw breaks the graph as the
+branch on Python's did, so the repair would change the numbers and remove nothing.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.rewriter.analysis import code, parse_expr
+from mend.rewriter.analysis import code, names_in, parse_expr, walk
 from mend.rewriter.context import FileContext
 from mend.rewriter.plan import Decline, Example, Plan
 
@@ -59,6 +61,35 @@ def repair(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
         return Decline(diag, reason)
     if qual not in {"random.random"} or call.args:
         return Decline(diag, f"only random.random() has a torch replacement (got {qual or code(call.func)})")
+    branch = _branch_on(ctx, call)
+    if branch:
+        return Decline(diag, f"the draw decides {branch}: a branch on torch's draw breaks the graph as this one "
+                             "does, so the repair would change the numbers and remove nothing")
     torch, imports = ctx.torch_name()
     return Plan(diag, f"draw from torch's RNG: `{torch}.rand(())` (a 0-d tensor, different stream)",
                 "unsafe", [(call, parse_expr(f"{torch}.rand(())"))], imports=imports)
+
+
+_TESTED = (cst.If, cst.While, cst.IfExp)
+
+
+def _branch_on(ctx: FileContext, call: cst.Call) -> str | None:
+    """What branch the draw decides (its value in a test, or assigned to a name a test reads), or None."""
+    child: cst.CSTNode = call
+    for anc in ctx.ancestors(call):
+        if isinstance(anc, _TESTED) and anc.test is child:
+            return f"the test `{code(anc.test)}`"
+        if isinstance(anc, cst.Assign) and len(anc.targets) == 1 and isinstance(anc.targets[0].target, cst.Name):
+            return _tested_name(ctx, anc, anc.targets[0].target.value)
+        if isinstance(anc, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            return None
+        child = anc
+    return None
+
+
+def _tested_name(ctx: FileContext, assign: cst.Assign, name: str) -> str | None:
+    func = ctx.enclosing_function(assign)
+    for node in walk(func) if func is not None else ():
+        if isinstance(node, _TESTED) and name in names_in(node.test):
+            return f"the test `{code(node.test)}` through `{name}`"
+    return None

@@ -644,3 +644,51 @@ def test_selection_updated_in_place_after_a_new_value_is_repaired() -> None:
         """).lstrip("\n")
     res = fix_source(src, "t.py", [diag("MND201", 3, 5)], FixOptions())
     assert [a.strategy for a in res.applied] == ["where_select"]
+
+
+RNG_BRANCHES = {
+    "in the test": ("""
+        from random import random
+        import torch
+        def f(x: torch.Tensor, layers, p: float, training: bool):
+            for layer in layers:
+                if training and p > 0. and random() < p:
+                    continue
+                x = layer(x)
+            return x
+        """, 5, "the test `training and p > 0. and random() < p`"),
+    "through a name": ("""
+        import random
+        import torch
+        def f(x: torch.Tensor, p: float):
+            keep = x.shape[0] > 1 and (random.random() < p)
+            if keep:
+                x = x * 2
+            return x
+        """, 4, "through `keep`"),
+    "in a conditional expression": ("""
+        import random
+        import torch
+        def f(x: torch.Tensor, p: float):
+            return x * 2 if random.random() < p else x
+        """, 4, "the test `random.random() < p`"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RNG_BRANCHES))
+def test_torch_rng_declines_a_draw_that_decides_a_branch(name: str) -> None:
+    """A branch on torch.rand(()) breaks the graph as the branch on random() did: the repair would only change
+    the numbers (x-transformers' layer dropout, --verify 'kept')."""
+    src, line, named = RNG_BRANCHES[name]
+    src = textwrap.dedent(src).lstrip("\n")
+    text = src.splitlines()[line - 1]
+    col = text.index("random") + 1
+    res = fix_source(src, "t.py", [diag("MND105", line, col)], FixOptions(unsafe=True, torch_rng=True))
+    assert res.fixed == src and res.applied == []
+    assert named in res.remaining[0].reason and "remove nothing" in res.remaining[0].reason, res.remaining[0].reason
+
+
+def test_torch_rng_still_repairs_a_drawn_value() -> None:
+    src = "import random\nimport torch\ndef f(x: torch.Tensor):\n    return x + random.random() * 0\n"
+    res = fix_source(src, "t.py", [diag("MND105", 4, 16)], FixOptions(unsafe=True, torch_rng=True))
+    assert "torch.rand(())" in res.fixed and len(res.applied) == 1

@@ -230,7 +230,9 @@ register(
             "sometimes", "unsafe", "replace random.random() with torch.rand(()) (opt-in: --torch-rng)",
             "Declined by default: Python's random stream cannot be traced and a torch replacement draws "
             "different numbers. With `--torch-rng --unsafe-fixes`, `random.random()` becomes `torch.rand(())`, "
-            "a 0-d tensor from torch's generator (**unsafe**).",
+            "a 0-d tensor from torch's generator (**unsafe**). Declined where the number decides a branch (an "
+            "`if`, `while` or conditional expression tests it, directly or through the name it is assigned to): "
+            "a branch on torch's draw breaks the graph as well, so the repair would remove nothing.",
             strategies=("torch_rng",),
         ),
     ),
