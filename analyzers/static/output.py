@@ -215,14 +215,21 @@ def summary_line(diags: list[Diagnostic]) -> str:
         return "All checks passed!\n"
     fixable = sum(1 for d in diags if safe_fix(d))
     undecided = sum(1 for d in diags if undecided_fix(d))
-    unsafe = sum(1 for d in diags if d.fix is not None and d.fix.applicability is Applicability.UNSAFE)
+    unsafe = [d for d in diags if d.fix is not None and d.fix.applicability is Applicability.UNSAFE]
+    hidden_n = sum(1 for d in unsafe if d.fix.decided)  # what `--unsafe-fixes` was seen to apply to these bytes
+    open_n = len(unsafe) - hidden_n  # not yet decided in unsafe mode (never fixed, or bytes a safe fix wrote)
     text = f"Found {n} error{'s' if n != 1 else ''}.\n"
-    hidden = f" ({unsafe} hidden fixes can be enabled with `--unsafe-fixes`)" if unsafe else ""
+    hidden = (f" ({hidden_n} hidden fix{'es' if hidden_n != 1 else ''} can be enabled with `--unsafe-fixes`)"
+              if hidden_n else "")
     if fixable:
         text += f"[*] {fixable} fixable with `mend fix`{hidden}.\n"
     if undecided:
-        text += (f"[?] {undecided} with a fix that `mend fix` may apply{'' if fixable else hidden}; `mend fix "
+        more = f" ({open_n} more with `--unsafe-fixes`)" if open_n else ""
+        text += (f"[?] {undecided} with a fix that `mend fix` may apply{more}{'' if fixable else hidden}; `mend fix "
                  "--diff` decides, and check marks them after it.\n")
-    if not fixable and not undecided and unsafe:
+    elif open_n:
+        text += (f"[?] {open_n} with a fix that `mend fix --unsafe-fixes` may apply{'' if fixable else hidden}; "
+                 "`mend fix --unsafe-fixes --diff` decides, and check marks them after it.\n")
+    if not fixable and not undecided and not open_n and hidden_n:
         text += f"No fixes available{hidden}.\n"
     return text
