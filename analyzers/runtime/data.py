@@ -294,7 +294,7 @@ _REQUIRED = {
 # --------------------------------------------------------------------------------------------------
 # the schema
 # --------------------------------------------------------------------------------------------------
-SCHEMA_KEYWORDS = frozenset({"$schema", "$id", "$defs", "$ref", "title", "description", "type", "const",
+SCHEMA_KEYWORDS = frozenset({"$schema", "$id", "$defs", "$ref", "title", "description", "type", "const", "enum",
                              "required", "properties", "additionalProperties", "items", "prefixItems",
                              "minimum"})
 _TYPES = {"object": "an object", "array": "an array", "string": "a string", "integer": "an integer",
@@ -322,6 +322,8 @@ def _problem(value: Any, rule: dict[str, Any], where: str, root: dict[str, Any])
         return _problem(value, root["$defs"][name], where, root)
     if "const" in rule and not _equal(value, rule["const"]):
         return f"{where} must be {json.dumps(rule['const'])}, got {_show(value)}"
+    if "enum" in rule and not any(_equal(value, choice) for choice in rule["enum"]):
+        return f"{where} must be one of {', '.join(json.dumps(c) for c in rule['enum'])}, got {_show(value)}"
     types = rule.get("type")
     if types is not None:
         types = [types] if isinstance(types, str) else types
