@@ -13,7 +13,10 @@ in the order the program emitted them:
 Messages that torch and the compiler emit (``torch.*`` loggers: ``torch._dynamo``, the structured trace...;
 warnings raised from the compiler's files) are left out: they say how the program was compiled, and a repair that removes
 a graph break changes them by design. Text is normalised so that runs in different folders compare: the
-``roots`` given (a package copy's folder) become ``<root>`` and memory addresses ``0x?``.
+``roots`` given (a package copy's folder) become ``<root>`` and memory addresses ``0x?``; a traceback inside a
+message (autograd's anomaly warning, ``Error detected in IndexPutBackward0. Traceback of forward call ...``) is
+cut at ``Traceback``: its frames are where the code ran, Dynamo's resume functions at lines of the file, which a
+repair moves by design.
 
 :func:`compare` sets a repaired run's messages against the original's: kept (in both, same relative order),
 lost, added and reordered. No torch import.
@@ -37,6 +40,7 @@ COMPILER_LOGGERS = ("torch.", "mend.compiler", "mend.analyzers")
 COMPILER_FILES = tuple(f"/torch/{p}/" for p in ("_dynamo", "_inductor", "_functorch", "fx", "_subclasses", "_guards",
                                                 "_export", "export", "_higher_order_ops", "_logging"))
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
+_TRACEBACK = re.compile(r"\s*Traceback\b.*\bFile \"", re.S)
 # a line of torch's own log handler (``W1129 02:36:19.661000 13456 path/torch/_dynamo/x.py:1841] [0/0] ...``): the
 # handler is made at the first compile, on the sys.stderr of that moment (the observer's stream), so its lines
 # reach the stream and not Logger.callHandlers; each carries a time and a process id, so it never compares
@@ -88,6 +92,9 @@ class Observer:
     def normalise(self, text: str) -> str:
         for r in self.roots:
             text = text.replace(r, "<root>")
+        cut = _TRACEBACK.search(text)
+        if cut is not None:
+            text = text[:cut.start()]
         return _ADDRESS.sub("0x?", text)
 
     def add(self, kind: str, name: str, level: str, text: str) -> None:

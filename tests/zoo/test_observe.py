@@ -73,3 +73,22 @@ def test_compare_counts_kept_lost_added_and_reordered():
     assert (added.kept, added.lost, added.added) == (1, 0, 1)
     moved = compare(_m("a", "b", "c"), _m("b", "c", "a"))  # a message deferred past the others
     assert (moved.kept, moved.lost, moved.added, moved.reordered) == (2, 0, 0, 1) and not moved.ok
+
+
+def test_a_traceback_in_a_message_is_cut_the_message_kept():
+    """Autograd's anomaly warning carries the forward's frames (Dynamo's resume functions, lines a repair moves):
+    the same warning from an original and a repaired copy compares equal; a different warning does not."""
+    def seen(text: str) -> list:
+        with Observer(["/copy"]) as obs:
+            warnings.warn(text, UserWarning)
+        return obs.messages
+
+    def anomaly(line: int, fn: str) -> str:
+        return (f'Error detected in IndexPutBackward0. Traceback of forward call that caused the error:\n  File '
+                f'"/copy/models/m.py", line {line}, in {fn}\n    x[mask] = 0\n')
+
+    a = seen(anomaly(1106, "torch_dynamo_resume_in_forward_at_966"))
+    b = seen(anomaly(1123, "forward"))
+    assert a == b == [["warning", "UserWarning", "", "Error detected in IndexPutBackward0."]]
+    assert compare(a, b).ok
+    assert not compare(a, seen("Error detected in MulBackward0.")).ok
