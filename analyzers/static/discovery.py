@@ -58,14 +58,6 @@ class GitIgnore:
         self.root = root
         self._rules: dict[Path, list[tuple[re.Pattern[str], bool, bool, bool]]] = {}
 
-    @staticmethod
-    def find_root(path: Path) -> Path | None:
-        p = path.resolve()
-        for d in (p, *p.parents):
-            if (d / ".git").exists():
-                return d
-        return None
-
     def _load(self, folder: Path) -> list[tuple[re.Pattern[str], bool, bool, bool]]:
         rules = self._rules.get(folder)
         if rules is not None:
@@ -115,18 +107,20 @@ class Excluder:
     def __init__(self, config: Config) -> None:
         self.patterns = tuple(config.exclude) + tuple(config.extend_exclude)
         self.root = config.root.resolve() if config.root else None
+        self._nested = tuple(pat for pat in self.patterns if "/" in pat)  # matched against the path from the root
+        # every pattern against a name, as one expression (fnmatch's own translation; names are case-sensitive here)
+        self._names = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in self.patterns)) if self.patterns \
+            else None
 
     def excluded(self, path: Path) -> bool:
-        name = path.name
-        for pat in self.patterns:
-            if fnmatch.fnmatch(name, pat):
-                return True
-        if self.root is not None:
+        if self._names is not None and self._names.match(path.name):
+            return True
+        if self.root is not None and self._nested:
             try:
                 rel = path.resolve().relative_to(self.root).as_posix()
             except ValueError:
                 return False
-            return any(fnmatch.fnmatch(rel, pat) for pat in self.patterns if "/" in pat)
+            return any(fnmatch.fnmatch(rel, pat) for pat in self._nested)
         return False
 
 
@@ -134,11 +128,18 @@ def discover_files(paths: list[str | Path] | tuple, config: Config, force_exclud
     """Python files under ``paths`` (sorted, unique), honouring exclusions and ``.gitignore``."""
     excluder = Excluder(config)
     ignores: dict[Path, GitIgnore | None] = {}
+    roots: dict[Path, Path | None] = {}  # a (resolved) folder's repository root, found once per folder
+
+    def root_of(folder: Path) -> Path | None:
+        if folder not in roots:
+            parent = folder.parent
+            roots[folder] = folder if (folder / ".git").exists() else None if parent == folder else root_of(parent)
+        return roots[folder]
 
     def gitignored(p: Path, is_dir: bool) -> bool:
         if not config.respect_gitignore:
             return False
-        root = GitIgnore.find_root(p.parent if not is_dir else p)
+        root = root_of((p if is_dir else p.parent).resolve())
         if root is None:
             return False
         gi = ignores.get(root)
