@@ -8,7 +8,9 @@ it that a repair reads through a relative import. What the other files of the pr
 the modules beside it, which are recorded with the digest of their bytes and compared on every hit.
 
 The cache lives beside ``mend check``'s (``.mend_cache/fix/``), in the same tagged JSON
-(:func:`mend.analyzers.static.cache.save_data`): data, never code. A repaired file's new text is stored as
+(:func:`mend.analyzers.static.cache.save_data`): data, never code. Each entry is kept as its own encoded
+text and decoded only when its key is asked for: a warm run reads the whole file but decodes only the entries
+of the files it meets (a repaired text of the first run is never decoded on the tree it was written to). A repaired file's new text is stored as
 its own entry, and so is the file as written: a written file whose last round of repairs found nothing more
 to do is known to stay as it is (fixing twice gives what fixing once gives), so the next run on the repaired
 tree repairs nothing again.
@@ -22,6 +24,7 @@ from pathlib import Path
 
 from mend.analyzers.diagnostic import Diagnostic
 from mend.analyzers.static.cache import analyzer_fingerprint, load_data, save_data
+from mend.analyzers.static.datacodec import DataError, dumps, loads
 from mend.rewriter.options import FixOptions
 from mend.rewriter.results import AppliedFix, FileResult, Remaining
 from mend.rewriter.workers import Job, Outcome
@@ -58,13 +61,13 @@ class FixCache:
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory
         self.file = directory / "fix" / f"v{__version__}.json" if directory is not None else None
-        self.entries: dict[str, dict] = {}
+        self.entries: dict[str, str] = {}
         self.dirty = False
         self.hits = 0
         if self.file is not None:
             data = load_data(self.file)
             self.entries = data if isinstance(data, dict) and all(
-                isinstance(k, str) and isinstance(v, dict) for k, v in data.items()) else {}
+                isinstance(k, str) and isinstance(v, str) for k, v in data.items()) else {}
 
     def get(self, key: str, job: Job) -> Outcome | None:
         """The outcome stored under ``key``, if the modules beside the file it read are unchanged."""
@@ -72,8 +75,8 @@ class FixCache:
         if entry is None:
             return None
         try:
-            outcome = _decode(entry, job)
-        except (KeyError, TypeError, ValueError):
+            outcome = _decode(loads(entry), job)
+        except (DataError, KeyError, TypeError, ValueError):
             return None  # not what mend writes: repaired again
         if not all(_digest(path) == digest for path, digest in outcome.siblings):
             return None
@@ -84,7 +87,7 @@ class FixCache:
         if self.file is None or outcome.error is not None:
             return  # a time limit may be higher next time
         self.entries.pop(key, None)
-        self.entries[key] = _encode(outcome)
+        self.entries[key] = dumps(_encode(outcome))
         self.dirty = True
 
     def settled(self, key: str, outcome: Outcome) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -133,8 +134,10 @@ def test_a_damaged_cache_is_no_cache(tmp_path: Path, monkeypatch: pytest.MonkeyP
         assert _fix(tree, "--diff", "-j", "1") == first
         assert len(counted) > n
     cache = FixCache(tmp_path / ".mend_cache")
-    key = next(k for k, v in cache.entries.items() if v["result"] is not None)
-    cache.entries[key]["result"] = {"fixed": 7}  # a wrong field in one entry: that file is repaired again
+    key = next(k for k, v in cache.entries.items() if json.loads(v)["@m"]["result"] is not None)
+    entry = json.loads(cache.entries[key])
+    entry["@m"]["result"] = {"@m": {"fixed": 7}}  # a wrong field in one entry: that file is repaired again
+    cache.entries[key] = json.dumps(entry)
     cache.dirty = True
     cache.save()
     n = len(counted)
