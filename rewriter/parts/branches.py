@@ -8,6 +8,7 @@ returns a :class:`Chain`, or raises :class:`~mend.rewriter.parts.lower.Declined`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
@@ -325,30 +326,20 @@ def _updated_name(n: cst.CSTNode) -> cst.Name | None:
 def _fresh_before(ctx: FileContext, use: cst.Name, after: int) -> bool:
     """A statement of the block holding ``use``, after line ``after`` and before ``use``, binds its name to a
     new tensor (a value sharing no name's storage: ``x = x + 1``), so ``use`` updates that one."""
-    child: cst.CSTNode = use
-    for anc in ctx.ancestors(use):
-        if isinstance(anc, (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.CompFor)):
-            return False
-        if isinstance(anc, (cst.IndentedBlock, cst.Module)):
-            before = []
-            for stmt in anc.body:
-                if stmt is child:
-                    break
-                before.append(stmt)
-            else:
-                return False
-            return any(isinstance(s, cst.SimpleStatementLine) and s in ctx.positions
-                       and ctx.positions[s].start.line > after and any(
-                isinstance(x, cst.Assign) and len(x.targets) == 1 and isinstance(x.targets[0].target, cst.Name)
-                and x.targets[0].target.value == use.value and not _shared(x.value) for x in s.body) for s in before)
-        child = anc
-    return False
+    return _assigned_before(ctx, use, after, lambda value: not _shared(value))
 
 
 def _store_dominates(ctx: FileContext, use: cst.Name, after: int) -> bool:
     """A statement of the block holding ``use``, after line ``after`` and before ``use``, assigns its
     name plainly, so ``use`` reads that value and never one stored at or before ``after``
     (``clamp_value = ...`` at the top of each of several ``if`` bodies: the first one's is dead)."""
+    return _assigned_before(ctx, use, after, lambda value: True)
+
+
+def _assigned_before(ctx: FileContext, use: cst.Name, after: int,
+                     value_ok: Callable[[cst.BaseExpression], bool]) -> bool:
+    """A plain ``name = value`` of ``use``'s name, with ``value_ok(value)``, in the block holding ``use``, after
+    line ``after`` and before ``use`` (not looking past a function, class, lambda or comprehension)."""
     child: cst.CSTNode = use
     for anc in ctx.ancestors(use):
         if isinstance(anc, (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.CompFor)):
@@ -364,7 +355,7 @@ def _store_dominates(ctx: FileContext, use: cst.Name, after: int) -> bool:
             return any(isinstance(s, cst.SimpleStatementLine) and s in ctx.positions
                        and ctx.positions[s].start.line > after and any(
                 isinstance(x, cst.Assign) and len(x.targets) == 1 and isinstance(x.targets[0].target, cst.Name)
-                and x.targets[0].target.value == use.value for x in s.body) for s in before)
+                and x.targets[0].target.value == use.value and value_ok(x.value) for x in s.body) for s in before)
         child = anc
     return False
 
