@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 pytest.importorskip("transformers")
 
@@ -30,6 +31,7 @@ def test_rows_run_in_one_worker_and_an_unknown_row_is_a_build_error(tmp_path):
         r = by[name]
         assert r.status == R.OK and r.graphs == 1 and r.breaks == [] and r.compiled_matches is True
         assert r.eager_deterministic is True and r.params and r.outputs
+        assert set(torch.load(r.outputs, weights_only=True)) == {"eager"}  # what the sources are compared on
         assert any(path.startswith("models/") for path, *_ in r.traced)
     assert len(list(tmp_path.glob("worker-*.log"))) == 1  # an unknown row is a build error: the worker goes on
 
