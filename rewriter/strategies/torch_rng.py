@@ -14,6 +14,7 @@ import libcst as cst
 from mend.analyzers.diagnostic import Diagnostic
 from mend.rewriter.analysis import code, names_in, parse_expr, walk
 from mend.rewriter.context import FileContext
+from mend.rewriter.parts.sites import in_branch_test, in_test
 from mend.rewriter.plan import Decline, Example, Plan
 
 EXAMPLES = (
@@ -75,15 +76,12 @@ _TESTED = (cst.If, cst.While, cst.IfExp)
 
 def _branch_on(ctx: FileContext, call: cst.Call) -> str | None:
     """What branch the draw decides (its value in a test, or assigned to a name a test reads), or None."""
-    child: cst.CSTNode = call
-    for anc in ctx.ancestors(call):
-        if isinstance(anc, _TESTED) and anc.test is child:
-            return f"the test `{code(anc.test)}`"
-        if isinstance(anc, cst.Assign) and len(anc.targets) == 1 and isinstance(anc.targets[0].target, cst.Name):
-            return _tested_name(ctx, anc, anc.targets[0].target.value)
-        if isinstance(anc, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
-            return None
-        child = anc
+    if in_branch_test(ctx, call):
+        return f"the test `{code(next(a for a in ctx.ancestors(call) if in_test(ctx, call, a)).test)}`"
+    assign = next((a for a in ctx.ancestors(call) if isinstance(a, (cst.BaseSmallStatement, cst.BaseCompoundStatement))),
+                  None)
+    if isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
+        return _tested_name(ctx, assign, assign.targets[0].target.value)
     return None
 
 
