@@ -20,7 +20,7 @@ from typing import Any
 
 from mend.analyzers.paths import within
 from mend.imports.cache import FAILED, REPAIRED, UNCHANGED, AppliedChange, Entry
-from mend.imports.settings import RepairSettings
+from mend.imports.settings import ENV_VAR, RepairSettings
 
 
 class PackageContext:
@@ -32,15 +32,15 @@ class PackageContext:
         from mend.rewriter.options import FixOptions
 
         self.static = static
-        config = static.load_config([settings.root], config_file=settings.config_file, isolated=settings.isolated)
-        static_cache = cache_folder / "static"  # the analyzer's cache, unless a link leads it elsewhere
-        self.config = dataclasses.replace(config, cache_dir=static_cache)
-        use_cache = within(static_cache, [cache_folder])
+        self.config, use_cache = package_config(settings, cache_folder)
+        config = self.config
         # repaired modules live in the cache, not in the package: they import the helpers from mend itself
         self.options = options_from_config(getattr(config, "raw", {}) or {}, FixOptions(unsafe=settings.unsafe),
                                            settings.side_effects, helpers="import")
         files = static.discover_files([package_dir], self.config)
         self.display = {os.path.realpath(f): str(f) for f in files}  # real path -> the path the analyzer knows
+        if use_cache:
+            check_in_helper_process(package_dir, settings, cache_folder)
         result = static.check_paths([package_dir], self.config, jobs=1, use_cache=use_cache, need_project=True)
         self.project = result.project
         self.sites: dict[str, list[Any]] = {}
@@ -97,6 +97,52 @@ class PackageContext:
         entry.applied = [AppliedChange(a.code, a.line, a.col, a.message, a.applicability) for a in res.applied]
 
 
+
+def package_config(settings: RepairSettings, cache_folder: Path) -> tuple[Any, bool]:
+    """The analyzer's config for a package under ``settings`` (the ``[tool.mend]`` config ``mend fix`` would use,
+    its cache in the repair cache's ``static/`` folder), and whether that cache may be used (not where a link
+    leads it out of the repair cache)."""
+    from mend.analyzers import static
+
+    config = static.load_config([settings.root], config_file=settings.config_file, isolated=settings.isolated)
+    static_cache = cache_folder / "static"
+    return dataclasses.replace(config, cache_dir=static_cache), within(static_cache, [cache_folder])
+
+
+def check_in_helper_process(package_dir: str, settings: RepairSettings, cache_folder: Path) -> bool:
+    """Check the package on every core in a process of its own (``python -m mend.imports.repair``), which fills
+    the analyzer's cache that the check in this process then reads. Not in this process: a pool of workers
+    started from the user's program would run its ``__main__`` again. Any failure only leaves the work to the
+    check in this process (one core). True when the helper process succeeded."""
+    import subprocess
+    import sys
+
+    if (os.cpu_count() or 1) < 2:
+        return False
+    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}  # the helper repairs nothing at import
+    command = [sys.executable, "-m", "mend.imports.repair", settings.to_env(), package_dir, str(cache_folder)]
+    try:
+        done = subprocess.run(command, env=env, cwd=os.getcwd(), stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=HELPER_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+HELPER_TIMEOUT_S = 900  # past this, the check in the user's process does the rest
+
+
+def _main(argv: list[str]) -> int:
+    """The helper process: check ``PACKAGE_DIR`` with ``SETTINGS`` on every core, filling the cache."""
+    from mend.analyzers import static
+
+    settings, package_dir, cache_folder = RepairSettings.from_env(argv[0]), argv[1], Path(argv[2])
+    config, use_cache = package_config(settings, cache_folder)
+    if use_cache:
+        static.check_paths([package_dir], config, jobs=None, use_cache=True, need_project=True)
+    return 0
+
+
 def _with_path(d: Any, path: str) -> Any:
     if d.path == path:
         return d
@@ -133,4 +179,9 @@ def recorded_sites(data_file: str) -> dict[str, str]:
     return {p: hashlib.sha256("\n".join(sorted(v)).encode()).hexdigest() for p, v in per_file.items()}
 
 
-__all__ = ["PackageContext", "recorded_sites"]
+__all__ = ["PackageContext", "check_in_helper_process", "package_config", "recorded_sites"]
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_main(sys.argv[1:]))
