@@ -10,14 +10,37 @@ its package (or beside loose scripts), and the repaired files import them from i
 source to write the tree's copy: each function (and class), with the statements right after it, is one
 unit; a unit that calls another brings it along. So every unit needs only ``torch`` from the module.
 
+Each helper a repaired file calls is an ``eager_frame``: where Dynamo skips the frame that calls it, it runs
+as Python, as the lines it stands for did, rather than as a compiled graph of its own.
+
 This module imports torch: the static path (``mend check``, ``mend fix``) never imports it.
 """
 
 import torch
 
+
+def eager_frame(fn):
+    """``fn`` (a decorator), whose code Dynamo never compiles as a frame of its own: called from code
+    torch.compile traces, it is traced inline as before; called from code that runs as Python (a frame Dynamo
+    skipped, a loop it fell back on), it runs as Python, as the original lines it stands for did, not as
+    a compiled graph of its own on each call. ``fn`` may be a code object."""
+    code = getattr(fn, "__code__", fn)
+    frames = torch._C._dynamo.eval_frame
+    try:
+        skip, default = frames._FrameAction.SKIP, frames._FrameAction.DEFAULT
+        frames.set_code_exec_strategy(code, frames._FrameExecStrategy(skip, default))
+    except AttributeError:  # an older torch
+        getattr(torch._dynamo.eval_frame, "skip_code", id)(code)
+    return fn
+
+
+eager_frame(eager_frame)  # it runs from the helpers' eager paths, while Dynamo may be compiling their callers
+
+
 # --- data-dependent branches (MND201) ------------------------------------------------------------------
 
 
+@eager_frame
 def where(cond, new, old):
     """``new if cond else old`` as tensor ops while torch.compile traces.
 
@@ -35,6 +58,7 @@ def where(cond, new, old):
     return new if cond else old  # noqa: MND201
 
 
+@eager_frame
 def same(cond, new, old):
     """``new if cond else old`` for a Python value such as a dtype: ``old`` when
     ``new`` is the same object, decided while torch.compile traces, so no selection is needed;
@@ -44,6 +68,7 @@ def same(cond, new, old):
     return new if cond else old  # noqa: MND201
 
 
+@eager_frame
 def elif_(taken, cond):
     """The condition of an ``elif`` whose earlier branches were ``taken``.
 
@@ -57,6 +82,7 @@ def elif_(taken, cond):
     return torch.full((), bool(cond), dtype=torch.bool, device=cond.device)
 
 
+@eager_frame
 def truth(cond):
     """Ask for the truth of ``cond`` where that can fail, as the original ``if`` does:
     a tensor of more than one element, or of none, raises as in eager. Decided while tracing: a
@@ -65,6 +91,7 @@ def truth(cond):
         bool(cond)  # noqa: MND302
 
 
+@eager_frame
 def any_(t, every=False):
     """``any(t)`` (``all(t)`` with ``every``) as a bool tensor where ``t`` is a 1-D tensor: ``torch.any`` /
     ``torch.all``, which read its numbers as Python's does. Any other ``t`` goes to
@@ -75,6 +102,7 @@ def any_(t, every=False):
     return torch.as_tensor(all(t) if every else any(t))
 
 
+@eager_frame
 def mask_if(cond, mask):
     """The elements of the bool tensor ``mask`` where the test ``cond`` holds, none where it fails: ``if cond:
     t[mask] = v`` stores ``t[_mend_mask_if(cond, mask)] = v`` on every path while torch.compile traces. A one-element tensor test is combined with ``torch.logical_and``; any other test
@@ -84,6 +112,7 @@ def mask_if(cond, mask):
     return mask if cond else torch.zeros_like(mask)  # noqa: MND201
 
 
+@eager_frame
 def tensor_equal(a, b):
     """``torch.equal(a, b)`` as a bool tensor; shapes and dtypes are compared statically."""
     if a.shape != b.shape or a.dtype != b.dtype:
@@ -110,6 +139,7 @@ def _keep_define():
     return torch.ops.mend.keep.default
 
 
+@eager_frame
 def drawn(t):
     """``t``, a random draw the code may leave unread (a LayerDrop draw whose test Python decides on the
     configured probability). A compiled graph drops an operator nothing reads, and the random stream after
@@ -126,6 +156,7 @@ _keep_define()
 # --- masked reductions and stores, routed rows (MND304, MND305) ---------------------------------------
 
 
+@eager_frame
 def masked_sum(t, mask):
     """``t[mask].sum()`` with a static shape under torch.compile; eager runs the original."""
     if not torch.compiler.is_compiling():
@@ -134,6 +165,7 @@ def masked_sum(t, mask):
     return torch.where(mask, t, torch.zeros((), dtype=t.dtype, device=t.device)).sum()
 
 
+@eager_frame
 def masked_mean(t, mask):
     """``t[mask].mean()`` with a static shape under torch.compile; eager, and a dtype ``mean()`` rejects,
     run the original."""
@@ -144,6 +176,7 @@ def masked_mean(t, mask):
     return torch.where(mask, t, torch.zeros((), dtype=t.dtype, device=t.device)).sum() / count
 
 
+@eager_frame
 def mask_update(t, op, mask, value):
     """``t[mask] op= value`` (``op``: ``"+"``, ``"-"``, ``"*"``, ``"/"``; ``value`` a Python number) without a
     data-dependent shape under torch.compile: the in-place op on a copy of every element, stored into ``t``
@@ -190,6 +223,7 @@ def _mask_op(a, op, value):
     return a
 
 
+@eager_frame
 def routed_store(t, mask, rows):
     """``t[mask] = rows[mask]`` with a static shape: ``t`` keeps its values where the
     boolean ``mask`` is False and takes ``rows``' where it is True; an index tensor stores as before."""
@@ -200,6 +234,7 @@ def routed_store(t, mask, rows):
     t.copy_(torch.where(mask, rows, t))
 
 
+@eager_frame
 def grouped_rows(ids, modules, x):
     """Each row of ``x`` through the module its id picks from ``modules``, with static shapes : every module runs on every row, each row takes its own id's output. No rows: no runs to
     concatenate, an error as in the original."""
@@ -212,6 +247,7 @@ def grouped_rows(ids, modules, x):
 # --- numbers read from tensors: capture for one site (MND301-MND311), MND512 -------------------------
 
 
+@eager_frame
 def tolist_len(t):
     """``len(t.tolist())`` without the list: ``t.shape[0]``. The list of a 0-d
     tensor is a number, whose ``len()`` the original asks for (and raises there)."""
@@ -220,6 +256,7 @@ def tolist_len(t):
     return t.shape[0]
 
 
+@eager_frame
 def captured(fn):
     """``fn()``; while torch.compile traces, the tensor values it turns into Python numbers and its
     operators with data-dependent output shapes are captured in the graph as symbolic values instead
@@ -229,7 +266,7 @@ def captured(fn):
             # the expression, as for the original's inline code. By identity: Dynamo marks one code object,
             # and the same source loaded again (a reload) makes an equal one it has not marked.
             captured.eager[id(fn.__code__)] = fn.__code__
-            getattr(torch._dynamo.eval_frame, "skip_code", id)(fn.__code__)
+            eager_frame(fn)
         return fn()
     if not hasattr(torch._dynamo, "patch_dynamo_config"):  # an older torch: the expression breaks as before
         return fn()
@@ -242,7 +279,6 @@ def captured(fn):
 
 # A frame of the function itself is never compiled on its own (it runs where the original expression ran).
 captured.eager = {id(captured.__code__): captured.__code__}
-getattr(torch._dynamo.eval_frame, "skip_code", id)(captured.__code__)
 
 
 @torch._dynamo.assume_constant_result
@@ -298,6 +334,7 @@ _capture_backend.passed = frozenset({"ShortenTraceback", "TensorifyScalarRestart
 
 
 
+@eager_frame
 def index(t):
     """A slice bound: eager hands on ``t`` itself; under torch.compile the number of a
     one-element tensor, captured as a symbol (``captured``), so the slice stays in the graph."""
@@ -306,6 +343,7 @@ def index(t):
     return t
 
 
+@eager_frame
 def tensor_check(fn):
     """``fn()``, a tensor check (``torch._check_tensor_all``); under torch.compile on torch 2.13 and later its
     value is captured for the call (``captured``), so the check stays in the graph as a runtime assert
@@ -319,13 +357,14 @@ def tensor_check(fn):
 tensor_check.active = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 13)
 
 
+@eager_frame
 def rnn(fn):
     """``fn()``, a call of an ``nn.LSTM``/``GRU``/``RNN``; while torch.compile traces it, Dynamo's
     ``allow_rnn`` is on for this call only, so the recurrent layer is in the graph."""
     if not torch.compiler.is_compiling():
         if fn.__code__ not in rnn.eager:  # run eagerly: Dynamo compiles no frame of its own for it
             rnn.eager.add(fn.__code__)
-            getattr(torch._dynamo.eval_frame, "skip_code", id)(fn.__code__)
+            eager_frame(fn)
         return fn()
     old = _rnn_flag(True)
     out = fn()
@@ -334,7 +373,6 @@ def rnn(fn):
 
 
 rnn.eager = {rnn.__code__}
-getattr(torch._dynamo.eval_frame, "skip_code", id)(rnn.__code__)
 
 
 @torch._dynamo.assume_constant_result
@@ -351,6 +389,7 @@ def _rnn_flag(on):
 # --- sizes as Python numbers: folded methods, kept copies (MND310, MND311) -----------------------------
 
 
+@eager_frame
 @torch._dynamo.assume_constant_result
 def fold(fn, *args):
     """``fn(*args)`` run while torch.compile traces, on the real buffers, its 0-d tensor result handed on as a
@@ -379,6 +418,7 @@ def fold(fn, *args):
 fold.active = tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13)
 
 
+@eager_frame
 @torch._dynamo.assume_constant_result
 def constant(fn, *args):
     """``fn(*args)``, a method computed only from Python values and the model's config, run while
@@ -396,6 +436,7 @@ def constant(fn, *args):
 constant.active = tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13)
 
 
+@eager_frame
 def keep_values(t, values):
     """``t``, an int64 or int32 tensor built from the Python numbers ``values``, with a copy of them (nested
     tuples) for ``kept``. Kept only where every number is a Python int and the
@@ -416,6 +457,7 @@ def keep_values(t, values):
     return t
 
 
+@eager_frame
 def arange(*bounds, **kwargs):
     """``torch.arange(*bounds, **kwargs)`` with a copy of its numbers (a ``_Span``) for ``kept``
    . Kept only for ``arange(n)``/``arange(a, b)`` of Python ints with an int64 result,
@@ -449,6 +491,7 @@ class _Span:
         return iter([self.start + i for i in range(self.n)])
 
 
+@eager_frame
 def kept(t, dims):
     """While torch.compile traces: the Python numbers a ``dims``-dimensional tensor ``t`` was built from,
     where ``keep_values`` or ``arange`` kept them, read as constants; else, and always in
@@ -580,6 +623,7 @@ def _emit_define():
     return torch.ops.mend.emit.default
 
 
+@eager_frame
 def emit(module, spec, *args):
     """Make the reporting call ``spec`` names (``logger.info``, ``print``: a global of the module named
     ``module``, or a builtin) from compiled code, with ``args``.

@@ -76,8 +76,9 @@ def test_no_fixture_holds_a_copy_of_a_helper() -> None:
 
 
 def test_a_helper_brings_what_it_calls() -> None:
-    assert needed(["_mend_tensor_check"]) == ["captured", "_capture_frame", "_capture_backend", "tensor_check"]
-    assert needed(["_mend_arange", "_mend_where"]) == ["where", "arange", "_Span"]
+    assert needed(["_mend_tensor_check"]) == ["eager_frame", "captured", "_capture_frame", "_capture_backend",
+                                              "tensor_check"]
+    assert needed(["_mend_arange", "_mend_where"]) == ["eager_frame", "where", "arange", "_Span"]
 
 
 def test_the_module_text_is_the_helpers_own_source_and_grows_without_duplicates() -> None:

@@ -106,3 +106,66 @@ def test_restore_exceptions_gives_back_the_original_type() -> None:
 
     with pytest.raises(ValueError, match="bad size"):
         h.restore_exceptions(f)(1)
+
+
+def _loop_drawn(x):
+    for _ in range(3):
+        x = h.drawn(x)
+        if x.sum() > 0:  # noqa: MND201 - breaks in a loop: Dynamo skips the whole frame
+            x = x - 1
+    return x
+
+
+def _loop_where(x):
+    for _ in range(3):
+        x = h.where(x.sum() > 100, x * 2, x)
+        if x.sum() > 0:  # noqa: MND201
+            x = x - 1
+    return x
+
+
+def _loop_masked_sum(x):
+    for _ in range(3):
+        x = x + h.masked_sum(x, x > 0)
+        if x.sum() > 0:  # noqa: MND201
+            x = x - 1
+    return x
+
+
+def _loop_emit(x):
+    for _ in range(3):
+        h.emit(__name__, "print", x.shape[0])
+        if x.sum() > 0:  # noqa: MND201
+            x = x - 1
+    return x
+
+
+@pytest.mark.parametrize("loop", [_loop_drawn, _loop_where, _loop_masked_sum, _loop_emit])
+def test_a_helper_called_from_a_skipped_frame_runs_as_python(loop, capsys) -> None:
+    """Where Dynamo skips the caller's frame, a helper runs as the original lines it stands for did: no
+    compiled graph of its own per call (a LayerDrop loop that still breaks got one more graph per run)."""
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    out = torch.compile(loop, backend=counter)(torch.ones(3))
+    compiled_printed = capsys.readouterr().out
+    assert torch.equal(out, loop(torch.ones(3))) and capsys.readouterr().out == compiled_printed
+    assert counter.frame_count == 0
+
+
+def test_a_helper_called_from_compiled_code_is_traced_inline() -> None:
+    def step(x):
+        u = h.drawn(torch.rand([]))
+        return h.where(x.sum() > 100, x * 2, x) + 0 * u
+
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    torch.manual_seed(0)
+    out = torch.compile(step, backend=counter)(torch.ones(3))
+    after_compiled = torch.rand(2)
+    torch.manual_seed(0)
+    assert torch.equal(out, step(torch.ones(3))) and torch.equal(after_compiled, torch.rand(2))
+    assert counter.frame_count == 1
