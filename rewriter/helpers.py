@@ -336,11 +336,16 @@ _capture_backend.passed = frozenset({"ShortenTraceback", "TensorifyScalarRestart
 
 @eager_frame
 def index(t):
-    """A slice bound: eager hands on ``t`` itself; under torch.compile the number of a
-    one-element tensor, captured as a symbol (``captured``), so the slice stays in the graph."""
-    if torch.compiler.is_compiling() and isinstance(t, torch.Tensor):
+    """A slice bound: eager hands on ``t`` itself; under torch.compile on torch 2.13 and later the number of a
+    one-element tensor, captured as a symbol (``captured``), so the slice stays in the graph. Earlier torch
+    fails to store into a slice of captured bounds (``constrain_as_size_example``, torch 2.11: the break only
+    moves to the store): there the bound is handed on as it is, and breaks as the original does."""
+    if index.active and torch.compiler.is_compiling() and isinstance(t, torch.Tensor):
         return captured(lambda: t.item())
     return t
+
+
+index.active = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 13)
 
 
 @eager_frame

@@ -169,3 +169,40 @@ def test_a_helper_called_from_compiled_code_is_traced_inline() -> None:
     torch.manual_seed(0)
     assert torch.equal(out, step(torch.ones(3))) and torch.equal(after_compiled, torch.rand(2))
     assert counter.frame_count == 1
+
+
+def _experts(token_states, weights, counts):
+    """Rows grouped by expert, each group's product stored into its slice (aria's sequential_experts_gemm)."""
+    output = torch.zeros(token_states.shape[0], weights.shape[-1])
+    bounds = torch.cat((torch.zeros(1, dtype=torch.long), torch.cumsum(counts, 0)))
+    for e in range(weights.shape[0]):
+        start, end = bounds[e], bounds[e + 1]
+        rows = h.captured(lambda: token_states[start:end])  # noqa: B023 - called at once
+        output[h.index(start):h.index(end)] = rows @ weights[e]
+    return output
+
+
+@pytest.mark.parametrize("active", [True, False])
+def test_index_captures_a_stored_slice_bound_only_where_torch_can_store_into_it(active, monkeypatch) -> None:
+    """torch 2.13 traces a store into a slice of captured bounds; torch 2.11 fails at the store
+    (``constrain_as_size_example``): there ``index`` hands the tensor on and the store breaks as the original."""
+    from torch._dynamo.testing import CompileCounter
+
+    monkeypatch.setattr(h.index, "active", active)
+    x = torch.randn(10, 4, requires_grad=True)
+    w, counts = torch.randn(3, 4, 5, requires_grad=True), torch.tensor([3, 3, 4])
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    out = torch.compile(_experts, backend=counter)(x, w, counts)
+    out.sum().backward()
+    assert torch.allclose(out, _experts(x, w, counts))
+    assert sum(counters["graph_break"].values()) == 0 or not active
+    assert counter.frame_count == 1 or not active
+    kind = torch.compile(lambda t: isinstance(h.index(t), torch.Tensor), backend="eager", fullgraph=False)
+    torch._dynamo.reset()
+    assert kind(torch.tensor(3)) == (not active)  # a captured number, or the tensor handed on
+
+def test_index_is_active_from_torch_2_13() -> None:
+    assert h.index.active == (tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 13))
