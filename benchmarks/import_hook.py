@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 
+from mend.imports.settings import STARTUP_DIR
+
 CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
@@ -40,12 +42,16 @@ import transformers
 importlib.import_module(sys.argv[3])
 elapsed = time.perf_counter() - t0
 print(json.dumps({"import_s": elapsed, "modules": len(hook.loaded) if hook else 0,
-                  "repaired": len(hook.repaired()) if hook else 0, "errors": len(hook.errors) if hook else 0}))
+                  "repaired": len(hook.repaired()) if hook else 0, "errors": len(hook.errors) if hook else 0,
+                  "first_error": hook.errors[0] if hook and hook.errors else None}))
 """
 
 
 def measure(variant: str, cache_dir: str, module: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("MEND_REPAIR", "PYTHONPATH")}
+    env = {k: v for k, v in os.environ.items() if k != "MEND_REPAIR"}
+    # the program's own path, without the start-up folder a repairing parent would have put first
+    env["PYTHONPATH"] = os.pathsep.join(p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                                        if p and p != STARTUP_DIR)
     env["HF_HUB_OFFLINE"] = "1"
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", CHILD, variant, cache_dir, module], env=env, capture_output=True,
@@ -55,6 +61,10 @@ def measure(variant: str, cache_dir: str, module: str) -> dict:
         raise SystemExit(f"{variant} run failed:\n{proc.stderr[-2000:]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["process_s"] = wall
+    if out["errors"] or (variant != "plain" and not out["modules"]):
+        # a hook that repaired nothing measures nothing: stop instead of printing its time
+        raise SystemExit(f"{variant} run: {out['errors']} modules failed to repair (first: {out['first_error']}), "
+                         f"{out['modules']} through the hook; no figure printed")
     return out
 
 
