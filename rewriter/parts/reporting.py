@@ -72,7 +72,8 @@ def emit_arguments(ctx: FileContext, stmt: cst.SimpleStatementLine, call: cst.Ca
         if arg.keyword is not None:
             kw = arg.keyword.value
             if kw in {"exc_info", "stack_info", "extra", "stacklevel"} or not (
-                    _literal(arg.value) or _named_object(ctx, facts, arg.value, any_case=True)):
+                    _literal(arg.value) or _named_object(ctx, facts, arg.value, any_case=True)
+                    or _literal_global(ctx, facts, arg.value)):
                 return f"keyword `{kw}` needs a value the graph cannot carry"
             keywords.append(kw)
         why = _emit_value(ctx, facts, arg.value, values, views, top=arg.keyword is None)
@@ -174,6 +175,24 @@ def _named_object(ctx: FileContext, facts, expr: cst.BaseExpression, any_case: b
     if head in ctx.imports.names:  # `warnings.DeprecationWarning`, an imported class: CamelCase by convention
         return (any_case and "." in name) or (last[:1].isupper() and not last.isupper())
     return head not in _module_globals(ctx) and isinstance(getattr(builtins, head, None), type) and "." not in name
+
+
+def _literal_global(ctx: FileContext, facts, expr: cst.BaseExpression) -> bool:
+    """``SEPARATOR`` in ``sep=SEPARATOR``: a module global bound once, at module level, to a literal, and
+    never declared ``global`` (rebound) in a function: its value travels as the literal would."""
+    if not isinstance(expr, cst.Name) or expr.value in facts.stores or expr.value in facts.params:
+        return False
+    values = [node.value for stmt in ctx.module.body if isinstance(stmt, cst.SimpleStatementLine)
+              for node in stmt.body if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign))
+              and expr.value in _bound_names(node)]
+    rebound = any(isinstance(node, cst.Global) and any(n.name.value == expr.value for n in node.names)
+                  for node in walk(ctx.module))
+    return len(values) == 1 and values[0] is not None and _literal(values[0]) and not rebound
+
+
+def _bound_names(node: cst.Assign | cst.AnnAssign | cst.AugAssign) -> set[str]:
+    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+    return {n.value for t in targets for n in walk(t) if isinstance(n, cst.Name)}
 
 
 def _old_emit(ctx: FileContext) -> bool:

@@ -396,6 +396,14 @@ CASES = {
         def f(t: torch.Tensor):
             return copy.deepcopy(t, {})
         """, "memo"),
+    "print keyword: a module name bound twice": ("MND101", 5, """
+        import torch
+        SEP = " "
+        SEP = SEP * 2
+        def f(x: torch.Tensor):
+            print("x", x, sep=SEP)
+            return x
+        """, "keyword `sep` needs a value"),
 }
 
 
@@ -435,6 +443,13 @@ def test_side_effect_policies() -> None:
     assert "from mend.rewriter.runtime import defer as _mend_defer" in defer.fixed
     with pytest.raises(ValueError):
         FixOptions(side_effects="loud")
+
+
+def test_keyword_of_a_module_constant_is_kept_under_compile() -> None:
+    """``sep=SEP``, ``SEP`` bound once to a literal: its value travels to the call like a literal would."""
+    src = 'import torch\nSEP = " | "\ndef f(x: torch.Tensor):\n    print("x", x, sep=SEP)\n    return x\n'
+    res = fix_source(src, "t.py", [diag("MND101", 4, 5)], FixOptions())
+    assert '_mend_emit(__name__, "print:sep", "x", x, SEP)' in res.fixed, res.fixed
 
 
 def test_unparseable_input_is_reported_not_lost() -> None:
