@@ -1,5 +1,5 @@
 """Reporting calls whose arguments the graph cannot carry (`*args` and `**kwargs` unpacked, `stacklevel=`,
-`extra=`, a tensor keyword value): the repair declines them, so they stay as written, at their graph break.
+`extra=`, a keyword value computed in the forward): the repair declines them, so they stay as written, at their graph break.
 Beside them, calls that only look like reports: a method named `warning` on an object that is not a logger
 and a helper whose name starts with `warn` that reports nothing. Also left: a message in a method of a submodule
 that a factory built, which mend cannot prove to be the submodule's class."""
