@@ -365,8 +365,8 @@ class Project:
         if result is None and depth < 50:
             for site in fn.calls:
                 for ts, tf in self.resolve_ref(site.ref, s, fn, construct=True):
-                    if tf.reorderable:
-                        continue
+                    if tf.reorderable or (tf.disabled and s.suppressions.suppressed("MND504", site.line)):
+                        continue  # a disabled call marked as known (a helper's fallback for what a graph cannot carry)
                     r = (s.path.removeprefix("<dependency>"), site.line, "MND504") if tf.disabled else \
                         self.first_break(ts, tf, depth + 1)
                     if r is not None:

@@ -298,3 +298,37 @@ def test_findings_left_are_reported_at_their_lines_in_the_users_file(tmp_path: P
         assert f"{path}:7:5: MND101 " in result.output
         assert f"{path}:8:9: MND301 not fixed:" in result.output, result.output
     assert "    n = y.sum().item()\n" in path.read_text() and path.read_text() != POSITIONS
+
+
+LOOP_AND_TRY = '''\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            print("layer", i)
+            x = layer(x)
+        try:
+            print("done")
+        finally:
+            pass
+        return x
+'''
+
+
+def test_messages_repaired_in_a_loop_and_a_try_check_clean_afterwards(tmp_path: Path) -> None:
+    """The tree's ``_mend.py`` emit falls back to a disabled call (marked ``noqa: MND504``) only for what a graph
+    cannot carry: after the fix, check does not report the repaired lines as a loop's or a ``try``'s break."""
+    (tmp_path / "m.py").write_text(LOOP_AND_TRY)
+    before = runner.invoke(app, ["check", "--no-cache", "--isolated", str(tmp_path)])
+    assert before.exit_code == 1 and "MND506" in before.output and "MND505" in before.output, before.output
+    fixed = runner.invoke(app, ["fix", "--no-cache", "--isolated", str(tmp_path)])
+    assert "Fixed 2 finding(s)" in fixed.output and (tmp_path / "_mend.py").is_file(), fixed.output
+    after = runner.invoke(app, ["check", "--no-cache", "--isolated", str(tmp_path)])
+    assert after.exit_code == 0, after.output
