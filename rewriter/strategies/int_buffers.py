@@ -119,7 +119,7 @@ def int_buffer_plan(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode) -> Pl
         return None
     init = _method(cls, "__init__")
     buffers = _int_buffers(init, ctx.imports.qualify) if init is not None else set()
-    if not buffers or not _fed_by(ctx.enclosing_function(node), cls, buffers):
+    if not buffers or not _fed_by(node, ctx.enclosing_function(node), cls, buffers):
         return None
     try:
         return _plan(ctx, diag, cls, buffers)
@@ -215,10 +215,11 @@ def _check_no_writes(cls: cst.ClassDef, buffers: set[str]) -> None:
                 raise _NoFold(f"`{method.name.value}` writes `self.{self_attr(n.func.value)}` in place")
 
 
-def _fed_by(func: cst.FunctionDef | None, cls: cst.ClassDef, buffers: set[str]) -> bool:
-    """The site's function reads the buffers, calls a method of the class that does, or is called by one
-    (EnCodec's ``_pad1d`` gets the padding as arguments): else the size comes from elsewhere and another
-    repair may take it (a class with integer buffers and a method of Python values, say)."""
+def _fed_by(node: cst.CSTNode, func: cst.FunctionDef | None, cls: cst.ClassDef, buffers: set[str]) -> bool:
+    """The site's expression reads the buffers, calls a method of the class that does, or names a local
+    computed from those (through other locals too), or its function is called by such a method with the size
+    (EnCodec's ``_pad1d`` gets the padding as arguments): else the size comes from elsewhere (a count of tensor
+    data in the same ``forward``) and another repair may take it, or none."""
     if func is None:
         return True
     readers = [m for m in _methods(cls) if _reads(m, buffers)]
@@ -229,15 +230,42 @@ def _fed_by(func: cst.FunctionDef | None, cls: cst.ClassDef, buffers: set[str]) 
                 and n.func.attr.value in wanted]
 
     def fed(m: cst.FunctionDef, expr: cst.CSTNode) -> bool:
-        """``expr`` reads a buffer, calls a reader, or names a local of ``m`` assigned from one of those."""
-        if _reads(expr, buffers) or calls(expr, names):
-            return True
-        local = {t.target.value for n in walk(m.body) if isinstance(n, cst.Assign) and (_reads(n.value, buffers)
-                 or calls(n.value, names)) for t in n.targets if isinstance(t.target, cst.Name)}
-        return any(isinstance(n, cst.Name) and n.value in local for n in walk(expr))
+        """``expr`` reads a buffer, calls a reader, or names a local of ``m`` computed from one of those."""
+        assigns = [n for n in walk(m.body) if isinstance(n, cst.Assign)]
+        local: set[str] = set()
+        while True:
+            more = {t.target.value for n in assigns for t in n.targets if isinstance(t.target, cst.Name)
+                    and (_reads(n.value, buffers) or calls(n.value, names)
+                         or any(isinstance(x, cst.Name) and x.value in local for x in walk(n.value)))}
+            if more <= local:
+                break
+            local |= more
+        return bool(_reads(expr, buffers)) or bool(calls(expr, names)) or any(
+            isinstance(n, cst.Name) and n.value in local for n in walk(expr))
 
-    return bool(_reads(func, buffers)) or bool(calls(func.body, names)) or any(
+    return any(fed(func, part) for part in _size_parts(node)) or any(
         fed(m, c) for m in readers for c in calls(m.body, {func.name.value}))
+
+
+# torch functions whose first argument is a size, not the tensor they work on
+_FACTORIES = frozenset({"arange", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm",
+                        "linspace", "logspace", "eye", "tensor"})
+
+
+def _size_parts(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The parts of a size site that are sizes or bounds: a subscript's slice, a call's arguments but the
+    tensor a module-level torch function works on (``F.pad(x, (a, b))``: ``(a, b)``)."""
+    if isinstance(node, cst.Subscript):
+        return list(node.slice)
+    if not isinstance(node, cst.Call):
+        return [node]
+    args = list(node.args)
+    func = node.func
+    module_function = isinstance(func, cst.Attribute) and code(func.value) in {
+        "torch", "F", "nn.functional", "torch.nn.functional", "functional"}
+    if module_function and func.attr.value not in _FACTORIES and args and args[0].keyword is None:
+        args = args[1:]
+    return args
 
 
 def _reads(node: cst.CSTNode, buffers: set[str]) -> list[cst.Attribute]:

@@ -1,7 +1,9 @@
 """MND301/MND302 a number that only feeds tensor arithmetic: keep the 0-d tensor.
 
 ``.item()`` (MND301) whose value only feeds tensor arithmetic is dropped, and ``max(n, c)``/``min(n, c)`` around a
-name holding it become ``torch.clamp``; ``float(t)`` (MND302) in arithmetic with a tensor becomes ``t``.
+name holding it become ``torch.clamp``; ``float(t)`` (MND302) in arithmetic with a tensor becomes ``t``. The kept
+tensor is ``.detach()``-ed: the Python number was a constant to autograd, and gradients must not flow through
+it now (``x * float(x.sum())`` kept as ``x * x.sum()`` doubled ``x``'s gradient).
 Unsafe: the 0-d tensor keeps its dtype, so arithmetic on it rounds there (``n / 3`` in float16) and type
 promotion differs from a Python number's (a float number meeting an integer tensor, two 0-d tensors,
 ``max(n, 1.5)`` of an integer). ``bool(t)`` outside a branch test needs a Python bool and is declined.
@@ -41,7 +43,7 @@ EXAMPLES = (
 
             class M(nn.Module):
                 def forward(self, x: torch.Tensor):
-                    scale = x.abs().max()
+                    scale = x.abs().max().detach()
                     return x / scale
         """,
         run="compile(M())(torch.arange(4.0) - 1)",
@@ -67,9 +69,17 @@ def repair(ctx: FileContext, diag: Diagnostic) -> Plan | Decline | None:
         return Decline(diag, "`bool(t)` outside a branch test needs a Python bool; not rewritten")
     facts = ctx.facts(ctx.enclosing_function(call))
     if call.func.value == "float" and tensor_operand(ctx, facts, call):
-        return Plan(diag, "keep the 0-d tensor instead of `float(t)` in tensor arithmetic", "unsafe",
-                    [(call, call.args[0].value)])
+        return Plan(diag, "keep the 0-d tensor (detached) instead of `float(t)` in tensor arithmetic", "unsafe",
+                    [(call, detached(call.args[0].value))])
     return None
+
+
+def detached(expr: cst.BaseExpression) -> cst.Call:
+    """``expr.detach()`` (parenthesized where ``expr`` is not a primary): the tensor kept for a Python number,
+    which autograd saw as a constant."""
+    if not isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or expr.lpar:
+        expr = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.Call(func=cst.Attribute(value=expr, attr=cst.Name("detach")))
 
 
 def _keep_item(ctx: FileContext, diag: Diagnostic, call: cst.Call) -> Plan | None:
@@ -77,12 +87,13 @@ def _keep_item(ctx: FileContext, diag: Diagnostic, call: cst.Call) -> Plan | Non
     receiver = call.func.value
     parent = ctx.parent(call)
     if tensor_operand(ctx, facts, call):
-        return Plan(diag, f"keep the 0-d tensor: drop `.item()` in tensor arithmetic{PROMOTES}", "unsafe",
-                    [(call, receiver.with_changes(lpar=call.lpar, rpar=call.rpar) if call.lpar else receiver)])
+        kept = detached(receiver)
+        return Plan(diag, f"keep the 0-d tensor (detached): drop `.item()` in tensor arithmetic{PROMOTES}", "unsafe",
+                    [(call, kept.with_changes(lpar=call.lpar, rpar=call.rpar) if call.lpar else kept)])
     if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
         name = parent.targets[0].target.value
         if len(facts.stores.get(name, [])) == 1:
-            edits: list = [(call, receiver)]
+            edits: list = [(call, detached(receiver))]
             torch, imports = ctx.torch_name()
             ok = bool(facts.loads.get(name))
             for use in facts.loads.get(name, []):
