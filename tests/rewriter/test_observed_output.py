@@ -29,6 +29,7 @@ The ``gm_*`` programs cover the side-effect (Defer) and compiled-region situatio
   a ``warning`` method of a non-logger (``se_foreign_warn``), a ``warn_*`` helper (``user_defined_warn``).
 """
 
+import functools
 import json
 import os
 import shutil
@@ -59,6 +60,7 @@ def trees(tmp_path_factory) -> dict[str, Path]:
     return {"original": original, "repaired": repaired}
 
 
+@functools.lru_cache(maxsize=None)  # each program's eager run of the original serves every backend's comparison
 def observe(folder: Path, name: str, backend: str) -> tuple[str, list[str]]:
     env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "1"}
     done = subprocess.run([sys.executable, "-u", str(HERE / "run_program.py"), str(folder), name, backend],
