@@ -543,6 +543,16 @@ def _integer_input(d: Difference) -> bool:
     return d.case is not None and not DTYPES[d.case.dtype].is_floating_point
 
 
+def _conversion_warning_gone(d: Difference) -> bool:
+    """Only torch's warning that a tensor requiring grad was converted to a number is gone: the repair keeps the
+    0-d tensor, so nothing is converted (the events are otherwise the same, in order)."""
+    if not (isinstance(d.original, list) and isinstance(d.rewritten, list)):
+        return False
+    kept = [e for e in d.original if not (len(e) > 2 and e[0] == "warn" and str(e[2]).startswith(
+        "Converting a tensor with requires_grad=True to a scalar"))]
+    return kept == d.rewritten and len(kept) < len(d.original)
+
+
 def _reduction_order(d: Difference) -> bool:
     """Same dtype and shape, values within 1%: a float16 masked mean rounds twice (the sum, then the
     division) and later ops carry that into float32 results."""
@@ -693,6 +703,9 @@ ALLOWANCES: list[Allowance] = [
     Allowance("store-select", "unsafe", "compiled", "exception", _raised_computing_more,
               "docs/rules/MND201.md: under compile the value and the test are computed on both paths, the "
               "store's element read too, and can fail where the original skipped the store"),
+    *[Allowance(fix, "unsafe", "both", "output", _conversion_warning_gone,
+                "docs/safety.md: the number is kept as a 0-d tensor, so torch's warning about converting a tensor "
+                "that requires grad to a number is not given") for fix in ("float", "item-tensor")],
     *[Allowance("float", "unsafe", "both", kind, _integer_input,
                 "docs/rules/MND302.md: a 0-d tensor promotes differently from a Python float when an integer "
                 "tensor meets a float") for kind in ("dtype", "value", "exception", "output", "mutation")],
