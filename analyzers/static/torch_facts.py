@@ -317,6 +317,9 @@ MASK_UPDATE_HELPER = "_mend_mask_update"
 LOGGER_METHODS = frozenset(
     "debug info warning warn error exception critical fatal log warning_once info_once warning_advice".split()
 )
+# logging.Logger methods that ask about the logger's configuration (``if logger.isEnabledFor(DEBUG):``): Dynamo
+# breaks on them as on the logging ones, and they report nothing (no message to keep).
+LOGGER_QUERIES = frozenset("isEnabledFor getEffectiveLevel hasHandlers".split())
 # Module-level functions of ``logging`` that log.
 LOGGING_FUNCS = frozenset(f"logging.{m}" for m in "debug info warning warn error exception critical fatal log".split())
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.analyzers.static.torch_facts import TENSOR_CHECKS
+from mend.analyzers.static.torch_facts import LOGGER_QUERIES, TENSOR_CHECKS
 from mend.rewriter.analysis import FunctionFacts, code
 from mend.rewriter.context import FileContext
 from mend.rewriter.parts.lower import short
@@ -24,6 +24,10 @@ def report_statement(ctx: FileContext, diag: Diagnostic) -> tuple[cst.SimpleStat
     """The statement line holding the call (``time.perf_counter()`` inside ``print(...)``: the ``print``'s
     line) and the call itself."""
     call = ctx.find(cst.Call, diag)
+    if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value in LOGGER_QUERIES:
+        return Decline(diag, f"`.{call.func.attr.value}()` asks about the logger's configuration and its answer "
+                             "decides code: no message to keep, no automatic fix (ask it once outside the compiled "
+                             "code)")
     stmt = ctx.statement_line(call) if call is not None else None
     if call is None or stmt is None:
         return Decline(diag, "could not find the call statement at this position")

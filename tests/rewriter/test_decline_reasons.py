@@ -134,3 +134,31 @@ def test_runtime_sites_get_their_rule_and_reason(tmp_path: Path) -> None:
     out = subprocess.run([*fix[:4], "--unsafe-fixes", *fix[4:]], cwd=tmp_path, capture_output=True, text=True,
                          timeout=600).stdout
     assert "+    return _mend_captured(lambda: x[:n]) * 2" in out, out
+
+
+def test_a_logger_question_is_found_and_left_with_its_reason(tmp_path: Path) -> None:
+    """``if logger.isEnabledFor(...)`` breaks the graph (a Logger method Dynamo does not trace): check reports it,
+    fix leaves it and says why (its answer decides code; there is no message to keep)."""
+    from mend.analyzers import static
+
+    src = textwrap.dedent("""
+        import logging
+
+        import torch
+        from torch import nn
+
+        logger = logging.getLogger(__name__)
+
+
+        class M(nn.Module):
+            def forward(self, x):
+                if logger.isEnabledFor(logging.INFO):
+                    x = x + 1
+                return x * 2
+        """).lstrip("\n")
+    (tmp_path / "m.py").write_text(src)
+    found = [d for d in static.check_paths([tmp_path], static.Config(root=tmp_path), jobs=1, use_cache=False).diagnostics]
+    assert [(d.code, d.line) for d in found] == [("MND102", 11)] and "isEnabledFor" in found[0].message
+    res = fix_source(src, "t.py", [diag("MND102", 11, found[0].col)], FixOptions(unsafe=True))
+    assert res.fixed == src and len(res.remaining) == 1
+    assert res.remaining[0].reason.startswith("`.isEnabledFor()` asks about the logger's configuration"), res.remaining

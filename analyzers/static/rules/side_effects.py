@@ -403,6 +403,10 @@ def side_effect_calls(ctx: Context, call: ast.Call) -> None:
     if isinstance(f, ast.Attribute) and f.attr in torch_facts.LOGGER_METHODS and ctx.is_logger(f.value):
         ctx.report("MND102", call, f"`.{f.attr}()` on a logging.Logger in compiled code: Dynamo does not trace "
                                    "Logger methods and breaks the graph")
+    elif isinstance(f, ast.Attribute) and f.attr in torch_facts.LOGGER_QUERIES and ctx.is_logger(f.value):
+        ctx.report("MND102", call, f"`.{f.attr}()` on a logging.Logger in compiled code: Dynamo does not trace "
+                                   "Logger methods and breaks the graph (a question about the logger's "
+                                   "configuration: no message to keep; ask it once outside the compiled code)")
 
 
 def _named_call(ctx: Context, call: ast.Call, q: str) -> None:

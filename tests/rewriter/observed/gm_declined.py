@@ -46,7 +46,7 @@ class Declined(nn.Module):
         logger.warning("with extra", extra={"rows": y.shape[0]})
         print("sum", y.sum(), sep=str(y.shape[0]))
         NOTES.warning("not a logger", y.shape[0])
-        if logger.isEnabledFor(logging.INFO):  # the test breaks the graph (a Logger method): mend does not see it
+        if logger.isEnabledFor(logging.INFO):  # the test breaks the graph (a Logger method): reported, not repaired
             logger.info("info enabled, sum %s", y.sum())
         return self.opaque.spare(y) + 1
 
