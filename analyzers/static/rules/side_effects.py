@@ -105,7 +105,9 @@ register(
             Finds calls to `logging.Logger` methods (`debug`, `info`, `warning`, `error`, ...,
             and transformers' `warning_once`/`info_once`) on loggers created with
             `logging.getLogger(...)` or a library `get_logger(...)`, and calls to the `logging`
-            module functions, in traced code.
+            module functions, in traced code; also the questions about a logger's configuration
+            (`isEnabledFor`, `getEffectiveLevel`, `hasHandlers`), which break the same way and are
+            not repaired (their answer decides code).
         """,
         why="""
             Logger methods are not supported outside `torch.export`: Dynamo breaks the graph at each
