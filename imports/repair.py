@@ -33,9 +33,8 @@ class PackageContext:
 
         self.static = static
         self.config, use_cache = package_config(settings, cache_folder)
-        config = self.config
         # repaired modules live in the cache, not in the package: they import the helpers from mend itself
-        self.options = options_from_config(getattr(config, "raw", {}) or {}, FixOptions(unsafe=settings.unsafe),
+        self.options = options_from_config(getattr(self.config, "raw", {}) or {}, FixOptions(unsafe=settings.unsafe),
                                            settings.side_effects, helpers="import")
         files = static.discover_files([package_dir], self.config)
         self.display = {os.path.realpath(f): str(f) for f in files}  # real path -> the path the analyzer knows
@@ -95,7 +94,6 @@ class PackageContext:
         entry.status, entry.text = REPAIRED, res.fixed
         entry.line_map = line_map(text, res.fixed)
         entry.applied = [AppliedChange(a.code, a.line, a.col, a.message, a.applicability) for a in res.applied]
-
 
 
 def package_config(settings: RepairSettings, cache_folder: Path) -> tuple[Any, bool]:

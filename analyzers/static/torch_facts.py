@@ -191,6 +191,9 @@ SHAPE_CHANGING = frozenset({
     "transpose", "permute", "movedim", "t", "matmul", "mm", "bmm", "einsum", "outer", "tensordot",
     "new_zeros", "new_ones", "new_full", "new_empty", "zeros", "ones", "full", "empty", "arange",
 })
+# torch functions whose first argument is a size, not a tensor they work on (``torch.arange(n)``).
+SIZE_FIRST_FACTORIES = frozenset({"arange", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm",
+                                  "linspace", "logspace", "eye", "tensor"})
 # Elementwise methods that keep a tensor's shape (``t[mask].float().sum()``).
 ELEMENTWISE_METHODS = frozenset({
     "float", "double", "half", "bfloat16", "abs", "exp", "log", "sqrt", "neg", "sigmoid", "tanh", "relu",

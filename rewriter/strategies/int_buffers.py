@@ -32,7 +32,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.analyzers.static.torch_facts import BUFFER_NAMES
+from mend.analyzers.static.torch_facts import BUFFER_NAMES, SIZE_FIRST_FACTORIES
 from mend.rewriter.analysis import code, eager_else, is_docstring, parse_expr, parse_stmt, self_attr, walk
 from mend.rewriter.context import FileContext
 from mend.rewriter.parts.sites import size_site
@@ -119,7 +119,8 @@ def int_buffer_plan(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode) -> Pl
         return None
     init = _method(cls, "__init__")
     buffers = _int_buffers(init, ctx.imports.qualify) if init is not None else set()
-    if not buffers or not _fed_by(node, ctx.enclosing_function(node), cls, buffers):
+    if not buffers or not _fed_by(_size_parts(node, ctx.imports.qualify), ctx.enclosing_function(node), cls,
+                                   buffers):
         return None
     try:
         return _plan(ctx, diag, cls, buffers)
@@ -215,8 +216,8 @@ def _check_no_writes(cls: cst.ClassDef, buffers: set[str]) -> None:
                 raise _NoFold(f"`{method.name.value}` writes `self.{self_attr(n.func.value)}` in place")
 
 
-def _fed_by(node: cst.CSTNode, func: cst.FunctionDef | None, cls: cst.ClassDef, buffers: set[str]) -> bool:
-    """The site's expression reads the buffers, calls a method of the class that does, or names a local
+def _fed_by(parts: list[cst.CSTNode], func: cst.FunctionDef | None, cls: cst.ClassDef, buffers: set[str]) -> bool:
+    """A size part of the site reads the buffers, calls a method of the class that does, or names a local
     computed from those (through other locals too), or its function is called by such a method with the size
     (EnCodec's ``_pad1d`` gets the padding as arguments): else the size comes from elsewhere (a count of tensor
     data in the same ``forward``) and another repair may take it, or none."""
@@ -243,27 +244,21 @@ def _fed_by(node: cst.CSTNode, func: cst.FunctionDef | None, cls: cst.ClassDef, 
         return bool(_reads(expr, buffers)) or bool(calls(expr, names)) or any(
             isinstance(n, cst.Name) and n.value in local for n in walk(expr))
 
-    return any(fed(func, part) for part in _size_parts(node)) or any(
+    return any(fed(func, part) for part in parts) or any(
         fed(m, c) for m in readers for c in calls(m.body, {func.name.value}))
 
 
-# torch functions whose first argument is a size, not the tensor they work on
-_FACTORIES = frozenset({"arange", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm",
-                        "linspace", "logspace", "eye", "tensor"})
-
-
-def _size_parts(node: cst.CSTNode) -> list[cst.CSTNode]:
+def _size_parts(node: cst.CSTNode, qualify) -> list[cst.CSTNode]:
     """The parts of a size site that are sizes or bounds: a subscript's slice, a call's arguments but the
-    tensor a module-level torch function works on (``F.pad(x, (a, b))``: ``(a, b)``)."""
+    tensor a torch function works on (``F.pad(x, (a, b))``: ``(a, b)``; a factory's first argument is a size)."""
     if isinstance(node, cst.Subscript):
         return list(node.slice)
     if not isinstance(node, cst.Call):
         return [node]
     args = list(node.args)
-    func = node.func
-    module_function = isinstance(func, cst.Attribute) and code(func.value) in {
-        "torch", "F", "nn.functional", "torch.nn.functional", "functional"}
-    if module_function and func.attr.value not in _FACTORIES and args and args[0].keyword is None:
+    name = qualify(node.func) or ""
+    if name.startswith("torch.") and name.rsplit(".", 1)[-1] not in SIZE_FIRST_FACTORIES and args \
+            and args[0].keyword is None:
         args = args[1:]
     return args
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.rewriter.analysis import code, is_number, parse_expr
+from mend.rewriter.analysis import code, is_number, paren, parse_expr
 from mend.rewriter.context import FileContext
 from mend.rewriter.parts.sites import (
     item_call,
@@ -75,11 +75,8 @@ def repair(ctx: FileContext, diag: Diagnostic) -> Plan | Decline | None:
 
 
 def detached(expr: cst.BaseExpression) -> cst.Call:
-    """``expr.detach()`` (parenthesized where ``expr`` is not a primary): the tensor kept for a Python number,
-    which autograd saw as a constant."""
-    if not isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or expr.lpar:
-        expr = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    return cst.Call(func=cst.Attribute(value=expr, attr=cst.Name("detach")))
+    """``expr.detach()``: the tensor kept for a Python number, which autograd saw as a constant."""
+    return cst.Call(func=cst.Attribute(value=paren(expr), attr=cst.Name("detach")))
 
 
 def _keep_item(ctx: FileContext, diag: Diagnostic, call: cst.Call) -> Plan | None:
