@@ -14,7 +14,9 @@ The engine knows no strategy: it runs what the registry hands it.
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import libcst as cst
@@ -28,7 +30,7 @@ from mend.rewriter.helper_module import helper_import, public_name
 from mend.rewriter.module_edits import ImportItem, add_imports, apply_edits
 from mend.rewriter.options import FixOptions
 from mend.rewriter.plan import Decline, Plan
-from mend.rewriter.results import AppliedFix, FileResult, Remaining
+from mend.rewriter.results import AppliedFix, FileResult, Remaining, line_map, original_line
 from mend.rewriter.strategy import Registry, first_plan, no_fix_reason
 
 Diagnose = Callable[[str], list[Diagnostic]]
@@ -173,6 +175,54 @@ def _own_nodes(fn: ast.AST):
             stack.extend(ast.iter_child_nodes(node))
 
 
+def _site_key(text: str, d: Diagnostic) -> tuple[str, str]:
+    """A finding by its code and its line's text: the same site in the next round's text, where lines moved."""
+    lines = text.splitlines()
+    return d.code, (lines[d.line - 1].strip() if 0 < d.line <= len(lines) else str(d.line))
+
+
+def _leave_their_finding(plans: Sequence[Plan], before: Sequence[Diagnostic], after: Sequence[Diagnostic],
+                         old: str, new: str) -> list[Plan]:
+    """The plans whose sites the repaired text still has: as many findings of the plan's code at its line
+    (mapped back through :func:`line_map`) as before. Such a repair moved nothing out of the graph's way."""
+    lines = line_map(old, new)
+    count_before = Counter((d.code, d.line) for d in before)
+    count_after = Counter((d.code, original_line(lines, d.line)) for d in after)
+    return [p for p in plans if count_after[(p.diagnostic.code, p.diagnostic.line)]
+            >= count_before[(p.diagnostic.code, p.diagnostic.line)] > 0]
+
+
+@dataclass
+class _Invalid:
+    problem: str
+
+
+def _keep_what_removes(ctx: FileContext, plans: list[Plan], diags: Sequence[Diagnostic], declines: list[Decline],
+                       kept: dict[tuple[str, str], str], diagnose: Diagnose | None):
+    """Apply ``plans`` and re-check; a plan whose finding the new text still has is taken back (removed from
+    ``plans``, declined with the reason, its site remembered in ``kept`` for the next rounds) and the rest
+    applied again. Returns the new text (or :class:`_Invalid`), its helpers and its findings (None when not
+    re-checked)."""
+    current = ctx.source
+    while plans:
+        new, helpers = apply_plans(ctx, plans)
+        problem = _validate(new, ctx.path, current)
+        if problem is not None:
+            return _Invalid(problem), [], None
+        if new == current or diagnose is None:
+            return new, helpers, None
+        found = diagnose(new)
+        failed = _leave_their_finding(plans, diags, found, current, new)
+        if not failed:
+            return new, helpers, found
+        for plan in failed:
+            reason = f"the repair leaves the finding in place ({plan.message.split(':')[0]})"
+            kept[_site_key(current, plan.diagnostic)] = reason
+            declines.append(Decline(plan.diagnostic, reason))
+        plans[:] = [p for p in plans if p not in failed]
+    return current, [], None
+
+
 def fix_source(
     source: str,
     path: str,
@@ -195,6 +245,7 @@ def fix_source(
     found = list(diagnostics)  # the findings of ``current``, every rule's
     declines: list[Decline] = []
     postponed: list[Diagnostic] = []
+    kept: dict[tuple[str, str], str] = {}  # (code, line text) -> why a repair there was taken back
     for _ in range(options.max_rounds):
         deadline.check()
         if not any(d.code in strategies for d in diags):
@@ -210,17 +261,20 @@ def fix_source(
         except (SyntaxError, ValueError) as exc:
             result.error = f"cannot parse: {exc}"
             return result
-        plans, declines, postponed = plan_round(ctx, diags)
-        if not plans:
-            result.settled = found
-            break
-        new, helpers = apply_plans(ctx, plans)
-        problem = _validate(new, path, current)
-        if problem is not None:
-            result.error = f"a repair produced code that does not parse or run ({problem}); file left unchanged"
+        taken_back = [Decline(d, kept[_site_key(current, d)]) for d in diags if _site_key(current, d) in kept]
+        plans, declines, postponed = plan_round(ctx, [d for d in diags if _site_key(current, d) not in kept])
+        declines += taken_back
+        new, helpers, found_new = _keep_what_removes(ctx, plans, diags, declines, kept, diagnose)
+        if isinstance(new, _Invalid):
+            result.error = f"a repair produced code that does not parse or run ({new.problem}); file left unchanged"
             result.fixed = source
             result.applied, result.helpers = [], []
             return result
+        if not plans and postponed:
+            continue  # what overlapped a repair taken back is planned again on the same text
+        if not plans:
+            result.settled = found
+            break
         result.helpers += [h for h in helpers if h not in result.helpers]
         for plan in plans:
             d = plan.diagnostic
@@ -231,7 +285,7 @@ def fix_source(
         current = new
         if diagnose is None:
             break  # positions moved: postponed sites are reported, a second run repairs them
-        found = diagnose(current)
+        found = found_new if found_new is not None else diagnose(current)
         diags = [d for d in found if options.wants(d.code)]
         declines, postponed = [], []
     result.fixed = current

@@ -127,60 +127,109 @@ def row_reports(results: R.Results, scores: dict[str, S.ZooScore], held: set[str
 
 @dataclass
 class Fixability:
-    promised: Counter = field(default_factory=Counter)  # (promise, safe outcome, unsafe outcome) -> findings
-    mismatches: list[tuple[str, str, str, str]] = field(default_factory=list)  # (site, code, promise, outcome)
-    declined: Counter = field(default_factory=Counter)  # (code, reason) -> findings promised and declined
+    promised: Counter = field(default_factory=Counter)  # (cold mark, decided mark, safe, unsafe outcome) -> findings
+    mismatches: list[tuple[str, str, str, str]] = field(default_factory=list)  # (site, code, mark, outcome)
+    declined: Counter = field(default_factory=Counter)  # (code, reason) -> findings a rule has a fix for, left
 
 
-def _line(text: str, n: int) -> str:
-    lines = text.splitlines()
-    return lines[n - 1].strip() if 0 < n <= len(lines) else ""
-
-
-def _outcomes(run: Any, root: Path) -> dict[tuple[str, str, Any], str]:
-    """What ``mend fix`` did, keyed by (file, code, line) and by (file, code, the line's text): a finding left
-    after other repairs in its file is reported at its line in the repaired text."""
-    out: dict[tuple[str, str, Any], str] = {}
+def _outcomes(run: Any, root: Path) -> dict[tuple[str, str, int], str]:
+    """What ``mend fix`` did, keyed by (file, code, line in the user's file): applied, or declined with the
+    reason. A finding of a file that ran with neither is gone: another repair removed it."""
+    out: dict[tuple[str, str, int], str] = {}
     for f in run.files:
         rel = S._relative(f.path, str(root))  # noqa: SLF001 - one helper for the relative form
+        for r in f.remaining:  # left in the repaired text: not fixed, whatever repair touched its line
+            out.setdefault((rel, r.diagnostic.code, r.diagnostic.line), "declined: " + (r.reason or "no reason given"))
         for a in f.applied:
-            out[(rel, a.code, a.line)] = f"applied ({a.applicability})"
-            out.setdefault((rel, a.code, _line(f.original, a.line)), f"applied ({a.applicability})")
-        for rem in f.remaining:
-            d = rem.diagnostic
-            why = "declined: " + rem.reason
-            out.setdefault((rel, d.code, _line(f.fixed, d.line)), why)
-            if f.fixed == f.original:
-                out.setdefault((rel, d.code, d.line), why)
+            out.setdefault((rel, a.code, a.line), f"applied ({a.applicability})")
+        out[(rel, "", 0)] = "ran"
     return out
 
 
-def fixability(root: Path, targets: list[Path], diagnostics: list[Any]) -> Fixability:
+def mark_name(d: Any) -> str:
+    """The mark ``mend check`` shows a finding with: ``[*]`` (a safe fix ``mend fix`` applies), ``hidden`` (a fix
+    only ``--unsafe-fixes`` applies), ``[?]``/``[?] unsafe`` (a fix not decided yet for these bytes), ``declined``
+    (the rule has a fix, ``mend fix`` left it: check gives the reason), ``none`` (no fix)."""
+    if d.fix is None:
+        return "declined" if d.data.get("not_fixed") else "none"
+    safe = d.fix.applicability.value == "safe"
+    if d.fix.decided:
+        return "[*]" if safe else "hidden"
+    return "[?]" if safe else "[?] unsafe"
+
+
+def agrees(mark: str, safe: str, unsafe: str) -> bool:
+    """Whether check's decided mark says what ``mend fix`` did: ``[*]`` gone after a safe run, ``hidden`` gone only
+    after ``--unsafe-fixes``, ``declined``/``none`` not repaired by a fix of its own (another repair may still
+    remove it: a call to a function whose break was repaired)."""
+    gone = (safe.startswith(("applied", "gone")), unsafe.startswith(("applied", "gone")))
+    own = safe.startswith("applied") or unsafe.startswith("applied")
+    return {"[*]": gone[0], "hidden": not gone[0] and gone[1], "declined": not own, "none": not own}.get(mark, False)
+
+
+def fix_runs(targets: list[Path]) -> dict[str, Any]:
+    """``mend fix --diff`` and ``mend fix --unsafe-fixes --diff`` over ``targets`` (nothing written)."""
     from mend.rewriter.api import fix_paths
     from mend.rewriter.engine import FixOptions
 
-    deeds = {k: _outcomes(fix_paths(targets, FixOptions(unsafe=k == "unsafe"), isolated=True, write=False,
-                                    record=False), root)
-             for k in ("safe", "unsafe")}
+    return {k: fix_paths(targets, FixOptions(unsafe=k == "unsafe"), isolated=True, write=False, record=False)
+            for k in ("safe", "unsafe")}
+
+
+def fixability(root: Path, runs: dict[str, Any], diagnostics: list[Any]) -> Fixability:
+    """Each finding's mark in ``mend check`` before anything is decided (cold) and after ``mend fix --diff`` and
+    ``mend fix --unsafe-fixes --diff`` decided (check's own marking, from the decisions those runs record),
+    against what the two runs (:func:`fix_runs`) did with it."""
+    import tempfile
+
+    from mend.analyzers.static import fixability as F
+
+    deeds = {k: _outcomes(run, root) for k, run in runs.items()}
+    with tempfile.TemporaryDirectory(prefix="mend-report-") as tmp:
+        for run in runs.values():
+            F.record(Path(tmp), run.decisions)
+        digests = {d.path: F.digest(Path(d.path).read_bytes()) for d in diagnostics}
+        decided = F.mark(diagnostics, digests, Path(tmp), None)
     result = Fixability()
-    texts: dict[str, str] = {}
-    for d in diagnostics:
+    for cold, d in zip(diagnostics, decided):
         if d.code.startswith(S.NON_BREAK_PREFIXES):
             continue
         rel = S._relative(d.path, str(root))  # noqa: SLF001
-        promise = d.fix.applicability.value if d.fix is not None else "none"
-        if d.path not in texts:
-            texts[d.path] = Path(d.path).read_text(encoding="utf-8", errors="replace")
-        keys = [(rel, d.code, d.line), (rel, d.code, _line(texts[d.path], d.line))]
-        got = {k: next((deeds[k][x] for x in keys if x in deeds[k]), "not fixed, no reason given") for k in deeds}
-        result.promised[(promise, _short(got["safe"]), _short(got["unsafe"]))] += 1
-        wanted = "safe" if promise == "safe" else "unsafe" if promise == "unsafe" else None
-        if wanted and not got[wanted].startswith("applied"):
-            result.mismatches.append((f"{rel}:{d.line}", d.code, promise, got[wanted]))
-            result.declined[(d.code, got[wanted][:140])] += 1
-        elif wanted is None and (got["safe"].startswith("applied") or got["unsafe"].startswith("applied")):
-            result.mismatches.append((f"{rel}:{d.line}", d.code, promise, got["unsafe"]))
+        got = {k: deeds[k].get((rel, d.code, d.line), "gone (another repair)" if (rel, "", 0) in deeds[k]
+                               else "file not fixed") for k in deeds}
+        mark = mark_name(d)
+        result.promised[(mark_name(cold), mark, _short(got["safe"]), _short(got["unsafe"]))] += 1
+        if not agrees(mark, got["safe"], got["unsafe"]):
+            result.mismatches.append((f"{rel}:{d.line}", d.code, mark, f"{got['safe']} | {got['unsafe']}"))
+        if mark == "declined":
+            result.declined[(d.code, str(d.data["not_fixed"])[:140])] += 1
     return result
+
+
+def kept_breaks(results: R.Results, runs: dict[str, Any], root: Path) -> list[str]:
+    """Repairs that left a break at their own site: an applied fix whose line Dynamo recorded a break at in the
+    original and, in the repaired source of the same mode, still at that line (the repaired file's lines mapped
+    back to the user's). A repair must remove its break; a site listed here did not (issue: "no row where a repair
+    left as many or more breaks at its site"). Meaningful when the result was made with the mend that runs the
+    report (its repaired copies are the same text)."""
+    from mend.rewriter.results import line_map, original_line
+
+    out = []
+    for source, run in runs.items():
+        if source not in {r.source for r in results.records}:
+            continue
+        maps = {S._relative(f.path, str(root)): line_map(f.original, f.fixed) for f in run.files  # noqa: SLF001
+                if f.applied}
+        applied = {(S._relative(f.path, str(root)), a.line): a.code for f in run.files for a in f.applied}  # noqa: SLF001
+        for mode in results.modes:
+            def sites(src: str, mapped: bool) -> set[tuple[str, int]]:
+                return {(b.path, original_line(maps[b.path], b.line) if mapped and b.path in maps else b.line)
+                        for r in results.records if r.source == src and r.mode == mode and r.status == R.OK
+                        for b in r.breaks if S.in_package(b.path)}
+
+            left = sites("original", False) & sites(source, True) & set(applied)
+            out += [f"{source} {mode}: {p}:{line} {applied[(p, line)]}" for p, line in sorted(left)]
+    return out
 
 
 def _short(outcome: str) -> str:
@@ -236,7 +285,9 @@ def build(results: R.Results) -> dict[str, Any]:
                                              {r.name for r in rs})
                                  for k, (rs, fs) in parts.items()}
     report["rows"] = [vars(r) for r in row_reports(results, scores, held)]
-    fx = fixability(root, targets, checked.diagnostics)
+    runs = fix_runs(targets)
+    fx = fixability(root, runs, checked.diagnostics)
+    report["kept_breaks"] = kept_breaks(results, runs, root)
     report["fixability"] = {"table": [[*k, n] for k, n in sorted(fx.promised.items())],
                             "declined": [[*k, n] for k, n in fx.declined.most_common()],
                             "mismatches": fx.mismatches}
@@ -325,10 +376,15 @@ def render(report: dict[str, Any], results: R.Results, limit: int = 3) -> str:
                      "; ".join(r["messages_failing"])[:120] or "0"])
     out += _table(head, rows)
     fx = report["fixability"]
-    out.append("\nfixability: what mend check promised, against what mend fix did (safe run, unsafe run):")
-    out += _table(["promise", "mend fix", "mend fix --unsafe-fixes", "findings"], [[*map(str, r)] for r in fx["table"]])
+    out.append("\nfixability: mend check's mark cold and once mend fix --diff decided, against what mend fix did "
+               f"(safe run, unsafe run); marks that disagree with the deed: {len(fx['mismatches'])}")
+    out += _table(["check, cold", "check, decided", "mend fix", "mend fix --unsafe-fixes", "findings"],
+                  [[*map(str, r)] for r in fx["table"]])
+    out += [f"  disagrees: {site} {code} {mark}: {deed[:150]}" for site, code, mark, deed in fx["mismatches"][:limit * 4]]
+    out.append(f"repairs that left a break at their own site (recorded before and after): {len(report['kept_breaks'])}")
+    out += [f"  {x}" for x in report["kept_breaks"][:limit * 8]]
     if fx["declined"]:
-        out.append("promised but not applied, by reason:")
+        out.append("left by mend fix (check shows no mark, with the reason), by reason:")
         out += [f"  {n} x {code}: {reason}" for code, reason, n in fx["declined"][:15]]
     out.append("\nclasses of code at the recorded sites (original source, both modes):")
     for cls, e in report["classes"].items():

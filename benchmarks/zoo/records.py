@@ -20,6 +20,7 @@ older files load as eval rows of the transformers suite without messages.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import tempfile
@@ -235,8 +236,10 @@ def save(results: Results, path: str | os.PathLike[str]) -> None:
 
 
 def load(path: str | os.PathLike[str]) -> Results:
+    """A result file, as ``--json`` wrote it or gzipped (the raw results kept in ``benchmarks/results``)."""
     try:
-        data = json.loads(Path(path).read_text())
+        raw = Path(path).read_bytes()
+        data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     except (OSError, ValueError) as exc:
         raise ResultFileError(f"cannot read {path}: {exc}") from exc
     return Results.from_dict(data)

@@ -56,9 +56,11 @@ def test_report_scores_each_mode_lists_worse_rows_and_compares_promises_with_fix
     assert (tr["recorded_sites"], tr["sites_found"], tr["recall"], tr["judged_findings"]) == (2, 2, 1.0, 2)
     assert tr["breaks"] == {"original": 2, "safe": 1, "unsafe": 2} and tr["removed_by_unsafe"] == 0.0
     assert ev["worse"] == [] and len(tr["worse"]) == 1 and tr["worse"][0].startswith("unsafe: net")
-    table = {tuple(r[:3]): r[3] for r in rep["fixability"]["table"]}
+    table = {tuple(r[:4]): r[4] for r in rep["fixability"]["table"]}
     assert sum(table.values()) >= 2  # the print and the random branch, each with what fix did
-    assert any(k[0] == "safe" and k[1].startswith("applied") for k in table)  # the print: promised and applied
+    # the print: undecided when cold, [*] once mend fix decided, applied by both runs
+    assert table.get(("[?]", "[*]", "applied (safe)", "applied (safe)")) == 1
+    assert rep["fixability"]["mismatches"] == []
     classes = rep["classes"]
     assert classes["LayerDrop / random layer or path skip"]["train_only"] == 1
     assert classes["logging, print, warnings"]["sites"] == 1
@@ -102,3 +104,23 @@ def test_a_result_cut_short_is_reported_with_root_on_the_files_its_rows_traced(t
     # checked on the traced file only: the print in unused.py is no finding
     assert report._scope(results, tmp_path) == [tmp_path / "net.py"]  # noqa: SLF001
     assert not any(f.startswith("unused.py") for f in rep["modes"]["eval"]["all"]["unconfirmed"])
+
+
+def test_a_mark_that_promises_what_fix_did_not_do_disagrees():
+    assert report.agrees("[*]", "applied (safe)", "applied (safe)")
+    assert report.agrees("hidden", "declined: unsafe fix available", "gone (another repair)")
+    assert report.agrees("none", "declined: no fix", "gone (another repair)")
+    assert not report.agrees("[*]", "declined: x", "applied (unsafe)")
+    assert not report.agrees("hidden", "declined: x", "declined: y")
+    assert not report.agrees("declined", "declined: x", "applied (unsafe)")
+    assert not report.agrees("[?]", "applied (safe)", "applied (safe)")  # still undecided
+
+
+def test_results_load_gzipped(tmp_path):
+    import gzip
+
+    results = _results(tmp_path)
+    path = tmp_path / "r.json.gz"
+    R.save(results, tmp_path / "r.json")
+    path.write_bytes(gzip.compress((tmp_path / "r.json").read_bytes()))
+    assert [r.name for r in R.load(path).records] == [r.name for r in results.records]
