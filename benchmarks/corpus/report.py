@@ -35,6 +35,7 @@ from typing import Any
 from benchmarks.zoo import records as R
 from benchmarks.zoo import score as S
 from benchmarks.zoo.table import worse_rows
+from mend.rewriter.results import line_map, original_line
 
 SOURCES = ("original", "safe", "unsafe")
 
@@ -212,8 +213,6 @@ def kept_breaks(results: R.Results, runs: dict[str, Any], root: Path) -> list[st
     back to the user's). A repair must remove its break; a site listed here did not (issue: "no row where a repair
     left as many or more breaks at its site"). Meaningful when the result was made with the mend that runs the
     report (its repaired copies are the same text)."""
-    from mend.rewriter.results import line_map, original_line
-
     out = []
     for source, run in runs.items():
         if source not in {r.source for r in results.records}:
@@ -222,14 +221,18 @@ def kept_breaks(results: R.Results, runs: dict[str, Any], root: Path) -> list[st
                 if f.applied}
         applied = {(S._relative(f.path, str(root)), a.line): a.code for f in run.files for a in f.applied}  # noqa: SLF001
         for mode in results.modes:
-            def sites(src: str, mapped: bool) -> set[tuple[str, int]]:
-                return {(b.path, original_line(maps[b.path], b.line) if mapped and b.path in maps else b.line)
-                        for r in results.records if r.source == src and r.mode == mode and r.status == R.OK
-                        for b in r.breaks if S.in_package(b.path)}
-
-            left = sites("original", False) & sites(source, True) & set(applied)
+            left = (_recorded(results, "original", mode, {}) & _recorded(results, source, mode, maps)
+                    & set(applied))
             out += [f"{source} {mode}: {p}:{line} {applied[(p, line)]}" for p, line in sorted(left)]
     return out
+
+
+def _recorded(results: R.Results, source: str, mode: str, maps: dict[str, list[int]]) -> set[tuple[str, int]]:
+    """The break sites ``source`` recorded in ``mode``, at their lines in the user's files (through ``maps``, the
+    repaired files' line maps)."""
+    return {(b.path, original_line(maps[b.path], b.line) if b.path in maps else b.line)
+            for r in results.records if r.source == source and r.mode == mode and r.status == R.OK
+            for b in r.breaks if S.in_package(b.path)}
 
 
 def _short(outcome: str) -> str:
