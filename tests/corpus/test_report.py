@@ -124,3 +124,26 @@ def test_results_load_gzipped(tmp_path):
     R.save(results, tmp_path / "r.json")
     path.write_bytes(gzip.compress((tmp_path / "r.json").read_bytes()))
     assert [r.name for r in R.load(path).records] == [r.name for r in results.records]
+
+
+def test_a_repair_whose_site_still_breaks_after_it_is_listed(tmp_path):
+    (tmp_path / "net.py").write_text(MODEL)
+    runs = report.fix_runs([tmp_path / "net.py"])
+    fixed = runs["safe"].files[0].fixed
+    printed = _brk(6, "side effects", 'print("step")')
+
+    def results(after: list) -> R.Results:
+        def rec(source, breaks):
+            return R.Record(name="net", model_type="net", variant="", source=source, mode="eval", breaks=breaks,
+                            graphs=1 + len(breaks), lines={"net.py": [[5, 11]]})
+        return R.Results(records=[rec("original", [printed]), rec("safe", after)],
+                         sources={"original": R.SourceInfo(name="original", path=str(tmp_path))},
+                         settings={"suite": "torchvision", "dtype": "fp32"})
+
+    line = next(i for i, text in enumerate(fixed.splitlines(), 1) if "_mend_emit(__name__" in text)
+    still = _brk(line, "side effects", fixed.splitlines()[line - 1])
+    assert report.kept_breaks(results([still]), runs, tmp_path) == ["safe eval: net.py:6 MND101"]
+    assert report.kept_breaks(results([]), runs, tmp_path) == []
+    # a break elsewhere in the repaired file is not this repair's
+    other = _brk(len(fixed.splitlines()), "other", "return x * 2")
+    assert report.kept_breaks(results([other]), runs, tmp_path) == []
