@@ -229,12 +229,16 @@ def repair(ctx: FileContext, diag: Diagnostic) -> Plan | Decline | None:
     edits = [(old, cst.BooleanOperation(left=guard, operator=cst.And(), right=old))]
     if ctx.imports.qualify(call.func) == "random.uniform":  # Dynamo draws it before the graph, read or not
         return Plan(diag, f"LayerDrop: `{code(bound)} > 0 and ...` (a `random.uniform(0, 1)` draw is never below a "
-                          "bound <= 0; the draw is kept: Dynamo makes it before the graph runs)", "safe", edits)
+                          f"bound <= 0; the draw is kept: Dynamo makes it before the graph runs){_WHERE}", "safe", edits)
     if _wrapped(ctx.parent(ctx.parent(call))) is not call:  # the draw stays in a graph that no longer reads it
         edits.append((call, make_call(DRAWN_HELPER, call)))
     return Plan(diag, f"LayerDrop: `{code(bound)} > 0 and ...` (a `torch.rand` draw is never below a bound <= 0; "
-                      f"the draw is kept, also in a compiled graph: `{DRAWN_HELPER}`)", "safe", edits,
+                      f"the draw is kept, also in a compiled graph: `{DRAWN_HELPER}`){_WHERE}", "safe", edits,
                 helpers=[DRAWN_HELPER])
+
+
+# what the guard removes, and what it leaves: the corpus records the test breaking in training where p > 0
+_WHERE = "; the break goes where the probability is 0, and stays in training where it is above 0"
 
 
 def _and_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
