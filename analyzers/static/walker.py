@@ -559,6 +559,7 @@ class FunctionWalker(tk.TensorKinds):
             self.bind_iteration(gen.target, gen.iter)
             for cond in gen.ifs:
                 self.expr(cond)
+                self.dispatch("compfilter", cond)
         for part in (n.key, n.value) if isinstance(n, ast.DictComp) else (n.elt,):
             self.expr(part)
         if not isinstance(n, ast.DictComp):

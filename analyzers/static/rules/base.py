@@ -157,7 +157,7 @@ RULES: dict[str, Rule] = {}  # what `mend check` can report
 RUNTIME_RULES: dict[str, Rule] = {}  # what only `mend run` reports (kind "runtime")
 
 NODE_KINDS = ("call", "if", "while", "ifexp", "subscript", "fstring", "augassign", "assign", "with", "binop",
-              "assert")
+              "assert", "compfilter")  # compfilter: a comprehension's `if` (the test expression)
 CHECKERS: dict[str, list[NodeChecker]] = {kind: [] for kind in NODE_KINDS}
 FUNCTION_CHECKERS: list[FunctionChecker] = []
 FILE_CHECKERS: list[FileChecker] = []

@@ -17,8 +17,9 @@ register(
         "`if` on a tensor value: Dynamo cannot trace data-dependent branching and breaks the graph",
         ("GB0170",), "break",
         what="""
-            Finds `if` statements and conditional expressions whose condition is a tensor value
-            (`if x.sum() > 0:`, `if mask.any():`, also through locals: `n = x.sum(); if n > 0:`).
+            Finds `if` statements, conditional expressions and comprehension filters whose condition is a
+            tensor value (`if x.sum() > 0:`, `if mask.any():`, also through locals: `n = x.sum(); if n > 0:`;
+            `[b for b, drop in zip(blocks, to_drop) if not drop]` with `to_drop` a tensor).
             Conditions on shapes, dtypes, `None`, `self.training` or `isinstance` are static and are
             not reported. A tensor condition behind a dtype test in an `and` chain (the fp16 overflow
             guard of BART-family layers, `if h.dtype == torch.float16 and torch.isinf(h).any():`) is
@@ -315,6 +316,14 @@ def data_dependent_ifexp(ctx: Context, node: ast.IfExp) -> None:
         _report_test(ctx, "MND201", node.test, _drawn(ctx, node.test, "conditional expression") or (
             "conditional expression on a tensor value: Dynamo cannot trace data-dependent branching and breaks "
             "the graph"))
+
+
+@checker("compfilter")
+def data_dependent_filter(ctx: Context, test: ast.AST) -> None:
+    """``[b for b, drop in zip(blocks, to_drop) if not drop]``: the filter decides in Python, per element."""
+    if ctx.kind(test) == tk.T:
+        _report_test(ctx, "MND201", test, "comprehension filter on a tensor value: Dynamo cannot trace "
+                                          "data-dependent branching and breaks the graph")
 
 
 @checker("while")

@@ -105,9 +105,10 @@ register(
         "skips the frame",
         ("GB0124",), "break",
         what="""
-            Finds slices of tensors whose bounds or step are tensors: `x[start:end]` with
-            `start = offsets[i]`, `x[:, cu_seqlens[i - 1]:cu_seqlens[i]]`, `cache[:seq_len]` with
-            `seq_len = torch.max(position_ids) + 1`.
+            Finds slices whose bounds or step are tensors: `x[start:end]` with `start = offsets[i]`,
+            `x[:, cu_seqlens[i - 1]:cu_seqlens[i]]`, `cache[:seq_len]` with
+            `seq_len = torch.max(position_ids) + 1`; also of a Python list or tuple (`crops[start:end]` with
+            `for end in torch.cumsum(counts, 0):`), which converts the bound the same way.
         """,
         why="""
             A slice needs Python integers: Dynamo converts a tensor bound with `.item()`, which it does
@@ -314,7 +315,9 @@ def _numpy_value(ctx: Context, e: ast.AST, depth: int = 0) -> bool:
 
 @checker("subscript")
 def tensor_slice_bounds(ctx: Context, node: ast.Subscript) -> None:
-    if ctx.kind(node.value) not in (tk.T, tk.M) or CAPTURE_SCALARS in ctx.config_flags:
+    """A slice with a tensor bound, of a tensor or of anything else (a Python list or tuple slices with
+    ``__index__``, the same ``.item()``)."""
+    if CAPTURE_SCALARS in ctx.config_flags:
         return
     idx = node.slice
     for part in idx.elts if isinstance(idx, ast.Tuple) else [idx]:

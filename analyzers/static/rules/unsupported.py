@@ -54,9 +54,16 @@ register(
         what="""
             Finds `nn.Parameter(...)` and constructors of modules that own parameters (`nn.Linear`,
             `nn.Conv2d`, `nn.LayerNorm`, `nn.Embedding`, ...) in traced code. Parameter-free modules
-            (`nn.ReLU()`, `nn.Dropout()`) are traced and not reported.
+            (`nn.ReLU()`, `nn.Dropout()`) are traced and not reported. Also a new leaf tensor that requires
+            grad: a factory (`torch.tensor`, `torch.zeros`, `torch.ones`, `torch.full`, `torch.empty`,
+            `torch.rand*`, ...) with `requires_grad=` anything but `False` (`requires_grad=self.training`
+            breaks in training).
         """,
-        why="Parameters must exist before tracing: Dynamo breaks at the constructor (GB0264).",
+        why="""
+            Parameters must exist before tracing: Dynamo breaks at the constructor (GB0264), and at a
+            factory asked for a tensor that requires grad ("tensor creation function with
+            requires_grad=True").
+        """,
         use_instead="Create modules and parameters in `__init__` and use them in `forward`.",
         invalid=(_HDR + """
             class M(nn.Module):
@@ -182,7 +189,9 @@ register(
         ("GB0007",), "break",
         what="""
             Finds calls to C functions Dynamo marks as skipped: `os.getpid`, `os.getppid`, `os.urandom`,
-            `sys._getframe`, `inspect.stack`/`currentframe`, `zlib.*`, `torch.manual_seed`.
+            `sys._getframe`, `inspect.stack`/`currentframe`, `zlib.*`, `torch.manual_seed`,
+            `torch.get_rng_state`/`torch.set_rng_state` (reversible layers save the generator's state to
+            replay dropout in their backward).
         """,
         why="Dynamo cannot trace into C extensions and builtins it has no rule for: the graph breaks (GB0007).",
         use_instead="Compute the value outside the compiled function and pass it in.",
@@ -250,6 +259,38 @@ register(
             strategies=("rnn_lambda",),
         ),
     ),
+    Rule(
+        "MND513", "sparse-tensor-in-compiled-code",
+        "sparse tensor in compiled code: torch.compile does not support sparse tensors and breaks the graph",
+        ("GB0007",), "break",
+        what="""
+            Finds sparse tensors made or used in traced code: `torch.sparse_coo_tensor` and the other
+            sparse constructors, `torch.spmm`/`smm`/`hspmm`/`sspaddmm`, `torch.sparse.*` (`torch.sparse.mm`,
+            `torch.sparse.sum`, ...) and `x.to_sparse()` (and its CSR/CSC/BSR/BSC forms).
+        """,
+        why="""
+            Dynamo neither creates sparse tensors in a graph (the constructors are skipped functions,
+            GB0007, or "Sparse tensor creation not supported") nor wraps one it is given ("Attempted to wrap
+            sparse Tensor"): the graph breaks at each, and code that multiplies by a sparse adjacency matrix
+            (graph networks) runs eagerly from there.
+        """,
+        use_instead="""
+            Keep the sparse product outside the compiled region, or use a dense or index-based form
+            (`index_add_`, `scatter_add_`, a gather of the neighbours) that traces.
+        """,
+        invalid=(_HDR + """
+            class M(nn.Module):
+                def forward(self, x, indices, values):
+                    adj = torch.sparse_coo_tensor(indices, values, (x.shape[0], x.shape[0]))
+                    return torch.spmm(adj, x)
+        """,),
+        valid=(_HDR + """
+            class M(nn.Module):
+                def forward(self, x, src, dst, values):
+                    out = torch.zeros_like(x)
+                    return out.index_add_(0, dst, x[src] * values[:, None])
+        """,),
+    ),
 )
 
 PARAM_MODULES = frozenset(
@@ -261,9 +302,21 @@ PARAM_MODULES = frozenset(
 UNTRACEABLE = frozenset({
     "os.getpid", "os.getppid", "os.urandom", "sys._getframe", "inspect.stack", "inspect.currentframe",
     "inspect.getouterframes", "inspect.trace", "torch.manual_seed", "torch.random.manual_seed",
-    "torch.cuda.manual_seed", "torch.cuda.manual_seed_all",
+    "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.get_rng_state", "torch.set_rng_state",
+    "torch.random.get_rng_state", "torch.random.set_rng_state",
 })
 
+
+GRAD_FACTORIES = frozenset(f"torch.{n}" for n in (
+    "tensor as_tensor zeros ones full empty rand randn randint arange linspace logspace eye zeros_like ones_like "
+    "full_like empty_like rand_like randn_like".split()))
+SPARSE_CALLS = frozenset({
+    "torch.sparse_coo_tensor", "torch.sparse_csr_tensor", "torch.sparse_csc_tensor", "torch.sparse_bsr_tensor",
+    "torch.sparse_bsc_tensor", "torch.sparse_compressed_tensor", "torch.spmm", "torch.smm", "torch.hspmm",
+    "torch.sspaddmm",
+})
+SPARSE_METHODS = frozenset({"to_sparse", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc",
+                            "to_sparse_coo"})
 
 AUTOGRAD_CALLS = frozenset({"torch.autograd.grad", "torch.autograd.backward"})
 TRACE_AUTOGRAD = "trace_autograd_ops"  # Dynamo config flag under which autograd calls are traced
@@ -284,6 +337,17 @@ def unsupported_calls(ctx: Context, call: ast.Call) -> None:
         elif q.startswith("torch.nn.") and q.rsplit(".", 1)[-1] in PARAM_MODULES:
             ctx.report("MND502", call, f"`{q}(...)` constructed in compiled code: its parameters cannot be created "
                                        "in a graph and Dynamo breaks")
+        elif q in GRAD_FACTORIES and _requires_grad(call) is not None:
+            flag = _requires_grad(call)
+            message = (f"`{q}(..., requires_grad=...)` in compiled code: Dynamo cannot create a leaf tensor that "
+                       "requires grad in a graph and breaks")
+            if flag == "self.training":  # breaks in training only, like a test behind `self.training`
+                ctx.report("MND502", call, f"{message} (only when `self.training`)", mode="self.training")
+            else:
+                ctx.report("MND502", call, message if flag == "True" else f"{message} (when `{flag}` is true)")
+        elif q in SPARSE_CALLS or q.startswith("torch.sparse."):
+            ctx.report("MND513", call, f"`{q}` in compiled code: torch.compile does not support sparse tensors and "
+                                       "breaks the graph")
         elif q == "torch._dynamo.graph_break":
             ctx.report("MND509", call)
         elif q in UNTRACEABLE or q.startswith("zlib."):
@@ -292,6 +356,17 @@ def unsupported_calls(ctx: Context, call: ast.Call) -> None:
     elif isinstance(f, ast.Attribute) and f.attr == "backward" and ctx.kind(f.value) in (tk.T, tk.M):
         if TRACE_AUTOGRAD not in ctx.config_flags:
             ctx.report("MND501", call)
+    elif isinstance(f, ast.Attribute) and f.attr in SPARSE_METHODS and ctx.kind(f.value) in (tk.T, tk.M):
+        ctx.report("MND513", call, f"`.{f.attr}()` in compiled code: torch.compile does not support sparse tensors "
+                                   "and breaks the graph")
+
+
+def _requires_grad(call: ast.Call) -> str | None:
+    """The source of ``requires_grad=`` when given and not the literal False, else None."""
+    for k in call.keywords:
+        if k.arg == "requires_grad" and not (isinstance(k.value, ast.Constant) and k.value.value is False):
+            return ast.unparse(k.value)
+    return None
 
 
 @checker("call")
