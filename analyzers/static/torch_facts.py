@@ -243,8 +243,11 @@ ARANGE_HELPER = "_mend_arange"
 # torch calls that must guard on a captured number to work out their output's size (a range's length from
 # float bounds, an interpolation's scale, a pad's bookkeeping of unbacked sizes): under capture they break
 # inside the helper or fail to compile (torch 2.13), so the fix does not capture a value that reaches them.
+# `F.one_hot` likewise: a captured `num_classes` fails with "Could not extract specialized integer", and one with
+# no `num_classes` reads the largest index, which Dynamo refuses either way (torch 2.13).
 CAPTURE_GUARDED_CALLS = frozenset({
     "torch.arange", "torch.linspace", "torch.logspace", "torch.nn.functional.interpolate", "torch.nn.functional.pad",
+    "torch.nn.functional.one_hot",
 })
 # ... except a range counted from zero by one (`torch.arange(n)`, `torch.arange(0, n)`, dtype and device
 # keywords), captured whole: its length is the captured number itself (`torch.arange(1, n)` still fails).

@@ -121,12 +121,6 @@ def _not_a_number_call(ctx: FileContext, diag: Diagnostic) -> str:
     if q.startswith("math."):
         return (f"`{code(call)}` turns the tensor into a Python number for `{q}`; only `float(t)`/`int(t)`/"
                 f"`bool(t)` are repaired (`torch.{q[5:]}` on the tensor keeps it in the graph)")
-    pick = ctx.find(cst.Call, diag, pred=lambda n: isinstance(n.func, cst.Name) and n.func.value in {"max", "min"})
-    if pick is not None:
-        name = pick.func.value
-        return (f"`{code(pick)}`: Python's `{name}` compares a tensor with the other values and needs the "
-                f"comparison's truth; not rewritten (`torch.clamp` or `torch.{name}imum` keeps it in the graph, "
-                "where the result may stay a tensor)")
     sub = ctx.find(cst.Subscript, diag, pred=lambda n: any(isinstance(e.slice, cst.Slice) for e in n.slice))
     if sub is not None:
         return (f"the slice `{code(sub)}` reads a tensor bound as a Python number, not `float(t)`/`int(t)`/"

@@ -86,8 +86,7 @@ register(
         "and break the graph",
         ("GB0124", "GB0170"), "break",
         what="""
-            Finds `float(t)`, `int(t)`, `bool(t)`, `math.<fn>(t)` on tensors, Python's `max(t, n)` and
-            `min(t, n)` of a tensor and other values (they compare the arguments), `assert not t` (Python's
+            Finds `float(t)`, `int(t)`, `bool(t)`, `math.<fn>(t)` on tensors, `assert not t` (Python's
             `not` needs the truth value; `assert t` alone Dynamo keeps in the graph) and the tensor checks
             `torch._check_tensor_all(cond)` / `torch._check_tensor_all_with(E, cond)` in traced code.
         """,
@@ -109,11 +108,6 @@ register(
                 def forward(self, x, ids):
                     torch._check_tensor_all(ids >= 0)
                     return x[ids]
-        """, _HDR + """
-            class M(nn.Module):
-                def forward(self, ids):
-                    top = ids.max() + 1
-                    return torch.nn.functional.one_hot(ids, max(top, 4))
         """),
         valid=(_HDR + """
             class M(nn.Module):
@@ -181,8 +175,8 @@ register(
         ("GB0036",), "break",
         what="""
             Finds `nonzero`, `unique`, `unique_consecutive`, `masked_select`, `argwhere`, one-argument
-            `torch.where(cond)` and `repeat_interleave` with tensor repeats (without `output_size`) in
-            traced code.
+            `torch.where(cond)`, `repeat_interleave` with tensor repeats (without `output_size`) and
+            `F.one_hot` without `num_classes` in traced code.
         """,
         why="""
             Their output shape depends on the values, which Dynamo does not capture by default
@@ -281,8 +275,6 @@ DYNAMIC_SHAPE_METHODS = frozenset({"nonzero", "unique", "unique_consecutive", "m
 CAPTURE_SCALARS = "capture_scalar_outputs"
 CAPTURE_DYNAMIC = "capture_dynamic_output_shape_ops"
 NUMBER_MESSAGE = "in compiled code: converting a tensor to a Python number needs its value and breaks the graph"
-COMPARE_MESSAGE = ("in compiled code: Python compares them, which needs the comparison's truth value and breaks "
-                   "the graph")
 CHECK_MESSAGE = "in compiled code: the check reads the tensor's values as a Python bool and breaks the graph"
 
 
@@ -312,15 +304,23 @@ def scalar_calls(ctx: Context, call: ast.Call) -> None:
         _method_call(ctx, call, call.func.attr)
 
 
+def _num_classes(call: ast.Call) -> bool:
+    """``F.one_hot(x, n)`` names its number of classes (not the default -1, which reads it from the data)."""
+    given = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "num_classes"),
+                                                          None)
+    return given is not None and not (isinstance(given, ast.UnaryOp) and isinstance(given.op, ast.USub))
+
+
 def _function_call(ctx: Context, call: ast.Call, q: str) -> None:
     scalars = CAPTURE_SCALARS in ctx.config_flags
     dynamic = CAPTURE_DYNAMIC in ctx.config_flags
     if q in ("builtins.float", "builtins.int", "builtins.bool") and call.args and ctx.kind(call.args[0]) == tk.T:
         if not scalars or q == "builtins.bool":  # `bool(t)` branches on the value: captured or not
             ctx.report("MND302", call, f"`{q[9:]}(tensor)` {NUMBER_MESSAGE}")
-    elif q in ("builtins.max", "builtins.min") and len(call.args) >= 2 and any(ctx.kind(a) == tk.T for a in call.args):
-        # Python compares the arguments: the truth value of a tensor comparison, captured or not
-        ctx.report("MND302", call, f"`{q[9:]}()` of a tensor and other values {COMPARE_MESSAGE}")
+    elif q == "torch.nn.functional.one_hot" and not _num_classes(call):
+        if not dynamic:
+            ctx.report("MND304", call, "`F.one_hot` without `num_classes` in compiled code: its output size is the "
+                                       "largest index plus one, read from the data, and the graph breaks")
     elif q in TENSOR_CHECKS:
         if not scalars:
             ctx.report("MND302", call, f"`{q}(...)` {CHECK_MESSAGE}")

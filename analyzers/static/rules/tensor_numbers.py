@@ -70,7 +70,8 @@ register(
             `torch.linspace` and `torch.logspace`, the sizes of factories (`torch.zeros`, `torch.full`,
             `torch.empty`, `torch.randn`, `x.new_zeros`, ...), of `view`/`reshape`/`repeat`/`expand`/
             `tile`/`unflatten`/`narrow`/`split` and `torch.split` (also a list of tensors, or a comprehension
-            of them), the pads of `F.pad` and the `size` of `F.interpolate`.
+            of them), the pads of `F.pad`, the `size` of `F.interpolate` and the `num_classes` of
+            `F.one_hot` (`F.one_hot(ids, max(ids.max() + 1, n))`).
             The tensor may come through locals, reductions (`n = mask.sum()`, `torch.max(ids) + 1`),
             indexing, tuple unpacking and loops over a tensor (`for h, w in spatial_shapes:`).
             Shapes (`x.shape[0]`, `x.size(1)`) are static and not reported, nor is a name bound before an
@@ -221,6 +222,7 @@ SIZE_FUNCTIONS: dict[str, tuple[int, frozenset[str]]] = {
     "torch.randint": (0, frozenset({"low", "high", "size"})),
     "torch.nn.functional.pad": (1, frozenset({"pad"})),
     "torch.nn.functional.interpolate": (1, frozenset({"size"})),
+    "torch.nn.functional.one_hot": (1, frozenset({"num_classes"})),
     "torch.split": (1, frozenset({"split_size_or_sections"})),
 }
 # the full argument of torch.full is its fill value, not a size
