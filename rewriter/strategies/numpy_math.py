@@ -69,6 +69,10 @@ def repair(ctx: FileContext, diag: Diagnostic) -> Plan | Decline:
     np.sum(plan)))`` -> ``np.zeros((k, sum(plan)))``: the numbers come from Python, which Dynamo folds."""
     call = ctx.find(cst.Call, diag, lambda n: _reported(ctx, n))
     if call is None:
+        sub = ctx.find(cst.Subscript, diag)
+        if sub is not None:
+            return Decline(diag, f"`{code(sub)}` slices with bounds read from a numpy array: numpy arrays are "
+                                 "tensors to Dynamo; keep the bounds as Python numbers (a tuple) to trace it")
         return Decline(diag, "could not find the call at this position")
     qual = ctx.imports.qualify(call.func) or ""
     if qual.startswith("numpy.random."):

@@ -170,7 +170,8 @@ register(
         what="""
             Finds, in traced code, numpy results that Python must read as numbers: `.item()`/`.tolist()`
             of a numpy expression (`np.ceil(np.log1p(n)).astype("int").item()`), a numpy result inside
-            the shape of `np.zeros`/`np.ones`/`np.empty`/`np.full` (`np.zeros((n, np.sum(plan)))`), and
+            the shape of `np.zeros`/`np.ones`/`np.empty`/`np.full` (`np.zeros((n, np.sum(plan)))`), a slice
+            bound read from a numpy array (`idx = np.array(spans[name]); X[:, idx[0]:idx[1]]`), and
             `np.random.*` draws.
         """,
         why="""
@@ -307,11 +308,15 @@ def _numpy_value(ctx: Context, e: ast.AST, depth: int = 0) -> bool:
         return _numpy_value(ctx, e.left, depth + 1) or _numpy_value(ctx, e.right, depth + 1)
     if isinstance(e, ast.Subscript):
         return _numpy_value(ctx, e.value, depth + 1)
+    if isinstance(e, ast.Name):  # a local last assigned a numpy value
+        value = ctx.local_values.get(e.id)
+        return isinstance(value, ast.AST) and _numpy_value(ctx, value, depth + 1)
     if isinstance(e, ast.Call):
         q = ctx.qualify(e.func) or ""
         if q.startswith("numpy."):
             return True
-        return isinstance(e.func, ast.Attribute) and _numpy_value(ctx, e.func.value, depth + 1)
+        return (isinstance(e.func, ast.Attribute) and e.func.attr not in ("item", "tolist")  # those give Python's
+                and _numpy_value(ctx, e.func.value, depth + 1))
     return False
 
 
@@ -322,11 +327,13 @@ def tensor_slice_bounds(ctx: Context, node: ast.Subscript) -> None:
     if CAPTURE_SCALARS in ctx.config_flags:
         return
     idx = node.slice
-    for part in idx.elts if isinstance(idx, ast.Tuple) else [idx]:
-        if isinstance(part, ast.Slice) and any(
-                b is not None and ctx.kind(b) == tk.T for b in (part.lower, part.upper, part.step)):
-            ctx.report("MND311", node)
-            return
+    bounds = [b for part in (idx.elts if isinstance(idx, ast.Tuple) else [idx]) if isinstance(part, ast.Slice)
+              for b in (part.lower, part.upper, part.step) if b is not None]
+    if any(ctx.kind(b) == tk.T for b in bounds):
+        ctx.report("MND311", node)
+    elif any(_numpy_value(ctx, b) for b in bounds):
+        ctx.report("MND313", node, "slice bound from a numpy value in compiled code: Dynamo traces numpy as tensor "
+                                   "operations, and a bound read from one breaks the graph")
 
 
 @checker("assign")
