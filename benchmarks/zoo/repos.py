@@ -106,6 +106,23 @@ def _namespace_paths(mod: Any) -> list[str]:
         return []
 
 
+def seed_all(seed: int) -> None:
+    """Seed every generator a driver's model may draw its weights from: Python's, numpy's and torch's. Each
+    source runs in a worker process of its own, so an unseeded draw gives the original and a repaired copy
+    different weights."""
+    import random
+
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy
+    except ImportError:
+        return
+    numpy.random.seed(seed)
+
+
 class ReposSuite:
     name = "repos"
 
@@ -142,8 +159,6 @@ class ReposSuite:
         pass
 
     def case(self, name: str, mode: str, dtype: str, profile: str) -> Case:
-        import torch
-
         self._forget()
         self._modules = set(sys.modules)
         entry = entry_of(name)
@@ -153,7 +168,7 @@ class ReposSuite:
         driver = _driver(entry)
         row = name.partition(":")[2]
         build = driver.ROWS[row] if row else driver.build
-        torch.manual_seed(0)
+        seed_all(0)  # numpy too: DLRM draws its embedding tables with np.random, each worker from its own state
         made = build(repo, mode)
         model = made["model"]
         model.train(mode == "train")

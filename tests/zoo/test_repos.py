@@ -49,3 +49,41 @@ def test_a_row_sees_neither_the_namespace_package_nor_the_stand_ins_of_the_row_b
         for name in set(sys.modules) - before:
             if name in ("fake_tf", "util", "util.misc", "util.sub", "util.sub.deep"):
                 del sys.modules[name]
+
+
+NUMPY_DRIVER = '''import random
+import numpy as np
+import torch
+
+
+def build(repo, mode):
+    lin = torch.nn.Linear(2, 2)
+    with torch.no_grad():  # weights drawn as DLRM draws its embedding tables: numpy's and Python's generators
+        lin.weight.copy_(torch.from_numpy(np.random.uniform(-1, 1, (2, 2))) * random.random())
+    return {"model": lin, "args": (torch.ones(1, 2),)}
+'''
+
+
+def test_a_model_built_from_numpy_and_python_draws_is_the_same_in_every_worker(tmp_path, monkeypatch):
+    """Each source runs in its own worker: a row's build sees the same seeds whatever ran before it there."""
+    import random
+
+    import numpy as np
+
+    checkouts, drivers = tmp_path / "checkouts", tmp_path / "drivers"
+    (checkouts / "n").mkdir(parents=True)
+    drivers.mkdir()
+    (drivers / "n.py").write_text(NUMPY_DRIVER)
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"repos": [{"name": "n", "repo": "x/n", "commit": "0", "dir": "n", "files": [],
+                                               "driver": "drivers/n.py", "held_out": False}]}))
+    monkeypatch.setenv("MEND_CORPUS_MANIFEST", str(manifest))
+    suite = ReposSuite(str(checkouts))
+    weights = []
+    for state in (1, 2):  # another row drew from the generators before this one
+        np.random.seed(state)
+        random.seed(state)
+        np.random.uniform(size=state)
+        weights.append(suite.case("n", "eval", "fp32", "tiny").model.weight.detach().clone())
+    suite._forget()  # noqa: SLF001
+    assert weights[0].equal(weights[1])
