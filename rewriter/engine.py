@@ -276,10 +276,13 @@ def fix_source(
             result.settled = found
             break
         result.helpers += [h for h in helpers if h not in result.helpers]
+        back = line_map(source, current) if current != source else None  # a later round's lines, in the user's
         for plan in plans:
             d = plan.diagnostic
-            result.applied.append(AppliedFix(d.code, d.line, d.col, plan.message, plan.applicability, plan.strategy,
-                                                 d.end_line))
+            line = original_line(back, d.line) if back else d.line
+            end = max(line, original_line(back, d.end_line)) if back and d.end_line else d.end_line
+            result.applied.append(AppliedFix(d.code, line, d.col, plan.message, plan.applicability, plan.strategy,
+                                             end))
         if new == current:
             break
         current = new

@@ -276,12 +276,22 @@ class TensorKinds:
         narrowed: list[str] = []
         try:
             for v in e.values:
+                if self._eager_only(v):  # `not torch.compiler.is_compiling() and t`: False under compile
+                    return N
                 if self.kind(v) == T:
                     return T
                 narrowed += self.narrow(v)
             return N
         finally:
             self.widen(narrowed)
+
+    def _eager_only(self, e: ast.AST) -> bool:
+        """``e`` is ``not <is-compiling call>()``: False wherever Dynamo traces, so the ``and`` operands after it
+        are never evaluated there (mend's own repairs write it: eager keeps a test, compiled code skips it)."""
+        if not (isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not) and isinstance(e.operand, ast.Call)):
+            return False
+        q = self.qualify(e.operand.func)
+        return q is not None and torch_facts.is_compiling_call(q)
 
     # -- narrowing: `x is not None` makes an optional tensor a tensor ------------------------------
     def not_none_names(self, test: ast.AST) -> list[str]:
