@@ -67,6 +67,9 @@ def capture_plan(ctx: FileContext, diag: Diagnostic, node: cst.BaseExpression, f
         if flag in code(d.decorator):
             return Decline(diag, f"{why}; {flag} is already enabled for this function")
     if any(_compile_decorator(ctx, d.decorator) for d in func.decorators):
+        floated = _float_max(ctx, node)
+        if floated is not None:
+            return Decline(diag, f"{why}; capture would change the result: {floated}")
         return _decorator_plan(ctx, diag, func, flag, why)
     scripted = [d for d in func.decorators if _qualified(ctx, d.decorator).startswith("torch.jit.")]
     if scripted:
@@ -204,6 +207,28 @@ def _flow_problem(ctx: FileContext, node: cst.BaseExpression, depth: int = 0) ->
             if problem:
                 return problem
     return _consumer_problem(ctx, node, not _makes_number(node), depth)
+
+
+# Python's max(6, 1.5) is the int 6; under capture Dynamo's sym_max of an int and a float is a float, and the
+# dtype of what it multiplies changes (an int64 tensor times 6 stays int64, times 6.0 is float32)
+_FLOAT_MAX = "`{}()` of the captured integer and a float gives a float under compile, the integer in eager"
+
+
+def _float_max(ctx: FileContext, node: cst.CSTNode) -> str | None:
+    """The reason when ``node``'s value goes straight into Python's ``max``/``min`` beside a float literal."""
+    arg = ctx.parent(node)
+    while isinstance(arg, (cst.UnaryOperation, cst.BinaryOperation)):  # `max(n + 1, 1.5)` still meets the float
+        arg = ctx.parent(arg)
+    call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+    if (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in ("max", "min")
+            and any(_float_literal(a.value) for a in call.args)):
+        return _FLOAT_MAX.format(call.func.value)
+    return None
+
+
+def _float_literal(expr: cst.BaseExpression) -> bool:
+    expr = expr.operand if isinstance(expr, cst.UnaryOperation) else expr
+    return isinstance(expr, cst.Float)
 
 
 def _array_index(sub: cst.Subscript) -> bool:
@@ -348,6 +373,8 @@ def _argument_problem(ctx: FileContext, call: cst.BaseExpression, sized: bool, d
         return f"`.{call.func.attr.value}()` must prove captured sizes match the tensor's elements"
     func = call.func
     builtin = func.value if isinstance(func, cst.Name) and func.value not in ctx.imports.names else ""
+    if builtin in ("max", "min") and any(_float_literal(a.value) for a in call.args):
+        return _FLOAT_MAX.format(builtin)
     if builtin in _NUMBER_BUILTINS:  # `int(n)`, `len(idx)`: a number still; where does it go?
         return _consumer_problem(ctx, call, sized, depth)
     if q.startswith("torch."):
