@@ -46,6 +46,7 @@ from mend.analyzers.static.torch_facts import (
     CAPTURE_INDEX_HELPER,
     CAPTURE_LIST_JOINS,
     COMPILE_NAMES,
+    FROM_TORCH_2_13,
     TENSOR_CHECK_HELPER,
 )
 from mend.rewriter.analysis import code, parse_expr
@@ -128,7 +129,7 @@ def _stored_slice_plan(ctx: FileContext, diag: Diagnostic, node: cst.Subscript, 
         return Decline(diag, f"{why}; no slice bound of the stored subscript to capture")
     torch, imports = ctx.torch_name()
     return Plan(diag, f"capture the value for this expression only under compile: each bound of the stored slice "
-                      f"as `{CAPTURE_INDEX_HELPER}(b)` ({why})", "unsafe", edits,
+                      f"as `{CAPTURE_INDEX_HELPER}(b)` ({why}){FROM_TORCH_2_13}", "unsafe", edits,
                 imports=imports if torch == "torch" else [("torch", None, None)],
                 helpers=[CAPTURE_INDEX_HELPER], fallback=True)
 
