@@ -221,7 +221,12 @@ def _float_max(ctx: FileContext, node: cst.CSTNode) -> str | None:
     while isinstance(arg, (cst.UnaryOperation, cst.BinaryOperation)):  # `max(n + 1, 1.5)` still meets the float
         arg = ctx.parent(arg)
     call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
-    if (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in ("max", "min")
+    return _max_with_float(call) if isinstance(call, cst.Call) else None
+
+
+def _max_with_float(call: cst.Call) -> str | None:
+    """The reason when ``call`` is Python's ``max``/``min`` with a float literal among its arguments."""
+    if (isinstance(call.func, cst.Name) and call.func.value in ("max", "min")
             and any(_float_literal(a.value) for a in call.args)):
         return _FLOAT_MAX.format(call.func.value)
     return None
@@ -374,8 +379,9 @@ def _argument_problem(ctx: FileContext, call: cst.BaseExpression, sized: bool, d
         return f"`.{call.func.attr.value}()` must prove captured sizes match the tensor's elements"
     func = call.func
     builtin = func.value if isinstance(func, cst.Name) and func.value not in ctx.imports.names else ""
-    if builtin in ("max", "min") and any(_float_literal(a.value) for a in call.args):
-        return _FLOAT_MAX.format(builtin)
+    floated = _max_with_float(call)
+    if floated is not None:
+        return floated
     if builtin in _NUMBER_BUILTINS:  # `int(n)`, `len(idx)`: a number still; where does it go?
         return _consumer_problem(ctx, call, sized, depth)
     if q.startswith("torch."):

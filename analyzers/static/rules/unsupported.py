@@ -337,8 +337,7 @@ def unsupported_calls(ctx: Context, call: ast.Call) -> None:
         elif q.startswith("torch.nn.") and q.rsplit(".", 1)[-1] in PARAM_MODULES:
             ctx.report("MND502", call, f"`{q}(...)` constructed in compiled code: its parameters cannot be created "
                                        "in a graph and Dynamo breaks")
-        elif q in GRAD_FACTORIES and _requires_grad(call) is not None:
-            flag = _requires_grad(call)
+        elif q in GRAD_FACTORIES and (flag := _requires_grad(call)) is not None:
             message = (f"`{q}(..., requires_grad=...)` in compiled code: Dynamo cannot create a leaf tensor that "
                        "requires grad in a graph and breaks")
             if flag == "self.training":  # breaks in training only, like a test behind `self.training`
