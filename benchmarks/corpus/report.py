@@ -15,8 +15,10 @@ original source's files on disk (the package, or the folder of checkouts):
   against what ``mend fix`` did with the same options (applied, or declined with its reason);
 * the classes of code the recorded sites are (LayerDrop, boolean-mask stores, comprehensions over tensors,
   unique/nonzero, detection post-processing, ...), counted, with examples;
-* for the repositories, every figure for the repositories used to build repairs and for the held-out third
-  apart (the manifest's split).
+* every figure for the rows used to build repairs and for the held-out third apart: the repositories'
+  split is the manifest's, timm's and diffusers' ``benchmarks/corpus/held_out.json``
+  (:func:`benchmarks.zoo.suites.held_out`); the missed sites and the classes of code list the rows used for
+  building only.
 
 Nothing is run but ``mend check`` and ``mend fix --diff`` (no torch import).
 """
@@ -34,6 +36,7 @@ from typing import Any
 
 from benchmarks.zoo import records as R
 from benchmarks.zoo import score as S
+from benchmarks.zoo.suites import held_out
 from benchmarks.zoo.table import worse_rows
 from mend.rewriter.results import line_map, original_line
 
@@ -264,11 +267,12 @@ def build(results: R.Results) -> dict[str, Any]:
     findings = [S.StaticFinding(S._relative(d.path, str(root)), d.line, d.end_line or d.line, d.code,  # noqa: SLF001
                                 str(d.data.get("mode", "")), int(d.data.get("inner_line", 0) or 0))
                 for d in checked.diagnostics]
-    held: set[str] = set()
-    if results.settings.get("suite") == "repos":
+    suite = str(results.settings.get("suite", "transformers"))
+    held = held_out(suite) if suite != "transformers" else set()
+    dirs: dict[str, str] = {}
+    if suite == "repos":
         from benchmarks.zoo.repos import entries
 
-        held = {e["name"] for e in entries() if e.get("held_out")}
         dirs = {e["dir"]: e["name"] for e in entries()}
     dtype = str(results.settings.get("dtype", "fp32"))
     report: dict[str, Any] = {"root": str(root), "findings": len(findings), "modes": {}, "held_out": sorted(held)}
@@ -278,8 +282,9 @@ def build(results: R.Results) -> dict[str, Any]:
         parts = {"all": (recs, findings)}
         if held:
             def side(keep: bool, recs: list = recs) -> tuple[list, list]:
-                rows = [r for r in recs if (r.name.partition(":")[0] in held) == keep]
-                fs = [f for f in findings if (dirs.get(f.path.split("/")[0], "") in held) == keep]
+                rows = [r for r in recs if (_group(r.name, suite) in held) == keep]
+                # a repository's findings are its own; a library's files serve every row
+                fs = [f for f in findings if not dirs or (dirs.get(f.path.split("/")[0], "") in held) == keep]
                 return rows, fs
 
             parts["build"], parts["held-out"] = side(False), side(True)
@@ -294,7 +299,7 @@ def build(results: R.Results) -> dict[str, Any]:
     report["fixability"] = {"table": [[*k, n] for k, n in sorted(fx.promised.items())],
                             "declined": [[*k, n] for k, n in fx.declined.most_common()],
                             "mismatches": fx.mismatches}
-    report["classes"] = _classes(results, dirs if held else {})
+    report["classes"] = _classes(results, held, suite)
     return report
 
 
@@ -318,11 +323,12 @@ def _figures(sc: S.ZooScore, results: R.Results, mode: str, names: set[str]) -> 
             "unconfirmed": [f"{f.path}:{f.line} {f.code}" for f in sc.unconfirmed]}
 
 
-def _classes(results: R.Results, dirs: dict[str, str]) -> dict[str, Any]:
-    """Recorded sites of the original source (both modes), by code class, with examples."""
+def _classes(results: R.Results, held: set[str], suite: str) -> dict[str, Any]:
+    """Recorded sites of the original source (both modes) in the rows not held out, by code class, with
+    examples (what repairs are built from)."""
     seen: dict[tuple[str, int], tuple[Any, set[str]]] = {}
     for r in results.records:
-        if r.source != "original" or r.status != R.OK:
+        if r.source != "original" or r.status != R.OK or _group(r.name, suite) in held:
             continue
         for b in r.breaks:
             if S.in_package(b.path):
@@ -363,6 +369,9 @@ def render(report: dict[str, Any], results: R.Results, limit: int = 3) -> str:
         for label, key in (("rows worse after a fix", "worse"), ("eager changed", "eager_changed")):
             if allp[key]:
                 out.append(f"  {label}: " + "; ".join(allp[key]))
+        if "build" in parts:  # the held-out rows' sites stay unseen while repairs are built: counted above only
+            allp = parts["build"]
+            out.append("  (sites and findings below: the rows used for building)")
         if allp["missed"]:
             out.append(f"  missed sites ({len(allp['missed'])}): " + "; ".join(allp["missed"][:limit * 4]))
         if allp["unconfirmed"]:
@@ -389,7 +398,7 @@ def render(report: dict[str, Any], results: R.Results, limit: int = 3) -> str:
     if fx["declined"]:
         out.append("left by mend fix (check shows no mark, with the reason), by reason:")
         out += [f"  {n} x {code}: {reason}" for code, reason, n in fx["declined"][:15]]
-    out.append("\nclasses of code at the recorded sites (original source, both modes):")
+    out.append("\nclasses of code at the recorded sites (original source, both modes, rows not held out):")
     for cls, e in report["classes"].items():
         out.append(f"  {cls}: {e['sites']} sites ({e['train_only']} only in training)")
         out += [f"      {x}" for x in e["examples"][:limit]]

@@ -147,3 +147,37 @@ def test_a_repair_whose_site_still_breaks_after_it_is_listed(tmp_path):
     # a break elsewhere in the repaired file is not this repair's
     other = _brk(len(fixed.splitlines()), "other", "return x * 2")
     assert report.kept_breaks(results([other]), runs, tmp_path) == []
+
+
+def test_a_library_corpus_reports_its_held_out_third_apart_and_hides_its_sites(tmp_path, monkeypatch):
+    from benchmarks.zoo import suites
+
+    (tmp_path / "net.py").write_text(MODEL)
+    base = _results(tmp_path)
+    # the same row under a second name, held out: its sites count in the held-out figures only
+    twins = [R.Record(**{**vars(r), "name": "other"}) for r in base.records]
+    results = R.Results(records=base.records + twins, sources=base.sources,
+                        settings={"suite": "timm", "dtype": "fp32"})
+    held_file = tmp_path / "held_out.json"
+    held_file.write_text(json.dumps({"timm": ["other"]}))
+    monkeypatch.setattr(suites, "HELD_OUT_FILE", held_file)
+    rep = report.build(results)
+    parts = rep["modes"]["train"]
+    assert set(parts) == {"all", "build", "held-out"}
+    assert parts["build"]["rows"] == 1 and parts["held-out"]["rows"] == 1 and parts["all"]["rows"] == 2
+    assert parts["held-out"]["breaks"] == {"original": 2, "safe": 1, "unsafe": 2}
+    assert [r["held_out"] for r in rep["rows"] if r["name"] == "other"] == [True, True]
+    # the classes of code count the build row's sites only (each site once, as with one row)
+    assert rep["classes"]["logging, print, warnings"]["sites"] == 1
+    rep_all = report.build(R.Results(records=twins, sources=base.sources, settings={"suite": "timm"}))
+    assert rep_all["classes"] == {}  # every row held out: nothing to build from
+
+
+def test_the_held_out_rows_of_timm_and_diffusers_are_the_third_the_hash_rule_picks():
+    from benchmarks.zoo import suites
+
+    held = json.loads(suites.HELD_OUT_FILE.read_text())
+    assert suites.held_out("timm") == set(held["timm"]) and suites.held_out("torchvision") == set()
+    rows = ["a", "b", "c", "d", "e", "f", "g"]
+    third = suites.third_by_hash("timm", rows)
+    assert len(third) == 2 and third == suites.third_by_hash("timm", list(reversed(rows)))
