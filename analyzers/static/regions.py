@@ -173,11 +173,13 @@ class Project:
         return resolve(self, ref, s, fn, construct) if resolve is not None else []
 
     def _qual_ref(self, ref: Ref, s: FileSummary, fn: FuncInfo | None, construct: bool) -> list:
-        """``("qual", "pkg.mod.f")``: a function of the tree, or the ``__init__`` of a module class called."""
+        """``("qual", "pkg.mod.f")``: a function of the tree, or the ``__init__`` of a class of the tree called
+        (Dynamo traces a user class's constructor inline: an output class whose ``__init__`` warns breaks the
+        graph of the ``forward`` that returns it)."""
         r = self.resolve(ref[1], s.path)
         if r is not None and r[1] == "func":
             return [(r[0], r[0].functions[r[2]])]
-        if construct and r is not None and r[1] == "class" and self.is_module_class(r[0], r[2]):
+        if construct and r is not None and r[1] == "class":
             return self._found(self.method(r[0], r[2], "__init__"))
         return []
 

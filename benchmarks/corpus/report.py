@@ -36,6 +36,7 @@ from typing import Any
 
 from benchmarks.zoo import records as R
 from benchmarks.zoo import score as S
+from benchmarks.zoo.runner import traced_files
 from benchmarks.zoo.suites import held_out
 from benchmarks.zoo.table import worse_rows
 from mend.rewriter.results import line_map, original_line
@@ -246,15 +247,16 @@ def _short(outcome: str) -> str:
 
 
 def _scope(results: R.Results, root: Path) -> list[Path]:
-    """What mend fix repaired (the safe or unsafe source's scope); a result without one (a run cut short, or an
-    original-only run) is checked on the files its original rows traced, else on the whole source."""
+    """The files the original rows traced or broke in (the zoo's ``--scope traced``), with what mend fix
+    repaired (the safe or unsafe source's scope: a run before the break files joined the scope lacks them); a
+    result without either is checked on the whole source."""
+    files = set(traced_files([r for r in results.records if r.source == "original"]))
     for name in ("safe", "unsafe"):
         info = results.sources.get(name)
         if info is not None and info.fix is not None and info.fix.scope:
-            return [root / p for p in info.fix.scope]
-    traced = sorted({t[0] for r in results.records if r.source == "original" for t in (r.traced or [])
-                     if (root / t[0]).is_file()})
-    return [root / p for p in traced] if traced else [root]
+            files |= set(info.fix.scope)
+    found = sorted(p for p in files if (root / p).is_file())
+    return [root / p for p in found] if found else [root]
 
 
 def build(results: R.Results) -> dict[str, Any]:
@@ -264,9 +266,7 @@ def build(results: R.Results) -> dict[str, Any]:
     targets = _scope(results, root)
     config = load_config([str(t) for t in targets], isolated=True)
     checked = check_paths([str(t) for t in targets], config, use_cache=False)
-    findings = [S.StaticFinding(S._relative(d.path, str(root)), d.line, d.end_line or d.line, d.code,  # noqa: SLF001
-                                str(d.data.get("mode", "")), int(d.data.get("inner_line", 0) or 0))
-                for d in checked.diagnostics]
+    findings = S.findings_of(checked.diagnostics, root)
     suite = str(results.settings.get("suite", "transformers"))
     held = held_out(suite) if suite != "transformers" else set()
     dirs: dict[str, str] = {}

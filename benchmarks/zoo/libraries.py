@@ -247,8 +247,9 @@ def _unet1d() -> tuple[Any, dict[str, Any]]:
     import torch
     from diffusers import UNet1DModel
 
+    # the Fourier time embedding adds 2 x block_out_channels[0] channels to the sample's
     m = UNet1DModel(sample_size=32, in_channels=2, out_channels=2, block_out_channels=(32, 32, 64),
-                    extra_in_channels=16, layers_per_block=1)
+                    extra_in_channels=64, layers_per_block=1)
     return m, {"sample": torch.randn(2, 2, 32, generator=_g()), "timestep": torch.tensor([10, 20])}
 
 
@@ -339,7 +340,7 @@ def _controlnet() -> tuple[Any, dict[str, Any]]:
     g = _g()
     return m, {"sample": torch.randn(2, 4, 16, 16, generator=g), "timestep": torch.tensor([10, 20]),
                "encoder_hidden_states": torch.randn(2, 6, 32, generator=g),
-               "controlnet_cond": torch.randn(2, 3, 64, 64, generator=g)}
+               "controlnet_cond": torch.randn(2, 3, 32, 32, generator=g)}  # halved per conditioning block
 
 
 @_diffusers("UNetMotionModel")

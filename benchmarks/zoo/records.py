@@ -28,6 +28,11 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+
+def in_package(path: str) -> bool:
+    """A recorded path inside the package's own files (the zoo records those relative to it)."""
+    return bool(path) and not path.startswith(("/", "<")) and path.endswith(".py")
+
 SCHEMA = "mend-zoo"
 VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)  # older files load; fields they lack take their defaults

@@ -238,8 +238,11 @@ TRACED = "traced"  # scope: the package files Dynamo traced for the rows in the 
 
 
 def traced_files(records: Sequence[Record]) -> list[str]:
-    """Package-relative files Dynamo traced in any of the records."""
-    return sorted({t[0] for r in records for t in r.traced})
+    """Package-relative files Dynamo traced in any of the records, and those it broke in: a function whose
+    inlining breaks before any operation (``deprecate()``'s ``warnings.warn``) adds nothing to a graph, and
+    its file is where the break is found and repaired."""
+    return sorted({t[0] for r in records for t in r.traced}
+                  | {b.path for r in records for b in r.breaks if R.in_package(b.path)})
 
 
 def _run_tasks(names: Sequence[str], sources: Sequence[str], infos: dict[str, SourceInfo], settings: Settings,

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.zoo import records as R
+from benchmarks.zoo.records import in_package
 from benchmarks.zoo.lines import from_ranges
 
 # codes that predict no graph break: recompile triggers and mend's own diagnostics
@@ -194,11 +195,6 @@ class ZooScore:
 # the scoring itself: pure data
 
 
-def in_package(path: str) -> bool:
-    """A recorded path inside the package's own files (the zoo records those relative to it)."""
-    return bool(path) and not path.startswith(("/", "<")) and path.endswith(".py")
-
-
 def collect_sites(records: Iterable[Any]) -> list[Site]:
     """The distinct break sites of ``records`` in the package's own files, merged over rows."""
     sites: dict[tuple[str, int], Site] = {}
@@ -258,6 +254,10 @@ class RanIndex:
         """Some line of ``first..last`` ran, unshadowed, on some row."""
         last = first if last is None else last
         return any(row.ran(path, n) for row in self.by_path.get(path, ()) for n in range(first, last + 1))
+
+    def ran_both(self, path: str, line: int, other_path: str, other_line: int) -> bool:
+        """``line`` of ``path`` and ``other_line`` of ``other_path`` ran on one row."""
+        return any(row.ran(path, line) and row.ran(other_path, other_line) for row in self.by_path.get(path, ()))
 
 
 class _RowLines:
@@ -353,7 +353,12 @@ def score(records: list[Any], findings: Iterable[StaticFinding], tolerance: int 
 
 
 def _ran(f: StaticFinding, ran: RanIndex) -> bool:
-    """A line ``f`` names ran: for a frame-skip finding the inner break's line, else a line of its span."""
+    """A line ``f`` names ran: for a frame skip through a call, the call and the callee's break line on one row
+    (where the break line did not run with the call, the callee did not break there and the frame was not
+    skipped: nothing to judge); for another frame-skip finding the inner break's line; else a line of its
+    span."""
+    if f.inner_line and f.break_path and f.break_line:
+        return ran.ran_both(f.path, f.inner_line, f.break_path, f.break_line)
     if f.inner_line:
         return ran.ran(f.path, f.inner_line)
     return ran.ran(f.path, f.line, f.end_line)
@@ -410,15 +415,21 @@ def check_package(package: Path, jobs: int | None = None, cache_dir: Path | None
     if cache_dir is not None:
         config = config.with_overrides(cache_dir=cache_dir)
     result = check_paths(targets, config, jobs=jobs, use_cache=cache_dir is not None)
+    return findings_of(result.diagnostics, package), result.seconds
+
+
+def findings_of(diagnostics: Iterable[Any], package: Path | str) -> list[StaticFinding]:
+    """``mend check``'s diagnostics as findings relative to ``package`` (with the callee's break of a frame skip
+    through a call)."""
     root = os.path.realpath(package)
     out = []
-    for d in result.diagnostics:
+    for d in diagnostics:
         brk = _relative(str(d.data["break_path"]), root) if d.data.get("break_path") else ""
         brk = "" if brk.startswith("../") else brk  # a break outside the package: no recorded site
         out.append(StaticFinding(_relative(d.path, root), d.line, d.end_line or d.line, d.code,
                                  str(d.data.get("mode", "")), int(d.data.get("inner_line", 0) or 0),
                                  brk, int(d.data.get("break_line", 0) or 0) if brk else 0))
-    return out, result.seconds
+    return out
 
 
 def _relative(path: str, root: str) -> str:

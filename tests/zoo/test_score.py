@@ -203,6 +203,27 @@ def test_a_frame_skip_through_a_call_confirms_the_skip_recorded_at_the_callee_br
     assert [(x.path, x.line) for x in s.found] == [("m/b.py", 7)]
 
 
+def test_a_frame_skip_through_a_call_is_judged_where_the_call_and_the_callee_break_ran_on_one_row():
+    """The callee breaks only on some path (a deprecation warning behind an argument): where no row ran the
+    call and the callee's break line together, nothing predicted was tested."""
+    warns = _record("warns", [_brk("m/w.py", 9)], [["m/w.py", 5, 12, "deprecate"], ["m/c.py", 1, 9, "forward"]])
+    warns.lines = {"m/w.py": [[5, 12]], "m/c.py": [[1, 9]]}
+    loops = _record("loops", [], [["m/a.py", 1, 40, "forward"], ["m/w.py", 5, 12, "deprecate"]])
+    loops.lines = {"m/a.py": [[1, 40]], "m/w.py": [[5, 6]]}  # the call ran, the callee returned before line 9
+    skip = zs.StaticFinding("m/a.py", 20, 20, "MND506", inner_line=21, break_path="m/w.py", break_line=9)
+    assert zs.score([warns, loops], [skip]).judged == []
+    loops.lines["m/w.py"] = [[5, 12]]  # now the callee broke under that call on the same row
+    assert zs.score([warns, loops], [skip]).judged == [skip]
+
+
+def test_the_traced_scope_holds_the_files_a_row_broke_in_without_tracing_any_operation():
+    from benchmarks.zoo.runner import traced_files
+
+    rec = _record("a", [_brk("utils/deprecation.py", 98), _brk("/abs/torch/x.py", 5)],
+                  [["models/m.py", 1, 40, "forward"]])
+    assert traced_files([rec]) == ["models/m.py", "utils/deprecation.py"]
+
+
 def test_a_row_whose_compiled_run_raised_judges_nothing():
     """Dynamo failed part way at a line the record does not keep: neither the lines eager ran nor the
     functions Dynamo traced were observed under compile to the end."""
