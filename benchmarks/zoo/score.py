@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.zoo import records as R
-from benchmarks.zoo.records import in_package
 from benchmarks.zoo.lines import from_ranges
+from benchmarks.zoo.records import in_package
 
 # codes that predict no graph break: recompile triggers and mend's own diagnostics
 NON_BREAK_PREFIXES = ("MND4", "MND9")
