@@ -453,7 +453,7 @@ def _Recon(gae: Any, ei: Any) -> Any:  # noqa: N802
 
 
 def _layer_net(make_conv: Callable[[], Any], post: Callable[[Any, Any, Any], Any] | None = None,
-               name: str = "Net") -> Any:
+               name: str = "Net", make_pool: Callable[[], Any] | None = None) -> Any:
     from torch import nn
 
     class Net(nn.Module):
@@ -461,6 +461,8 @@ def _layer_net(make_conv: Callable[[], Any], post: Callable[[Any, Any, Any], Any
             super().__init__()
             self.conv = make_conv()
             self.lin = nn.Linear(16, 4)
+            if make_pool is not None:  # built here: a module built in forward breaks the graph in its constructor
+                self.pool = make_pool()
 
         def forward(self, x: Any, edge_index: Any, batch: Any) -> Any:
             h = self.conv(x, edge_index)
@@ -473,17 +475,18 @@ def _layer_net(make_conv: Callable[[], Any], post: Callable[[Any, Any, Any], Any
     return Net()
 
 
-def _pool_post(pool_cls: str) -> Callable[[Any, Any, Any], Any]:
-    def post(net: Any, h: Any, rest: Any) -> Any:
-        from torch_geometric import nn as gnn
+def _pooled(net: Any, h: Any, rest: Any) -> Any:
+    from torch_geometric import nn as gnn
 
-        edge_index, batch = rest
-        if not hasattr(net, "pool"):
-            net.pool = getattr(gnn, pool_cls)(16, ratio=0.5)
-        h, edge_index, _, batch, _, _ = net.pool(h, edge_index, batch=batch)
-        return net.lin(gnn.global_mean_pool(h, batch))
+    edge_index, batch = rest
+    h, edge_index, _, batch, _, _ = net.pool(h, edge_index, batch=batch)
+    return net.lin(gnn.global_mean_pool(h, batch))
 
-    return post
+
+def _pool_net(pool_cls: str) -> Any:
+    from torch_geometric import nn as gnn
+
+    return _layer_net(lambda: gnn.GCNConv(8, 16), _pooled, make_pool=lambda: getattr(gnn, pool_cls)(16, ratio=0.5))
 
 
 def _layers() -> dict[str, Callable[[], Any]]:
@@ -507,8 +510,8 @@ def _layers() -> dict[str, Callable[[], Any]]:
         "GatedGraphConv": lambda: _layer_net(lambda: gnn.GatedGraphConv(16, num_layers=2)),
         "EdgeConv-dynamic": lambda: _layer_net(lambda: gnn.DynamicEdgeConv(_mlp(16, 16), k=4)),
         "global_pools": lambda: _layer_net(lambda: gnn.GCNConv(8, 16), pools),
-        "TopKPooling": lambda: _layer_net(lambda: gnn.GCNConv(8, 16), _pool_post("TopKPooling")),
-        "SAGPooling": lambda: _layer_net(lambda: gnn.GCNConv(8, 16), _pool_post("SAGPooling")),
+        "TopKPooling": lambda: _pool_net("TopKPooling"),
+        "SAGPooling": lambda: _pool_net("SAGPooling"),
         "knn_graph": lambda: _layer_net(lambda: gnn.GCNConv(8, 16), knn),
         "RGCN": lambda: _layer_net(lambda: _RGCN()),
         "DeepGCNLayer": lambda: _layer_net(lambda: _DeepGCN()),
