@@ -45,6 +45,19 @@ class LibrarySuite:
         torch.manual_seed(0)
         case = self.builder(name, mode)
         case.model = case.model.train() if mode == "train" else case.model.eval()
+        if case.fallback is not None:
+            make = case.fallback
+            case.fallback = lambda: self._built(make, mode)
+        return case
+
+    @staticmethod
+    def _built(make: Callable[[], Case], mode: str) -> Case:
+        """A row's fallback, seeded and in the row's mode as the row itself."""
+        import torch
+
+        torch.manual_seed(0)
+        case = make()
+        case.model = case.model.train() if mode == "train" else case.model.eval()
         return case
 
 
@@ -179,23 +192,33 @@ def _timm_rows() -> tuple[str, ...]:
     return tuple(_smallest(names) for _, names in sorted(groups.items()))
 
 
-def _timm_case(name: str, mode: str) -> Case:
+def _timm_case(name: str, mode: str, small: bool = True) -> Case:
+    """The model at 64 pixels where it takes an ``img_size`` or runs there; where that raises in eager (a patch
+    size that does not divide 64, a stem that needs more), the fallback is the model at its own input size."""
     import timm
     import torch
 
     gen = torch.Generator().manual_seed(1)
     try:
+        if not small:
+            raise TypeError
         model = timm.create_model(name, pretrained=False, num_classes=10, img_size=64)
         size = 64
+        patch = next((m.patch_size for m in model.modules() if hasattr(m, "patch_size")), None)
+        patch = patch[0] if isinstance(patch, (tuple, list)) else patch
+        if isinstance(patch, int) and patch > 1 and 64 % patch:  # 14-pixel patches: the multiple below 64
+            size = 64 // patch * patch
+            model = timm.create_model(name, pretrained=False, num_classes=10, img_size=size)
     except TypeError:  # the model takes no img_size: its default input size, capped at 64 where it runs there
         model = timm.create_model(name, pretrained=False, num_classes=10)
         cfg = getattr(model, "pretrained_cfg", {}) or {}
         size = int((cfg.get("input_size") or (3, 224, 224))[-1])
-        if not cfg.get("fixed_input_size"):
+        if small and not cfg.get("fixed_input_size"):
             size = min(size, 64)
     chans = int(getattr(model, "in_chans", 3) or 3) if isinstance(getattr(model, "in_chans", 3), int) else 3
     return Case(model, args=(torch.randn(2, chans, size, size, generator=gen),), model_class=type(model).__name__,
-                loss=_logits_loss)
+                loss=_logits_loss, fallback=(lambda: _timm_case(name, mode, small=False)) if small else None,
+                note="" if small else f"at its own input size, {size} pixels")
 
 
 # ---- diffusers

@@ -180,7 +180,8 @@ class Runner:
             case.model, case.args, case.kwargs = fallback.model.to(self.device), fallback.args, fallback.kwargs
             case.kwargs = _to_device(case.kwargs, self.device)
             case.model_class, case.loss, case.fallback = fallback.model_class, fallback.loss, None
-            rec.model_class, rec.note = case.model_class, f"{note}; {case.model_class} with the outputs' loss"
+            rec.model_class = case.model_class
+            rec.note = f"{note}; {fallback.note or case.model_class + ' with the outputs' + chr(39) + ' loss'}"
             return self._eager_steps(case, mode, rec)
 
     def _eager_steps(self, case: Any, mode: str, rec: R.Record) -> tuple[list, Any]:
