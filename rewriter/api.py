@@ -66,7 +66,8 @@ def options_from_config(raw: dict[str, Any], base: FixOptions, side_effects: str
     policy = side_effects or raw.get("side-effects") or raw.get("side_effects") or base.side_effects
     helpers = str(helpers or raw.get("helpers") or base.helpers)
     return FixOptions(unsafe=base.unsafe, side_effects=str(policy), torch_rng=base.torch_rng,
-                      select=base.select, ignore=base.ignore, max_rounds=base.max_rounds, helpers=helpers)
+                      select=base.select, ignore=base.ignore, max_rounds=base.max_rounds, helpers=helpers,
+                      target_torch=base.target_torch or _static().target_torch(raw))
 
 
 def runtime_diagnostics(data_file: str | Path, paths: Sequence[Path],
@@ -218,9 +219,10 @@ def fix_paths(
         ready()
         return list(static.check_source(text, display, config, project[0]))
 
-    modes = [fixability.mode(options.unsafe, side_effects or fixability.config_policy(raw))]
+    policy = side_effects or fixability.config_policy(raw)
+    modes = [fixability.mode(options.unsafe, policy, options.target_torch)]
     if options.unsafe:  # what an unsafe run leaves, a safe run leaves too
-        modes.append(fixability.mode(False, side_effects or fixability.config_policy(raw)))
+        modes.append(fixability.mode(False, policy, options.target_torch))
     work = [(file, _unique(sites.get(_key(file), []))) for file in _once_each(targets, run)]
     work = [(file, diags) for file, diags in work if diags and _key(file) not in stopped]
     plan = _Planned(options, diagnose, FixCache(static.cache_dir_for(config) if use_cache else None), ready)

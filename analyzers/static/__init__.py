@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mend.analyzers.static.config import Config, ConfigError, load_config
+from mend.analyzers.static.config import Config, ConfigError, load_config, target_torch
 from mend.analyzers.static.discovery import discover_files
 from mend.analyzers.static.engine import (
     CheckResult,
@@ -64,4 +64,5 @@ def build_project_for(paths, config: Config | None = None, use_cache: bool = Tru
 __all__ = [
     "RULES", "CheckResult", "CompileSite", "Config", "ConfigError", "Path", "Project", "Rule", "TracedFunction",
     "build_project", "build_project_for", "cache_dir_for", "check_paths", "check_source", "discover_files", "load_config",
+    "target_torch",
 ]

@@ -14,15 +14,17 @@ Keys (kebab-case, all optional)::
     entry-points = ["pkg.model:Model.forward"]
     cache-dir = ".mend_cache"
 
-Other commands read their own keys from :attr:`Config.raw` (``side-effects`` for the rewriter,
-``gate`` for the runtime gate).
+Other commands read their own keys from :attr:`Config.raw` (``side-effects`` and ``target-torch`` for the
+rewriter, ``gate`` for the runtime gate).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 import sys
 from dataclasses import dataclass, field, replace
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +212,17 @@ def _settings(raw: dict, pyproject: Path) -> dict[str, Any]:
                               f"{kw['cache_dir']}, outside {pyproject.parent.resolve()}; a configuration file "
                               "does not send writes elsewhere (name such a folder with --cache-dir)")
     return kw
+
+
+def target_torch(raw: dict | None = None) -> tuple[int, int] | None:
+    """The torch the repaired code runs on: ``target-torch`` of the configuration (``"2.11"``), else the
+    installed torch's version from its package metadata (torch is never imported); None when neither is known
+    or readable."""
+    value = (raw or {}).get("target-torch") or (raw or {}).get("target_torch")
+    if not value:
+        try:
+            value = metadata.version("torch")
+        except metadata.PackageNotFoundError:
+            return None
+    m = re.match(r"\s*(\d+)\.(\d+)", str(value))
+    return (int(m.group(1)), int(m.group(2))) if m else None

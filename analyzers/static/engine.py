@@ -25,7 +25,7 @@ from mend.analyzers.diagnostic import Applicability, Diagnostic, Fix
 from mend.analyzers.paths import escaping
 from mend.analyzers.static import fixability
 from mend.analyzers.static.cache import ResultCache, file_key
-from mend.analyzers.static.config import Config
+from mend.analyzers.static.config import Config, target_torch
 from mend.analyzers.static.discovery import discover_files
 from mend.analyzers.static.module import ModuleAnalyzer
 from mend.analyzers.static.regions import Project
@@ -482,4 +482,4 @@ def _with_decisions(diags: list[Diagnostic], digests: dict[str, str], config: Co
     unmarked diagnostics, since a later ``mend fix --diff`` decides without changing bytes."""
     by_display = {display_path(Path(p)): d for p, d in digests.items()}
     folder = cache_dir_for(config) if use_cache else None
-    return fixability.mark(diags, by_display, folder, fixability.config_policy(config.raw))
+    return fixability.mark(diags, by_display, folder, fixability.config_policy(config.raw), target_torch(config.raw))

@@ -35,8 +35,9 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def mode(unsafe: bool, policy: str | None) -> str:
-    return f"{'unsafe' if unsafe else 'safe'}/{policy or DEFAULT_POLICY}"
+def mode(unsafe: bool, policy: str | None, torch: tuple[int, int] | None = None) -> str:
+    """The options a decision depends on: unsafe or not, the side-effect policy, the target torch."""
+    return f"{'unsafe' if unsafe else 'safe'}/{policy or DEFAULT_POLICY}/torch {'.'.join(map(str, torch or ())) or '?'}"
 
 
 def site(d: Diagnostic) -> str:
@@ -63,7 +64,7 @@ def record(directory: Path | None, decided: dict[str, dict[str, str | None]]) ->
 
 
 def mark(diags: Sequence[Diagnostic], digests: Mapping[str, str], directory: Path | None,
-         policy: str | None) -> list[Diagnostic]:
+         policy: str | None, torch: tuple[int, int] | None = None) -> list[Diagnostic]:
     """``diags`` with each fix marked by what ``mend fix`` decided for the bytes of its file (``digests`` by
     diagnostic path): decided (``[*]``, or a hidden fix where only ``--unsafe-fixes`` applies it), removed
     with ``data["not_fixed"]`` (declined), or left undecided."""
@@ -77,8 +78,8 @@ def mark(diags: Sequence[Diagnostic], digests: Mapping[str, str], directory: Pat
             continue
         safe_rule = d.fix.applicability is Applicability.SAFE
         key = site(d)
-        safe = known.get(f"{mode(False, policy)}:{digests[d.path]}", {})
-        unsafe = known.get(f"{mode(True, policy)}:{digests[d.path]}", {})
+        safe = known.get(f"{mode(False, policy, torch)}:{digests[d.path]}", {})
+        unsafe = known.get(f"{mode(True, policy, torch)}:{digests[d.path]}", {})
         if key in safe and safe[key] is None:  # a safe run removes it, whatever the rule's own fix is
             out.append(_fix(d, Applicability.SAFE, True))
         elif safe_rule and key not in safe:

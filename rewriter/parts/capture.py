@@ -47,6 +47,7 @@ from mend.analyzers.static.torch_facts import (
     CAPTURE_LIST_JOINS,
     COMPILE_NAMES,
     FROM_TORCH_2_13,
+    HELPERS_ACT_FROM,
     TENSOR_CHECK_HELPER,
 )
 from mend.rewriter.analysis import code, parse_expr
@@ -127,6 +128,9 @@ def _stored_slice_plan(ctx: FileContext, diag: Diagnostic, node: cst.Subscript, 
                 lpar=[], rpar=[]))])))
     if not edits:
         return Decline(diag, f"{why}; no slice bound of the stored subscript to capture")
+    too_old = ctx.options.torch_before(HELPERS_ACT_FROM)
+    if too_old:
+        return Decline(diag, f"{why}; a stored slice: {too_old}")
     torch, imports = ctx.torch_name()
     return Plan(diag, f"capture the value for this expression only under compile: each bound of the stored slice "
                       f"as `{CAPTURE_INDEX_HELPER}(b)` ({why}){FROM_TORCH_2_13}", "unsafe", edits,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.analyzers.static.torch_facts import FROM_TORCH_2_13, is_random_op
+from mend.analyzers.static.torch_facts import FROM_TORCH_2_13, HELPERS_ACT_FROM, is_random_op
 from mend.rewriter.analysis import code, dotted, is_docstring, parse_stmt, self_attr, walk
 from mend.rewriter.context import FileContext
 from mend.rewriter.parts.sites import size_site
@@ -125,6 +125,9 @@ def constant_method_plan(ctx: FileContext, diag: Diagnostic, node: cst.CSTNode) 
     except _NotConstant as why:
         return Decline(diag, f"`{folded.name.value}` takes only Python values, but {why}")
     torch, imports = ctx.torch_name()
+    too_old = ctx.options.torch_before(HELPERS_ACT_FROM)
+    if too_old:
+        return Decline(diag, too_old)
     return Plan(diag, f"{_WHY}: `{cls.name.value}.{folded.name.value}`", "unsafe",
                 [(folded, _fold(torch, cls.name.value, folded, dropout))], imports=imports,
                 helpers=["_mend_constant"])

@@ -32,7 +32,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.analyzers.static.torch_facts import BUFFER_NAMES, FROM_TORCH_2_13, SIZE_FIRST_FACTORIES
+from mend.analyzers.static.torch_facts import BUFFER_NAMES, FROM_TORCH_2_13, HELPERS_ACT_FROM, SIZE_FIRST_FACTORIES
 from mend.rewriter.analysis import code, eager_else, is_docstring, parse_expr, parse_stmt, self_attr, walk
 from mend.rewriter.context import FileContext
 from mend.rewriter.parts.sites import size_site
@@ -146,6 +146,9 @@ def _plan(ctx: FileContext, diag: Diagnostic, cls: cst.ClassDef, buffers: set[st
         edits += _fold_statements(torch, method, buffers)
     if not edits:
         raise _NoFold("no method computes a number from them only (each also reads other tensor data)")
+    too_old = ctx.options.torch_before(HELPERS_ACT_FROM)
+    if too_old:
+        return Decline(diag, too_old)
     return Plan(diag, f"{_WHY}: {', '.join(sorted(buffers))}", "unsafe", edits, imports=imports,
                 helpers=["_mend_fold"])
 
