@@ -75,6 +75,7 @@ class ModuleAnalyzer:
         if "_dynamo" in self.source:
             self.config_flags = self._module_config()
         self._collect(self.tree.body, None, None, self.scope)
+        self._rnns_of_subclasses()
         if "reorderable_logging_functions" in self.source or EMIT_HELPER in self.source:
             self._mark_reorderable()
         self._nodes = {info.id: node for info, node, _scope, _env in self.func_nodes}
@@ -282,6 +283,22 @@ class ModuleAnalyzer:
             local = base[len(self.module) + 1:] if base.startswith(self.module + ".") else None
             if local in self.class_facts and local != cid:
                 self._merge_facts(cid, local)
+
+    def _rnns_of_subclasses(self) -> None:
+        """A base class's method calls ``self.rnn(...)`` that a subclass in the file sets to an ``nn.LSTM`` (timm's
+        sequencer: the base assigns an identity, ``LSTM2d`` the LSTM): the call runs a recurrent module wherever
+        that subclass runs the method, so the base's facts hold the attribute too."""
+        changed = True
+        while changed:
+            changed = False
+            for cid, info in self.summary.classes.items():
+                for base in info.bases:
+                    local = base[len(self.module) + 1:] if base.startswith(self.module + ".") else None
+                    if local in self.class_facts and local != cid:
+                        new = self.class_facts[cid].rnn_attrs - self.class_facts[local].rnn_attrs
+                        if new:
+                            self.class_facts[local].rnn_attrs |= new
+                            changed = True
 
     def _merge_facts(self, cid: str, base: str) -> None:
         f, b = self.class_facts[cid], self.class_facts[base]

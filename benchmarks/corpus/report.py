@@ -188,13 +188,14 @@ def fixability(root: Path, runs: dict[str, Any], diagnostics: list[Any]) -> Fixa
     import tempfile
 
     from mend.analyzers.static import fixability as F
+    from mend.analyzers.static import target_torch
 
     deeds = {k: _outcomes(run, root) for k, run in runs.items()}
     with tempfile.TemporaryDirectory(prefix="mend-report-") as tmp:
         for run in runs.values():
             F.record(Path(tmp), run.decisions)
         digests = {d.path: F.digest(Path(d.path).read_bytes()) for d in diagnostics}
-        decided = F.mark(diagnostics, digests, Path(tmp), None)
+        decided = F.mark(diagnostics, digests, Path(tmp), None, target_torch({}))  # as the runs decided
     result = Fixability()
     for cold, d in zip(diagnostics, decided):
         if d.code.startswith(S.NON_BREAK_PREFIXES):
@@ -313,8 +314,11 @@ def _figures(sc: S.ZooScore, results: R.Results, mode: str, names: set[str]) -> 
     changed = sorted({f"{s}: {n}" for s in by if s != "original" for n, r in by[s].items()
                       if r.eager_same is False or (by["original"].get(n) and by["original"][n].runs and not r.runs)})
     return {"rows": len(by["original"]), "rows_compiled_everywhere": len(common),
-            "recorded_sites": len(sc.sites), "sites_found": len(sc.found), "recall": round(sc.recall, 3),
-            "judged_findings": len(sc.judged), "confirmed": len(sc.confirmed), "precision": round(sc.precision, 3),
+            # nothing recorded (nothing judged): no figure, where the score's ratio of nothing would say 1.0
+            "recorded_sites": len(sc.sites), "sites_found": len(sc.found),
+            "recall": round(sc.recall, 3) if sc.sites else None,
+            "judged_findings": len(sc.judged), "confirmed": len(sc.confirmed),
+            "precision": round(sc.precision, 3) if sc.judged else None,
             "breaks": total, "graphs": graphs,
             "removed_by_unsafe": (round(1 - total["unsafe"] / total["original"], 3)
                                   if "unsafe" in total and total["original"] else None),
@@ -356,7 +360,7 @@ def render(report: dict[str, Any], results: R.Results, limit: int = 3) -> str:
                 ("recorded break sites", "recorded_sites"), ("sites mend check finds", "sites_found"),
                 ("recall", "recall"), ("judged findings", "judged_findings"), ("confirmed", "confirmed"),
                 ("precision", "precision")]
-        rows = [[label, *[str(p[k]) for p in parts.values()]] for label, k in keys]
+        rows = [[label, *["-" if p[k] is None else str(p[k]) for p in parts.values()]] for label, k in keys]
         rows.append(["break sites original -> safe -> unsafe",
                      *[" -> ".join(str(v) for v in p["breaks"].values()) for p in parts.values()]])
         rows.append(["graphs original -> safe -> unsafe",

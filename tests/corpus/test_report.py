@@ -169,6 +169,14 @@ def test_a_library_corpus_reports_its_held_out_third_apart_and_hides_its_sites(t
     assert [r["held_out"] for r in rep["rows"] if r["name"] == "other"] == [True, True]
     # the classes of code count the build row's sites only (each site once, as with one row)
     assert rep["classes"]["logging, print, warnings"]["sites"] == 1
+    # a part with nothing recorded and nothing judged shows no figure (not a recall of 1.0)
+    quiet = [R.Record(**{**vars(r), "breaks": []}) for r in twins]
+    rep_quiet = report.build(R.Results(records=base.records + quiet, sources=base.sources,
+                                       settings={"suite": "timm", "dtype": "fp32"}))
+    held = rep_quiet["modes"]["eval"]["held-out"]
+    assert held["recorded_sites"] == 0 and held["recall"] is None
+    recall = next(ln for ln in report.render(rep_quiet, results).splitlines() if ln.startswith("recall"))
+    assert recall.split()[1:] == ["1.0", "1.0", "-"]  # all, build, held-out
     rep_all = report.build(R.Results(records=twins, sources=base.sources, settings={"suite": "timm"}))
     assert rep_all["classes"] == {}  # every row held out: nothing to build from
 
