@@ -481,9 +481,10 @@ class TensorKinds:
         return any(self.kind(a) in (T, M) for a in (*e.args, *(k.value for k in e.keywords)))
 
     def is_bool_tensor(self, expr: ast.AST) -> bool:
-        """``expr`` is a boolean tensor (a mask): comparisons of tensors, ``isnan``, ``.bool()``, ..."""
+        """``expr`` is a boolean tensor (a mask): comparisons of tensors or of maybe-tensors (``edge_index[0] !=
+        edge_index[1]`` of what a helper returned: a mask wherever they are tensors), ``isnan``, ``.bool()``, ..."""
         if isinstance(expr, ast.Compare):
-            return self.kind(expr) == T
+            return self.kind(expr) in (T, M)
         if isinstance(expr, ast.Name):
             return expr.id in self.bool_names
         if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Invert):
