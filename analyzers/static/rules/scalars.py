@@ -311,10 +311,22 @@ def _num_classes(call: ast.Call) -> bool:
     return given is not None and not (isinstance(given, ast.UnaryOp) and isinstance(given.op, ast.USub))
 
 
+# reductions whose result, of a tensor, is a 0-d tensor that int()/float() read
+_REDUCTIONS = frozenset({"max", "min", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "norm"})
+
+
+def _reduced_maybe_tensor(ctx: Context, e: ast.AST) -> bool:
+    """``x.max()`` (a reduction, no arguments) of a maybe-tensor ``x`` (what a helper of the project returned
+    for tensor arguments: torch_geometric's ``int(scatter(...).max())``)."""
+    return (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in _REDUCTIONS
+            and not e.args and not e.keywords and ctx.kind(e.func.value) == tk.M)
+
+
 def _function_call(ctx: Context, call: ast.Call, q: str) -> None:
     scalars = CAPTURE_SCALARS in ctx.config_flags
     dynamic = CAPTURE_DYNAMIC in ctx.config_flags
-    if q in ("builtins.float", "builtins.int", "builtins.bool") and call.args and ctx.kind(call.args[0]) == tk.T:
+    if q in ("builtins.float", "builtins.int", "builtins.bool") and call.args and (
+            ctx.kind(call.args[0]) == tk.T or _reduced_maybe_tensor(ctx, call.args[0])):
         if not scalars or q == "builtins.bool":  # `bool(t)` branches on the value: captured or not
             ctx.report("MND302", call, f"`{q[9:]}(tensor)` {NUMBER_MESSAGE}")
     elif q == "torch.nn.functional.one_hot" and not _num_classes(call):
