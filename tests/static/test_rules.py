@@ -634,7 +634,8 @@ def test_a_copy_of_a_tensor_is_a_tensor():
                     y = y * 2
                 return y
     """
-    assert [(d.line, d.code) for d in _diags(src)] == [(9, "MND108"), (11, "MND201")]
+    # both copies break the graph (copy.copy of a tensor too: a skipped function, measured on torch 2.13)
+    assert [(d.line, d.code) for d in _diags(src)] == [(9, "MND108"), (10, "MND108"), (11, "MND201")]
 
 
 def test_scoped_capture_of_mend_fix_is_understood():
