@@ -233,8 +233,9 @@ CAPTURE_INDEX_HELPER = "_mend_index"
 # What a repair whose helper acts only on torch 2.13 and later says (`_mend_index`, `_mend_fold`, `_mend_constant`:
 # before 2.13 a stored slice of captured bounds breaks at the store and `assume_constant_result` cannot trace a
 # module, so the helpers run the original code there and the break stays; `mend.rewriter.helpers`, `.active`).
-FROM_TORCH_2_13 = "; acts on torch 2.13 and later (earlier torch runs the original code: the break stays)"
 HELPERS_ACT_FROM = (2, 13)  # the torch those helpers act on; `mend fix` declines them for an earlier target torch
+HELPERS_ACT_NOTE = (f"; acts on torch {'.'.join(map(str, HELPERS_ACT_FROM))} and later (earlier torch runs the "
+                    "original code: the break stays)")
 # ... and a shape tensor built from Python numbers with a copy of them kept beside it:
 # `_mend_keep_values(torch.as_tensor(shapes, ...), shapes)` is that tensor; `_mend_kept(shapes, 2)` hands on
 # the copy, Python numbers (rewriter/strategies/kept_values.py); `_mend_arange(a, b, ...)` is `torch.arange(a, b, ...)`

@@ -17,7 +17,7 @@ original source's files on disk (the package, or the folder of checkouts):
   unique/nonzero, detection post-processing, ...), counted, with examples;
 * every figure for the rows used to build repairs and for the held-out third apart: the repositories'
   split is the manifest's, timm's and diffusers' ``benchmarks/corpus/held_out.json``
-  (:func:`benchmarks.zoo.suites.held_out`); the missed sites and the classes of code list the rows used for
+  (:func:`benchmarks.zoo.suites.held_out_rows`); the missed sites and the classes of code list the rows used for
   building only.
 
 Nothing is run but ``mend check`` and ``mend fix --diff`` (no torch import).
@@ -37,7 +37,7 @@ from typing import Any
 from benchmarks.zoo import records as R
 from benchmarks.zoo import score as S
 from benchmarks.zoo.runner import traced_files
-from benchmarks.zoo.suites import held_out
+from benchmarks.zoo.suites import held_out_rows
 from benchmarks.zoo.table import worse_rows
 from mend.rewriter.results import line_map, original_line
 
@@ -269,12 +269,11 @@ def build(results: R.Results) -> dict[str, Any]:
     checked = check_paths([str(t) for t in targets], config, use_cache=False)
     findings = S.findings_of(checked.diagnostics, root)
     suite = str(results.settings.get("suite", "transformers"))
-    held = held_out(suite) if suite != "transformers" else set()
-    dirs: dict[str, str] = {}
+    held, dirs = held_out_rows(suite), {}
     if suite == "repos":
-        from benchmarks.zoo.repos import entries
+        from benchmarks.zoo.repos import entries, held_out
 
-        dirs = {e["dir"]: e["name"] for e in entries()}
+        held, dirs = held_out(), {e["dir"]: e["name"] for e in entries()}
     dtype = str(results.settings.get("dtype", "fp32"))
     report: dict[str, Any] = {"root": str(root), "findings": len(findings), "modes": {}, "held_out": sorted(held)}
     scores = {}

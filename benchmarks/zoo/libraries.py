@@ -40,25 +40,20 @@ class LibrarySuite:
         self.builder: Callable[[str, str], Case] = _BUILDERS[suite]
 
     def case(self, name: str, mode: str, dtype: str, profile: str) -> Case:
-        import torch
+        return _built(lambda: self.builder(name, mode), mode)
 
-        torch.manual_seed(0)
-        case = self.builder(name, mode)
-        case.model = case.model.train() if mode == "train" else case.model.eval()
-        if case.fallback is not None:
-            make = case.fallback
-            case.fallback = lambda: self._built(make, mode)
-        return case
 
-    @staticmethod
-    def _built(make: Callable[[], Case], mode: str) -> Case:
-        """A row's fallback, seeded and in the row's mode as the row itself."""
-        import torch
+def _built(make: Callable[[], Case], mode: str) -> Case:
+    """A row made seeded and in ``mode``; its fallback, if it has one, the same way."""
+    import torch
 
-        torch.manual_seed(0)
-        case = make()
-        case.model = case.model.train() if mode == "train" else case.model.eval()
-        return case
+    torch.manual_seed(0)
+    case = make()
+    case.model = case.model.train() if mode == "train" else case.model.eval()
+    if case.fallback is not None:
+        fallback = case.fallback
+        case.fallback = lambda: _built(fallback, mode)
+    return case
 
 
 # ---- torchvision
@@ -199,17 +194,8 @@ def _timm_case(name: str, mode: str, small: bool = True) -> Case:
     import torch
 
     gen = torch.Generator().manual_seed(1)
-    try:
-        if not small:
-            raise TypeError
-        model = timm.create_model(name, pretrained=False, num_classes=10, img_size=64)
-        size = 64
-        patch = next((m.patch_size for m in model.modules() if hasattr(m, "patch_size")), None)
-        patch = patch[0] if isinstance(patch, (tuple, list)) else patch
-        if isinstance(patch, int) and patch > 1 and 64 % patch:  # 14-pixel patches: the multiple below 64
-            size = 64 // patch * patch
-            model = timm.create_model(name, pretrained=False, num_classes=10, img_size=size)
-    except TypeError:  # the model takes no img_size: its default input size, capped at 64 where it runs there
+    model, size = _timm_small(name) if small else (None, 0)
+    if model is None:  # its default input size (capped at 64 where it runs there), or the fallback's own size
         model = timm.create_model(name, pretrained=False, num_classes=10)
         cfg = getattr(model, "pretrained_cfg", {}) or {}
         size = int((cfg.get("input_size") or (3, 224, 224))[-1])
@@ -219,6 +205,23 @@ def _timm_case(name: str, mode: str, small: bool = True) -> Case:
     return Case(model, args=(torch.randn(2, chans, size, size, generator=gen),), model_class=type(model).__name__,
                 loss=_logits_loss, fallback=(lambda: _timm_case(name, mode, small=False)) if small else None,
                 note="" if small else f"at its own input size, {size} pixels")
+
+
+def _timm_small(name: str) -> tuple[Any, int]:
+    """The model built for 64 pixels (the multiple of its patch size below 64 where that does not divide it:
+    14-pixel patches get 56), and that size; (None, 0) when it takes no ``img_size``."""
+    import timm
+
+    try:
+        model = timm.create_model(name, pretrained=False, num_classes=10, img_size=64)
+    except TypeError:
+        return None, 0
+    patch = next((m.patch_size for m in model.modules() if hasattr(m, "patch_size")), None)
+    patch = patch[0] if isinstance(patch, (tuple, list)) else patch
+    if isinstance(patch, int) and patch > 1 and 64 % patch:
+        size = 64 // patch * patch
+        return timm.create_model(name, pretrained=False, num_classes=10, img_size=size), size
+    return model, 64
 
 
 # ---- diffusers

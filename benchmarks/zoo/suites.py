@@ -71,13 +71,9 @@ def rows(suite: str, root: str | Path | None = None) -> list[str]:
     return library_rows(suite)
 
 
-def held_out(suite: str) -> set[str]:
-    """The rows of ``suite`` (a repository's name for ``repos``) kept aside while repairs are built and
-    reported apart."""
-    if suite == "repos":
-        from benchmarks.zoo.repos import held_out as manifest_held_out
-
-        return manifest_held_out()
+def held_out_rows(suite: str) -> set[str]:
+    """The rows of a library suite kept aside while repairs are built (:data:`HELD_OUT_FILE`; the repositories'
+    are the manifest's, :func:`benchmarks.zoo.repos.held_out`)."""
     return set(json.loads(HELD_OUT_FILE.read_text()).get(suite, []))
 
 

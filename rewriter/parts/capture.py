@@ -46,8 +46,8 @@ from mend.analyzers.static.torch_facts import (
     CAPTURE_INDEX_HELPER,
     CAPTURE_LIST_JOINS,
     COMPILE_NAMES,
-    FROM_TORCH_2_13,
     HELPERS_ACT_FROM,
+    HELPERS_ACT_NOTE,
     TENSOR_CHECK_HELPER,
 )
 from mend.rewriter.analysis import code, parse_expr
@@ -133,7 +133,7 @@ def _stored_slice_plan(ctx: FileContext, diag: Diagnostic, node: cst.Subscript, 
         return Decline(diag, f"{why}; a stored slice: {too_old}")
     torch, imports = ctx.torch_name()
     return Plan(diag, f"capture the value for this expression only under compile: each bound of the stored slice "
-                      f"as `{CAPTURE_INDEX_HELPER}(b)` ({why}){FROM_TORCH_2_13}", "unsafe", edits,
+                      f"as `{CAPTURE_INDEX_HELPER}(b)` ({why}){HELPERS_ACT_NOTE}", "unsafe", edits,
                 imports=imports if torch == "torch" else [("torch", None, None)],
                 helpers=[CAPTURE_INDEX_HELPER], fallback=True)
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.analyzers.static.torch_facts import FROM_TORCH_2_13, HELPERS_ACT_FROM, is_random_op
+from mend.analyzers.static.torch_facts import HELPERS_ACT_FROM, HELPERS_ACT_NOTE, is_random_op
 from mend.rewriter.analysis import code, dotted, is_docstring, parse_stmt, self_attr, walk
 from mend.rewriter.context import FileContext
 from mend.rewriter.parts.sites import size_site
@@ -91,7 +91,7 @@ EXAMPLES = (
 
 _WHY = ("run the method, computed only from Python values and the config, while Dynamo traces: its results "
         "become constants of the graph (unsafe: computed once per traced input size; a config changed after "
-        "compilation is not seen)" + FROM_TORCH_2_13)
+        "compilation is not seen)" + HELPERS_ACT_NOTE)
 _PYTHON_TYPES = {"int", "float", "bool", "str", "torch.dtype", "torch.device"}
 _BUILTINS = {"range", "len", "int", "float", "min", "max", "list", "tuple", "enumerate", "zip", "isinstance", "abs",
              "round", "sum"}

@@ -32,7 +32,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.analyzers.static.torch_facts import BUFFER_NAMES, FROM_TORCH_2_13, HELPERS_ACT_FROM, SIZE_FIRST_FACTORIES
+from mend.analyzers.static.torch_facts import BUFFER_NAMES, HELPERS_ACT_FROM, HELPERS_ACT_NOTE, SIZE_FIRST_FACTORIES
 from mend.rewriter.analysis import code, eager_else, is_docstring, parse_expr, parse_stmt, self_attr, walk
 from mend.rewriter.context import FileContext
 from mend.rewriter.parts.sites import size_site
@@ -96,7 +96,7 @@ EXAMPLES = (
 
 
 _WHY = ("fold the module's integer buffers to Python numbers under compile (unsafe: they are read while "
-        "Dynamo traces; a later in-place write to them is not seen by the compiled graph)" + FROM_TORCH_2_13)
+        "Dynamo traces; a later in-place write to them is not seen by the compiled graph)" + HELPERS_ACT_NOTE)
 _INT_DTYPES = {"torch.int64", "torch.long", "torch.int32", "torch.int"}
 _SHAPE_USES = {"shape", "size", "dim", "ndim"}
 # operators under which a buffer's number stays an exact integer (true division would round in float32)

@@ -185,7 +185,7 @@ def test_the_held_out_rows_of_timm_and_diffusers_are_the_third_the_hash_rule_pic
     from benchmarks.zoo import suites
 
     held = json.loads(suites.HELD_OUT_FILE.read_text())
-    assert suites.held_out("timm") == set(held["timm"]) and suites.held_out("torchvision") == set()
+    assert suites.held_out_rows("timm") == set(held["timm"]) and suites.held_out_rows("torchvision") == set()
     rows = ["a", "b", "c", "d", "e", "f", "g"]
     third = suites.third_by_hash("timm", rows)
     assert len(third) == 2 and third == suites.third_by_hash("timm", list(reversed(rows)))
