@@ -8,7 +8,7 @@ Roots are
   where ``harness`` returns a tuple whose element is a function of the tree;
 * with ``regions = "modules"`` (the default), ``forward`` of every ``nn.Module`` subclass: a class
   whose bases reach ``torch.nn.Module`` (or any ``torch.nn`` module class) through classes of the
-  tree, or a class defining ``forward`` whose base is defined outside the checked tree;
+  tree, or a class defining ``forward`` whose bases reach a class defined outside the checked tree;
 * ``entry-points`` from ``[tool.mend]`` (``"pkg.mod:Class.method"`` or ``"pkg.mod.func"``).
 
 Everything reachable from a root through calls that resolve in the tree is traced too: functions of
@@ -30,6 +30,12 @@ from pathlib import Path
 from mend.analyzers.static.rules import RULES
 from mend.analyzers.static.rules.base import Finding
 from mend.analyzers.static.summary import CompileSite, FileSummary, FuncInfo, Ref
+
+
+def _outside(base: str) -> bool:
+    """``base`` is a class of a library, not of the standard ones a plain class derives from."""
+    return not base.startswith(("builtins.", "typing.", "abc.", "enum.", "collections."))
+
 
 MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
 NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"})
@@ -158,12 +164,22 @@ class Project:
                 if self.is_module_class(r[0], r[1], depth + 1):
                     result = True
                     break
-            elif not base.startswith(("builtins.", "typing.", "abc.", "enum.", "collections.")):
+                external_base = external_base or self._reaches_outside(r[0], r[1], depth + 1)
+            elif _outside(base):
                 external_base = True
         if not result and external_base and "forward" in info.methods:
             result = True
         self._module_cache[key] = result
         return result
+
+    def _reaches_outside(self, s: FileSummary, cls: str, depth: int) -> bool:
+        """A base of ``cls`` (or of its bases in the tree) is defined outside the checked tree: transformers'
+        ``XPreTrainedModel(PreTrainedModel)`` when ``modeling_utils`` is not among the files checked."""
+        for base in s.classes[cls].bases:
+            r = self._class_ref(base, s) if depth < 10 else None
+            if r is None and _outside(base) or r is not None and self._reaches_outside(r[0], r[1], depth + 1):
+                return True
+        return False
 
     def resolve_ref(self, ref: Ref, s: FileSummary, fn: FuncInfo | None,
                     construct: bool = False) -> list[tuple[FileSummary, FuncInfo]]:

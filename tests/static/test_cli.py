@@ -314,6 +314,18 @@ def test_show_traced(tmp_path: Path):
     assert r.stdout.splitlines() == ["m.py:6: M.forward (module-forward)"]
 
 
+def test_forward_of_a_class_whose_base_derives_from_outside_the_tree(tmp_path: Path):
+    """transformers' ``Encoder(XPreTrainedModel)`` with ``XPreTrainedModel(PreTrainedModel)`` when
+    ``modeling_utils`` is not among the files checked: ``Encoder.forward`` is a module's forward."""
+    (tmp_path / "m.py").write_text(
+        "from ..modeling_utils import PreTrainedModel\n\n\nclass XPreTrainedModel(PreTrainedModel):\n"
+        "    base_model_prefix = 'model'\n\n\nclass Encoder(XPreTrainedModel):\n"
+        "    def forward(self, x):\n        return x\n\n\nclass Plain:\n    def forward(self, x):\n        return x\n")
+    r = run(["check", "--no-cache", "--isolated", "--show-traced", "."], tmp_path)
+    assert r.exit_code == 0
+    assert r.stdout.splitlines() == ["m.py:9: Encoder.forward (module-forward)"]
+
+
 def test_warm_runs_follow_dependencies_and_settings(tmp_path: Path):
     from mend.analyzers.static import Config, check_paths
 
