@@ -153,6 +153,26 @@ def drawn(t):
 _keep_define()
 
 
+@eager_frame
+def layer_drop(drop, kept, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, the call of a layer LayerDrop may skip, whose first output becomes ``kept`` (the
+    layer's input) where ``drop`` holds: the compiled form of skipping the layer. ``drop`` is the LayerDrop
+    test, a one-element bool tensor under compile (``torch.where`` selects, decided while tracing) or False
+    (eager, the configuration without LayerDrop): then the call as written. An output whose shape, dtype or
+    device is not the input's is selected as Python does (a graph break there, never another value)."""
+    out = fn(*args, **kwargs)
+    if not isinstance(drop, torch.Tensor) and not drop:
+        return out
+    first = out[0] if isinstance(out, tuple) else out
+    if (isinstance(drop, torch.Tensor) and drop.numel() == 1 and isinstance(first, torch.Tensor)
+            and isinstance(kept, torch.Tensor) and first.shape == kept.shape and first.dtype == kept.dtype
+            and first.device == kept.device):
+        chosen = torch.where(drop.reshape(()), kept, first)
+    else:
+        chosen = kept if drop else first  # noqa: MND201
+    return (chosen, *out[1:]) if isinstance(out, tuple) else chosen
+
+
 # --- masked reductions and stores, routed rows (MND304, MND305) ---------------------------------------
 
 

@@ -321,6 +321,10 @@ EMIT_HELPER = "_mend_emit"
 # is the draw (an ordered effect reads it under compile, so the compiled graph keeps it).
 DRAWN_HELPER = "_mend_drawn"
 
+# mend's helper for a layer LayerDrop may skip, called under compile (``mend fix --unsafe-fixes``):
+# ``_mend_layer_drop(drop, h, layer, h, ...)`` computes the layer and selects ``h`` where ``drop`` holds.
+LAYER_DROP_HELPER = "_mend_layer_drop"
+
 # mend's helper for an augmented store through a bool mask (MND305): ``_mend_mask_update(t, "+", mask, v)`` updates
 # ``t`` in place.
 MASK_UPDATE_HELPER = "_mend_mask_update"

@@ -73,7 +73,18 @@ register(
             "the original's; the draw becomes `_mend_drawn(torch.rand([]))`, which an ordered effect reads under "
             "compile, so a graph that no longer reads it still draws it); with `layerdrop=0.0` Dynamo decides the test on the attribute and the break is "
             "gone, with `layerdrop > 0` it stays (the test then runs only in that configuration and is no "
-            "longer reported, like one behind `self.training`). Matched only for a one-element `torch.rand` "
+            "longer reported, like one behind `self.training`). With `--unsafe-fixes` that break goes too, for the loops of "
+            "transformers' encoders and decoders (`if u < p: continue`; `if u < p: to_drop = True` then `if to_drop: "
+            "... else: <layer>`; `skip = True if self.training and (u < p) else False` then `if not skip: <layer>`): "
+            "eager keeps the decision (`if not torch.compiler.is_compiling() or <flags>:`), and under compile the "
+            "layer always runs, each call of it becoming `_mend_layer_drop(drop, h, layer, h, ...)`, whose first "
+            "output is `torch.where(drop, h, output)` (**unsafe**, under compile only: the dropped layer is computed, "
+            "its own random draws taken, its parameters get zero gradients instead of None, state it writes when "
+            "it runs, a cache in training with `use_cache`, is written; flags under which the layer's other outputs "
+            "are read after it, `output_attentions`, `use_cache`, `synced_gpus`, keep the original test, so the "
+            "collected tuples are the original's). Declined where the skipped statements do more than call the "
+            "layer and take its first output (Informer's distilling convolution changes the length). "
+            "Matched only for a one-element `torch.rand` "
             "draw (or Python's `random.uniform(0, 1)`, MusicGen's, which Dynamo draws before the graph whether it reads "
             "it or not) bound once just before the statement, a strict `u < p` / `p > u` (alone, or last in an `and` chain "
             "of `self.` attributes), and `p` proven a number "
@@ -156,7 +167,7 @@ register(
             "of a 1-D tensor and Python's own otherwise (**unsafe**: the value, the test and the element are "
             "computed on both paths and can raise where the original skipped the store, and the tensor is "
             "written with its own numbers where the original left it alone; the stored numbers are eager's).",
-            strategies=("layerdrop_guard", "kept_values", "ifexp_where", "reporting_if", "buffer_select", "mask_drop", "store_select",
+            strategies=("layerdrop_select", "layerdrop_guard", "kept_values", "ifexp_where", "reporting_if", "buffer_select", "mask_drop", "store_select",
                         "cond_branches", "where_select", "fallback_select"),
         ),
     ),
