@@ -197,6 +197,7 @@ FIX_KINDS: list[tuple[str, str]] = [
     (r"^run the method, computed only from Python values", "constant-method"),
     (r"^compute `\w+` only in eager", "eager-only"),
     (r"^LayerDrop: ", "layerdrop"),
+    (r"^LayerDrop in training: under compile the layer is computed", "layerdrop-select"),
     (r"^`t\[mask\] .?= v` -> `_mend_mask_update", "mask-update"),
     (r"^`assert not t` -> ", "assert-not"),
 ]

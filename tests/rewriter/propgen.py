@@ -703,7 +703,8 @@ def layerdrop(draw, env: _Env) -> tuple[str, list[str]]:
     """LayerDrop in training: one ``torch.rand`` draw per layer of a ``ModuleList``, the layer skipped when the
     draw is below the configured probability: BART's ``if self.training:`` with ``continue``, Whisper's flag,
     M2M100's conditional expression ``True if self.training and (u < p) else False``, FSMT's ``if
-    self.training and (u < p):``; the probability 0.0 (the usual), or one that drops layers. Module programs
+    self.training and (u < p):``; the probability 0.0 (the usual), or one that drops layers; the layer updating
+    the tensor or a float state the loop carries (``h = layer(h)``, which ``--unsafe-fixes`` selects under compile). Module programs
     (in training, as built); function programs compare the draw with a literal (declined)."""
     t = draw(st.sampled_from(env.names))
     size = draw(st.sampled_from(["[]", "[]", "()", "1"]))
@@ -716,7 +717,9 @@ def layerdrop(draw, env: _Env) -> tuple[str, list[str]]:
                  f"self.layerdrop{i} = {draw(st.sampled_from(['0.0', '0.0', '0.5', '1.0']))}"]
     p = f"self.layerdrop{i}"
     test = draw(st.sampled_from([f"{u} < {p}", f"{u} < {p}", f"{p} > {u}", f"{u} <= {p}"]))  # `<=`: declined
-    apply = f"{t} = {layer}({t}.float()).to({t}.dtype) + {t}"
+    carried = draw(st.booleans())  # a float state the layers carry, `h = layer(h)`: what --unsafe-fixes selects
+    h = env.fresh("h")
+    apply = f"{h} = {layer}({h})" if carried else f"{t} = {layer}({t}.float()).to({t}.dtype) + {t}"
     form = draw(st.sampled_from(["continue", "flag", "ifexp", "prefix"]))
     if form == "continue":
         body = ["if self.training:", f"    {u} = torch.rand({size})", f"    if {test}:", "        continue", apply]
@@ -730,7 +733,10 @@ def layerdrop(draw, env: _Env) -> tuple[str, list[str]]:
                 f"if not {skip}:", f"    {apply}"]
     else:
         body = [f"{u} = torch.rand({size})", f"if self.training and ({test}):", "    continue", apply]
-    return "layerdrop", [f"for {layer} in self.layers{i}:"] + _indent(body)
+    loop = [f"for {layer} in self.layers{i}:"] + _indent(body)
+    if carried:
+        loop = [f"{h} = {t}.float()", *loop, f"{t} = {h}.to({t}.dtype) + {t}"]
+    return "layerdrop", loop
 
 
 @st.composite

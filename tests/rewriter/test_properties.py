@@ -318,7 +318,7 @@ def test_generated_programs_mixed_families(compiled: bool) -> None:
 
 REPAIRS = {"keep", "report-keep", "where", "where-return", "where-ternary", "where-buffer", "cond", "validation",
            "item-tensor", "item-assert", "capture", "capture-scoped", "float", "tolist", "masked", "mask-store", "deepcopy",
-           "int-fold", "numpy-numbers", "eager-only", "layerdrop", "mask-update", "assert-not"}
+           "int-fold", "numpy-numbers", "eager-only", "layerdrop", "layerdrop-select", "mask-update", "assert-not"}
 
 
 def test_generator_reaches_every_repair_and_decline() -> None:
