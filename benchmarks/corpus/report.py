@@ -216,15 +216,16 @@ def kept_breaks(results: R.Results, runs: dict[str, Any], root: Path) -> list[st
     """Repairs that left a break at their own site: an applied fix whose line Dynamo recorded a break at in the
     original and, in the repaired source of the same mode, still at that line (the repaired file's lines mapped
     back to the user's). A repair must remove its break; a site listed here did not (issue: "no row where a repair
-    left as many or more breaks at its site"). Meaningful when the result was made with the mend that runs the
-    report (its repaired copies are the same text)."""
+    left as many or more breaks at its site"), with the strategy that made the repair. Meaningful when the result
+    was made with the mend that runs the report (its repaired copies are the same text)."""
     out = []
     for source, run in runs.items():
         if source not in {r.source for r in results.records}:
             continue
         maps = {S._relative(f.path, str(root)): line_map(f.original, f.fixed) for f in run.files  # noqa: SLF001
                 if f.applied}
-        applied = {(S._relative(f.path, str(root)), a.line): a.code for f in run.files for a in f.applied}  # noqa: SLF001
+        applied = {(S._relative(f.path, str(root)), a.line): f"{a.code} ({a.strategy})" if a.strategy else a.code  # noqa: SLF001
+                   for f in run.files for a in f.applied}
         for mode in results.modes:
             left = (_recorded(results, "original", mode, {}) & _recorded(results, source, mode, maps)
                     & set(applied))

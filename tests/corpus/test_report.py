@@ -142,7 +142,7 @@ def test_a_repair_whose_site_still_breaks_after_it_is_listed(tmp_path):
 
     line = next(i for i, text in enumerate(fixed.splitlines(), 1) if "_mend_emit(__name__" in text)
     still = _brk(line, "side effects", fixed.splitlines()[line - 1])
-    assert report.kept_breaks(results([still]), runs, tmp_path) == ["safe eval: net.py:6 MND101"]
+    assert report.kept_breaks(results([still]), runs, tmp_path) == ["safe eval: net.py:6 MND101 (emit_call)"]
     assert report.kept_breaks(results([]), runs, tmp_path) == []
     # a break elsewhere in the repaired file is not this repair's
     other = _brk(len(fixed.splitlines()), "other", "return x * 2")
