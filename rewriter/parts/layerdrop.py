@@ -232,6 +232,11 @@ def _number_value(ctx: FileContext, value: cst.BaseExpression, method: cst.Funct
         return param is not None and _number_param(ctx, param) and not ctx.facts(method).stores.get(value.value)
     if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name):
         return value.value.value == "config" and "config" in params  # transformers: a configuration number
+    if isinstance(value, cst.Call) and code(value.func) == "getattr" and len(value.args) == 3 \
+            and "getattr" not in ctx.imports.names:  # flaubert: `getattr(config, "layerdrop", 0.0)`
+        obj, name, default = (a.value for a in value.args)
+        return code(obj) == "config" and "config" in params and isinstance(name, cst.SimpleString) \
+            and is_number(default) and all(a.keyword is None and not a.star for a in value.args)
     return False
 
 

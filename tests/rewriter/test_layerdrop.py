@@ -42,6 +42,9 @@ def _fix(layerdrop: str = "layerdrop", draw: str = "u = torch.rand([])", test: s
     ("layerdrop", "u = torch.rand([])", "u < self.layerdrop", "self.layerdrop > 0 and u < self.layerdrop"),
     ("config.decoder_layerdrop", "u = torch.rand(1)", "self.layerdrop > u", "self.layerdrop > 0 and self.layerdrop > u"),
     ("0.1", "u = torch.rand((), dtype=torch.float16)", "u < self.layerdrop", "self.layerdrop > 0 and u < self.layerdrop"),
+    # flaubert: a configuration number with a default
+    ('getattr(config, "layerdrop", 0.0)', "u = torch.rand([])", "u < self.layerdrop",
+     "self.layerdrop > 0 and u < self.layerdrop"),
     # fsmt, led, mask2former: the draw's test behind `self.training and`
     ("layerdrop", "u = torch.rand([])", "self.training and (u < self.layerdrop)",
      "self.training and self.layerdrop > 0 and (u < self.layerdrop)"),
@@ -59,6 +62,8 @@ def test_applies(layerdrop, draw, test, guard) -> None:
     ("layerdrop", "u = torch.rand([], dtype=torch.complex64)", "u < self.layerdrop"),
     ("torch.tensor(0.0)", "u = torch.rand([])", "u < self.layerdrop"),  # not proven a number
     ("config", "u = torch.rand([])", "u < self.layerdrop"),
+    ('getattr(config, "layerdrop", None)', "u = torch.rand([])", "u < self.layerdrop"),  # the default: no number
+    ('getattr(config, name, 0.0)', "u = torch.rand([])", "u < self.layerdrop"),
     ("layerdrop", "u = torch.rand([]); u = u * 2", "u < self.layerdrop"),  # bound twice
     ("layerdrop", "u = torch.rand([]); u.sub_(1)", "u < self.layerdrop"),  # changed in between
 ])
