@@ -199,6 +199,7 @@ def not_liftable(ctx: FileContext, node: cst.CSTNode) -> str | None:
 
 # where a value may go and stay a tensor operation's operand
 _NUMBER_BUILTINS = frozenset({"int", "float", "min", "max", "abs", "len", "sum", "tuple", "list"})
+_TYPE_QUERIES = frozenset({"isinstance", "type", "callable", "hasattr"})
 _BRANCHES = (cst.Comparison, cst.BooleanOperation, cst.If, cst.While, cst.IfExp, cst.Assert)
 
 
@@ -388,7 +389,7 @@ def _argument_problem(ctx: FileContext, call: cst.BaseExpression, sized: bool, d
         return floated
     if builtin in _NUMBER_BUILTINS:  # `int(n)`, `len(idx)`: a number still; where does it go?
         return _consumer_problem(ctx, call, sized, depth)
-    if q.startswith("torch."):
+    if q.startswith("torch.") or builtin in _TYPE_QUERIES:  # `isinstance(t, EdgeIndex)` reads the type only
         return None
     if builtin == "range":
         return "the captured value is a loop's trip count"

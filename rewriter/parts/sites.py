@@ -146,8 +146,14 @@ def mask_index(ctx: FileContext, diag: Diagnostic) -> cst.Subscript | Decline:
     if sub is None:
         return Decline(diag, "could not find the mask index at this position")
     if len(sub.slice) != 1 or not isinstance(sub.slice[0].slice, cst.Index):
-        return Decline(diag, "only a single boolean-mask index is rewritten")
+        return Decline(diag, "only a single boolean-mask index is rewritten", final=False)  # capture may still
     return sub
+
+
+def masked_subscript(ctx: FileContext, diag: Diagnostic) -> cst.Subscript | Decline:
+    """The subscript at the position that indexes by a boolean mask, with any other indices (``t[:, mask]``)."""
+    sub = ctx.find(cst.Subscript, diag)
+    return sub if sub is not None else Decline(diag, "could not find the mask index at this position")
 
 
 def size_site(ctx: FileContext, diag: Diagnostic) -> cst.Call | cst.Subscript | Decline:
@@ -189,7 +195,7 @@ def tensor_operand(ctx: FileContext, facts: FunctionFacts, node: cst.CSTNode) ->
 
 
 __all__ = [
-    "any_call", "branch_node", "call_statement", "in_branch_test", "in_test", "is_method", "item_call", "mask_index",
+    "any_call", "branch_node", "call_statement", "in_branch_test", "in_test", "is_method", "item_call", "mask_index", "masked_subscript",
     "number_call", "report_statement", "side_effect_policy", "size_site", "tensor_check", "tensor_operand",
     "tolist_call",
 ]

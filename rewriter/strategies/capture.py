@@ -12,7 +12,7 @@ from mend.rewriter.parts.capture import capture_plan
 from mend.rewriter.parts.sites import (
     any_call,
     item_call,
-    mask_index,
+    masked_subscript,
     number_call,
     size_site,
     tolist_call,
@@ -56,7 +56,7 @@ SITES = {
     "MND302": (number_call, SCALAR, "the Python number is used outside tensor arithmetic"),
     "MND303": (tolist_call, SCALAR, "a Python list is needed (capture helps integer tensors only)"),
     "MND304": (any_call, SHAPE, "the operator's output shape depends on tensor data"),
-    "MND305": (mask_index, SHAPE, "the masked tensor's data-dependent shape is used"),
+    "MND305": (masked_subscript, SHAPE, "the masked tensor's data-dependent shape is used"),
     "MND310": (size_site, SCALAR, "the size or bound is tensor data, not a module's integer buffers"),
     "MND311": (size_site, SCALAR, "the size or bound is tensor data, not a module's integer buffers"),
 }
