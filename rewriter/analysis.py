@@ -28,6 +28,8 @@ from mend.analyzers.static.torch_facts import (
     SHAPE_CHANGING,
     TENSOR_ATTRS,
     TENSOR_METHODS,
+    TENSOR_TUPLE_METHODS,
+    TENSOR_TUPLE_TORCH,
     TORCH_ONLY_METHODS,
     TOTAL_ELEMENTWISE,
     TOTAL_REDUCTIONS,
@@ -280,8 +282,9 @@ class FunctionFacts:
         for node in walk(body):
             if isinstance(node, cst.Assign):
                 for t in node.targets:
+                    unpacked = self._tensor_tuple(node.value) if isinstance(t.target, (cst.Tuple, cst.List)) else None
                     for name in _target_names(t.target):
-                        value = node.value if isinstance(t.target, cst.Name) else None
+                        value = node.value if isinstance(t.target, cst.Name) else unpacked
                         self._store_values.setdefault(name, []).append(value)
                         self.stores.setdefault(name, []).append(node)
             elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
@@ -299,6 +302,22 @@ class FunctionFacts:
             elif isinstance(node, cst.WithItem) and node.asname is not None:
                 for name in _target_names(node.asname.name):
                     self._store_values.setdefault(name, []).append(None)
+
+    def _tensor_tuple(self, value: cst.BaseExpression) -> cst.BaseExpression | None:
+        """``value`` when unpacking it gives tensors only (``torch.sort(x)``, ``t.topk(k)``: the call, whose
+        tensor-ness the names then share); else None."""
+        if not isinstance(value, cst.Call):
+            return None
+        if self.imports.qualify(value.func) in TENSOR_TUPLE_TORCH:
+            return value
+        func = value.func
+        root = func.value if isinstance(func, cst.Attribute) else None
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_TUPLE_METHODS \
+                and not (isinstance(root, cst.Name) and root.value in self.imports.names):
+            return func.value  # a tensor's method (not `np.sort`): the names are tensors where the receiver is one
+        return None
 
     def _collect_loads(self, body: cst.CSTNode) -> None:
         """Every read of a name in ``body`` (names in binding targets, attributes and keywords are not)."""

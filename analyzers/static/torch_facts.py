@@ -119,6 +119,15 @@ TENSOR_METHODS = frozenset({
     "masked_select", "argwhere", "count_nonzero", "neg", "reciprocal", "square", "var", "std", "topk",
     "sort", "narrow", "select", "roll", "flip", "tril", "triu", "t", "cpu", "cuda", "numel_tensor",
 })
+# Calls whose result, unpacked (``values, indices = torch.sort(x)``), is tensors only: torch functions and, on a
+# tensor, methods returning a tuple (or a named tuple) of tensors.
+TENSOR_TUPLE_TORCH = frozenset(f"torch.{n}" for n in (
+    "sort", "topk", "max", "min", "kthvalue", "mode", "median", "nanmedian", "cummax", "cummin", "aminmax",
+    "std_mean", "var_mean", "split", "chunk", "unbind", "tensor_split", "meshgrid", "unique", "unique_consecutive",
+    "frexp", "broadcast_tensors", "linalg.eigh", "linalg.qr", "linalg.svd", "linalg.slogdet"))
+TENSOR_TUPLE_METHODS = frozenset({
+    "sort", "topk", "max", "min", "kthvalue", "mode", "median", "nanmedian", "cummax", "cummin", "aminmax",
+    "split", "chunk", "unbind", "tensor_split", "unique", "unique_consecutive", "frexp"})
 # Tensor methods no list, tuple, dict, number, NumPy array or pandas frame has (NumPy and pandas spell
 # reductions' ``dim=`` as ``axis=``): a name they are called on holds a tensor where the call runs.
 TORCH_ONLY_METHODS = frozenset({

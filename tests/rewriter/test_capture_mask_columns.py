@@ -69,3 +69,37 @@ def _graphs(source: str, folder: Path, name: str):
 def test_the_capture_removes_the_break(tmp_path: Path) -> None:
     assert _graphs(SOURCE, tmp_path, "before") > 1
     assert _graphs(_fixed().fixed, tmp_path, "after") == 1
+
+
+TOPK = textwrap.dedent("""
+    import torch
+    from torch import nn
+
+
+    class M(nn.Module):
+        def forward(self, x, k):
+            values, perm = torch.sort(x, descending=True)
+            batch, batch_perm = perm.sort()
+            mask = values[batch_perm] > k
+            return perm[batch_perm[mask]] * 2
+""")
+
+
+def test_names_unpacked_from_a_tensor_tuple_are_tensors() -> None:
+    """``values, perm = torch.sort(x)`` and ``a, b = t.sort()`` bind tensors (torch_geometric's top-k pooling):
+    indexing ``perm`` is a tensor's indexing, not a Python sequence's, and the mask is captured."""
+    import libcst as cst
+
+    from mend.rewriter.analysis import FunctionFacts, ImportMap
+
+    module = cst.parse_module(TOPK + "\n\ndef f(x):\n    a, b = g(x)\n    c, d = x.sort()\n    return a\n")
+    forward = next(n for n in module.body if isinstance(n, cst.ClassDef)).body.body[0]
+    facts = FunctionFacts(forward, ImportMap(module))
+    assert {"values", "perm", "batch", "batch_perm"} <= facts.tensor_names
+    other = FunctionFacts(module.body[-1], ImportMap(module))
+    assert "a" not in other.tensor_names and "b" not in other.tensor_names  # `g` may return anything
+    config = static.load_config(["."], isolated=True)
+    diags = [d for d in static.check_source(TOPK, "t.py", config) if d.code == "MND305"]
+    res = fix_source(TOPK, "t.py", diags, FixOptions(unsafe=True))
+    assert [a.code for a in res.applied] == ["MND305"], [r.reason for r in res.remaining]
+    assert "return perm[_mend_captured(lambda: batch_perm[mask])] * 2" in res.fixed
