@@ -169,7 +169,9 @@ def test_inductor_before_and_after(tmp_path, fixed_dir):
     before, after = r[("original", "inductor")], r[("repaired", "inductor")]
     for row in (before, after):
         check_sane(row)
-        assert row["compile_s"] > 0 and row["first_call_s"] >= row["compile_s"]
+        # the first call holds the compile; Dynamo's own timer (summed over frames) can run a little past the
+        # call's wall clock (10.675 s against 10.635 s once), so within 5%
+        assert row["compile_s"] > 0 and row["first_call_s"] >= 0.95 * row["compile_s"]
     assert (before["breaks"], after["breaks"]) == (2, 0) and (before["graphs"], after["graphs"]) == (3, 1)
     if png is not None:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
