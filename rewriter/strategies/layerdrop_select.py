@@ -132,7 +132,8 @@ class _Region:
     """The statements LayerDrop skips, read: the layer's calls, the name they bind, the input they keep."""
 
     calls: list[cst.Call] = field(default_factory=list)
-    output: str | None = None  # the name a call binds (``layer_outputs``)
+    output: str | None = None  # the name a call binds (``layer_outputs``; ``h, attn`` for a tuple target)
+    others: set[str] = field(default_factory=set)  # the names a call binds besides the input it replaces
     kept: str | None = None  # the hidden state the layer takes and its output replaces (``hidden_states``)
     has_first: bool = False  # ``kept = output[0]`` (or a tuple target whose first name is ``kept``)
     flags: list[cst.BaseExpression] = field(default_factory=list)
@@ -191,7 +192,7 @@ def _plan(ctx: FileContext, diag: Diagnostic, node: cst.If | cst.IfExp, guard: P
     edits = list(guard.edits)
     edits.append((stmt, split))
     edits.append((top, prepend))
-    edits += [(call, _wrap(call, drop, region.kept)) for call in region.calls]
+    edits += [(call, _wrap(call, drop, region.kept or "")) for call in region.calls]
     return Plan(diag, f"LayerDrop in training: under compile the layer is computed and its output selected by the "
                       f"draw (`{LAYER_DROP_HELPER}`); eager keeps the skip", "unsafe", edits, imports=imports,
                 helpers=[*guard.helpers, LAYER_DROP_HELPER])
@@ -293,7 +294,7 @@ def _read_region(stmts: list, targets: set[str], region: _Region) -> None:
 
 def _calls_only(s: cst.If, targets: set[str], region: _Region) -> bool:
     """``if self.gradient_checkpointing and self.training: out = checkpoint(layer.__call__, h, ...) else: out =
-    layer(h, ...)``: every branch one call of the layer, the test free of the layer's outputs."""
+    layer(h, ...)``: every branch one call of the layer."""
     branches = []
     cur: cst.CSTNode | None = s
     while isinstance(cur, cst.If):
@@ -320,17 +321,16 @@ def _call_assign(assign: cst.Assign, targets: set[str], region: _Region) -> bool
     target = assign.targets[0].target
     if isinstance(target, cst.Name):
         output = target.value
-        if output == kept:  # `x = layer(x)`: the selected output is the name itself
-            region.has_first = True
+        region.has_first = region.has_first or output == kept  # `x = layer(x)`: the selection is the name itself
     elif isinstance(target, cst.Tuple) and target.elements and isinstance(target.elements[0].value, cst.Name):
         output = code(target)
-        if target.elements[0].value.value == kept:
-            region.has_first = True
+        region.has_first = region.has_first or target.elements[0].value.value == kept
     else:
         raise _Declined(f"the layer's output is bound to `{code(target)}`")
     if region.output not in (None, output) or region.kept not in (None, kept):
         raise _Declined("the layer's calls bind different names or take different inputs")
     region.output, region.kept = output, kept
+    region.others |= names_in(target) - {kept}
     region.calls.append(call)
     return True
 
@@ -363,7 +363,7 @@ def _argument(assign: cst.Assign, region: _Region) -> bool:
     """``past = caches[idx] if caches is not None else None``: a name bound for the layer's call, by an
     expression that calls nothing (running it where the layer is dropped changes nothing else), neither the
     layer's input nor its output."""
-    theirs = {region.output, region.kept} - {None}
+    theirs = region.others | {region.kept} - {None}
     return len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name) \
         and assign.targets[0].target.value not in theirs and not names_in(assign.value) & theirs \
         and not any(isinstance(n, cst.Call) for n in walk(assign.value))
@@ -389,8 +389,8 @@ def _read_after(rest: list, region: _Region) -> None:
     for s in rest:
         if names_in(s) & region.prepared:
             raise _Declined(f"a name bound for the layer's call is read after it (`{_first_line(s)}`)")
-        if region.output == region.kept or region.output not in names_in(s):
-            continue  # `x = layer(x)`: what is read after is the selected value
+        if not names_in(s) & region.others:
+            continue  # what is read after is the selected value (`x = layer(x)`) or nothing of the layer's
         if isinstance(s, cst.If) and s.orelse is None:
             _static(s.test, region, f"`if {code(s.test)}:`")
             region.flags.append(s.test)
@@ -402,7 +402,7 @@ def _not_after_loop(ctx: FileContext, loop: cst.For, region: _Region) -> None:
     block = ctx.parent(loop)
     body = list(block.body) if isinstance(block, cst.IndentedBlock) else []
     after = body[body.index(loop) + 1:] if loop in body else []
-    for name in sorted(region.prepared | {region.output} - {None, region.kept}):
+    for name in sorted(region.prepared | region.others):
         if any(name in names_in(s) for s in after):
             raise _Declined(f"`{name}` is read after the loop")
 
@@ -417,7 +417,7 @@ def _static(test: cst.BaseExpression, region: _Region, where: str) -> None:
                                                  and code(c.comparator) == "None" for c in n.comparisons):
             continue
         raise _Declined(f"{where} may not be a Python flag")
-    if names_in(test) & {region.output, region.kept} - {None}:
+    if names_in(test) & (region.others | {region.kept} - {None}):
         raise _Declined(f"{where} reads the layer's output")
 
 
@@ -431,10 +431,10 @@ def _walk_expr(expr: cst.BaseExpression):
         yield from _walk_expr(e.expression)
 
 
-def _wrap(call: cst.Call, drop: str, kept: str | None) -> cst.Call:
+def _wrap(call: cst.Call, drop: str, kept: str) -> cst.Call:
     """``layer(h, ...)`` -> ``_mend_layer_drop(drop, h, layer, h, ...)``, the arguments as written."""
     comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    head = [cst.Arg(cst.Name(drop), comma=comma), cst.Arg(cst.Name(kept or ""), comma=comma),
+    head = [cst.Arg(cst.Name(drop), comma=comma), cst.Arg(cst.Name(kept), comma=comma),
             cst.Arg(call.func, comma=comma if call.args else cst.MaybeSentinel.DEFAULT)]
     return call.with_changes(func=cst.Name(LAYER_DROP_HELPER), args=[*head, *call.args])
 

@@ -214,3 +214,26 @@ def test_helper_selects_the_input_where_dropped() -> None:
     assert torch.equal(helpers.layer_drop(torch.tensor(True), x, lambda h: (layer(h), 1), x)[0], x)
     assert torch.equal(helpers.layer_drop(torch.tensor(False), x, layer, x), layer(x))
     assert torch.equal(helpers.layer_drop(False, x, layer, x), layer(x))
+
+
+TUPLE = """
+            to_drop = False
+            if self.training:
+                dropout_probability = torch.rand([])
+                if dropout_probability < self.layerdrop:
+                    to_drop = True
+            if not to_drop:
+                hidden_states, attn = layer(hidden_states, output_attentions=output_attentions)
+            READ
+"""
+
+
+@pytest.mark.parametrize("read,applies", [
+    ("if output_attentions:\n                attentions = attentions + (attn,)", True),  # under the flag
+    ("attentions = (attn,)", False),  # the layer's second output read where a dropped layer gives none
+])
+def test_a_tuple_target_s_other_outputs_are_read_only_under_flags(read, applies) -> None:
+    res = _fix(_source(TUPLE.replace("READ", read)))[1]
+    assert ("_mend_layer_drop(" in res.fixed) is applies
+    if applies:
+        assert "if not torch.compiler.is_compiling() or output_attentions:" in res.fixed
