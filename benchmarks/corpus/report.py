@@ -39,6 +39,7 @@ from benchmarks.zoo import score as S
 from benchmarks.zoo.runner import traced_files
 from benchmarks.zoo.suites import held_out_rows
 from benchmarks.zoo.table import worse_rows
+from mend.rewriter.registry import keeps_break
 from mend.rewriter.results import line_map, original_line
 
 SOURCES = ("original", "safe", "unsafe")
@@ -212,25 +213,31 @@ def fixability(root: Path, runs: dict[str, Any], diagnostics: list[Any]) -> Fixa
     return result
 
 
-def kept_breaks(results: R.Results, runs: dict[str, Any], root: Path) -> list[str]:
+def kept_breaks(results: R.Results, runs: dict[str, Any], root: Path) -> tuple[list[str], list[str]]:
     """Repairs that left a break at their own site: an applied fix whose line Dynamo recorded a break at in the
     original and, in the repaired source of the same mode, still at that line (the repaired file's lines mapped
-    back to the user's). A repair must remove its break; a site listed here did not (issue: "no row where a repair
-    left as many or more breaks at its site"), with the strategy that made the repair. Meaningful when the result
-    was made with the mend that runs the report (its repaired copies are the same text)."""
-    out = []
+    back to the user's), with the strategy that made the repair. Two lists: the repairs that failed (issue: "no
+    row where a repair left as many or more breaks at its site"), and those whose strategy declares the break
+    stays under a configuration it cannot see (:func:`mend.rewriter.registry.keeps_break`: the LayerDrop guard
+    in training where the probability is above 0; the recorded break shows that configuration ran). Meaningful
+    when the result was made with the mend that runs the report (its repaired copies are the same text)."""
+    failed, by_design = [], []
     for source, run in runs.items():
         if source not in {r.source for r in results.records}:
             continue
         maps = {S._relative(f.path, str(root)): line_map(f.original, f.fixed) for f in run.files  # noqa: SLF001
                 if f.applied}
-        applied = {(S._relative(f.path, str(root)), a.line): f"{a.code} ({a.strategy})" if a.strategy else a.code  # noqa: SLF001
-                   for f in run.files for a in f.applied}
+        applied = {(S._relative(f.path, str(root)), a.line): a for f in run.files for a in f.applied}  # noqa: SLF001
         for mode in results.modes:
             left = (_recorded(results, "original", mode, {}) & _recorded(results, source, mode, maps)
                     & set(applied))
-            out += [f"{source} {mode}: {p}:{line} {applied[(p, line)]}" for p, line in sorted(left)]
-    return out
+            for p, line in sorted(left):
+                a = applied[(p, line)]
+                where = keeps_break(a.strategy) if a.strategy else ""
+                what = f"{a.code} ({a.strategy})" if a.strategy else a.code
+                (by_design if where else failed).append(
+                    f"{source} {mode}: {p}:{line} {what}" + (f": stays {where}" if where else ""))
+    return failed, by_design
 
 
 def _recorded(results: R.Results, source: str, mode: str, maps: dict[str, list[int]]) -> set[tuple[str, int]]:
@@ -296,7 +303,7 @@ def build(results: R.Results) -> dict[str, Any]:
     report["rows"] = [vars(r) for r in row_reports(results, scores, held)]
     runs = fix_runs(targets)
     fx = fixability(root, runs, checked.diagnostics)
-    report["kept_breaks"] = kept_breaks(results, runs, root)
+    report["kept_breaks"], report["kept_by_design"] = kept_breaks(results, runs, root)
     report["fixability"] = {"table": [[*k, n] for k, n in sorted(fx.promised.items())],
                             "declined": [[*k, n] for k, n in fx.declined.most_common()],
                             "mismatches": fx.mismatches}
@@ -399,6 +406,9 @@ def render(report: dict[str, Any], results: R.Results, limit: int = 3) -> str:
     out += [f"  disagrees: {site} {code} {mark}: {deed[:150]}" for site, code, mark, deed in fx["mismatches"][:limit * 4]]
     out.append(f"repairs that left a break at their own site (recorded before and after): {len(report['kept_breaks'])}")
     out += [f"  {x}" for x in report["kept_breaks"][:limit * 8]]
+    by_design = report.get("kept_by_design", [])
+    out.append(f"repairs whose break stays by design where the row's configuration keeps it: {len(by_design)}")
+    out += [f"  {x}" for x in by_design[:limit * 8]]
     if fx["declined"]:
         out.append("left by mend fix (check shows no mark, with the reason), by reason:")
         out += [f"  {n} x {code}: {reason}" for code, reason, n in fx["declined"][:15]]

@@ -63,8 +63,12 @@ def guard(ctx: FileContext, diag: Diagnostic) -> Plan | Decline | None:
                 helpers=[DRAWN_HELPER])
 
 
-# what the guard removes, and what it leaves: the corpus records the test breaking in training where p > 0
-_WHERE = "; the break goes where the probability is 0, and stays in training where it is above 0"
+# where the guard leaves its break, by design: the test still breaks the graph in training where p > 0 (a safe
+# repair cannot select a layer's output: a dropped layer's parameters would get zero gradients, not None). The
+# strategy declares it (``KEEPS_BREAK``); the corpus report lists such sites apart from repairs that failed.
+KEEPS_BREAK = "in training where the probability is above 0"
+_WHERE = (f"; the break goes where the probability is 0, and stays {KEEPS_BREAK} (`--unsafe-fixes` selects the "
+          f"layer's output under compile where it can)")
 
 
 def _and_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
