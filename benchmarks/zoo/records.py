@@ -130,6 +130,10 @@ class Record:
     messages: dict[str, list[list[str]]] | None = field(default_factory=dict)
     # repaired sources: per phase, the MessageDiff against the original's same phase (kept, lost, added...)
     messages_diff: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # where the messages differed in the shared workers: that diff, kept here, while ``messages_diff`` holds the
+    # comparison of the row run again, the original and this source each in a fresh process (a once-per-process
+    # message shows only in the first row a worker serves: benchmarks.zoo.runner.recheck_messages)
+    messages_shared_diff: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str]:

@@ -221,6 +221,43 @@ def compare_sources(records: list[Record], reference: str = "original") -> None:
             r.eager_note = "the original's eager output is not deterministic; " + diff.note
 
 
+def _messages_differ(r: Record) -> bool:
+    return any(d["lost"] or d["added"] or d["reordered"] for d in (r.messages_diff or {}).values())
+
+
+def recheck_messages(records: list[Record], infos: dict[str, SourceInfo], settings: Settings, out: Path,
+                     log: Callable[[str], None] = print, reference: str = "original") -> None:
+    """Run again each repaired row whose messages differ from the reference's, the reference and the repaired
+    source each in a fresh process, and compare those: a worker serves several rows, and a message a process
+    gives once (torch's ``TORCH_WARN_ONCE``, a library's import-time notice) shows only in the first row that
+    meets it, so a difference between shared workers may be the workers' history, not the repair. The fresh
+    comparison becomes ``messages_diff``; the shared one is kept in ``messages_shared_diff``. A row whose fresh
+    run fails keeps the shared diff (nothing observed to replace it)."""
+    from benchmarks.zoo.observe import compare as compare_messages
+
+    where = out / "fresh"  # their outputs apart: the records' own files stay as compared
+    for r in [r for r in records if r.source != reference and _messages_differ(r)]:
+        fresh: dict[str, Record] = {}
+        where.mkdir(parents=True, exist_ok=True)
+        for src in (reference, r.source):
+            try:
+                worker = Worker(infos[src], settings, where, where / f"{src}-{r.mode}-{r.name.replace(':', '--')}.log")
+                try:
+                    fresh[src] = worker.ask(r.name, settings.timeout, r.mode)
+                finally:
+                    worker.close()
+            except WorkerDied as exc:
+                log(f"messages of {r.name} ({r.mode}, {src}) not rechecked: {exc}")
+        base, again = fresh.get(reference), fresh.get(r.source)
+        if not (base and again and base.messages and again.messages):
+            continue
+        r.messages_shared_diff = r.messages_diff
+        r.messages_diff = {phase: compare_messages(base.messages[phase], again.messages[phase]).to_dict()
+                           for phase in base.messages if phase in again.messages}
+        log(f"messages of {r.name} ({r.mode}, {r.source}) rechecked in fresh processes: "
+            + ("the same" if not _messages_differ(r) else "they differ"))
+
+
 def _versions() -> dict[str, str]:
     import importlib.metadata as md
 
@@ -299,6 +336,7 @@ def run_zoo(specs: Sequence[ModelSpec | str], sources: Sequence[str] = ("origina
     records.sort(key=lambda r: order.get((r.name, r.mode, r.source), len(order)))
     if "original" in sources:
         compare_sources(records)
+        recheck_messages(records, infos, settings, out, log)
     return Results(records=records, sources=infos, versions=_versions(), command=list(sys.argv),
                    settings={"dtype": settings.dtype, "profile": settings.profile, "backend": settings.backend,
                              "device": settings.device, "timeout": settings.timeout, "jobs": settings.jobs,

@@ -58,6 +58,8 @@ class Summary:
     # source -> phase -> {"rows": compared, "failing": rows with a message lost/added/reordered, "kept", ...}
     messages: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     message_failures: list[Changed] = field(default_factory=list)  # (row, source, "phase: lost ...")
+    # rows whose messages differed in the shared workers and were the same in fresh processes (runner.recheck_messages)
+    messages_rechecked: list[Changed] = field(default_factory=list)
     worse: list[Changed] = field(default_factory=list)  # repaired rows with more break sites or graphs than the original
 
 
@@ -130,6 +132,9 @@ def summarize(results: Results, mode: str | None = None) -> Summary:
         mode=mode, backward_graphs={s: count(s, lambda r: r.backward_graphs or 0) for s in sources},
         grads_mismatch={s: [r.name for r in by[s].values() if r.compiled_grads_match is False] for s in sources},
         rng_changed=rng, messages=messages, message_failures=message_failures, worse=worse_rows(by, sources),
+        messages_rechecked=[Changed(r.name, x, "differed in a shared worker, the same in fresh processes")
+                            for x in sources[1:] for r in by[x].values()
+                            if r.messages_shared_diff and r.messages_ok],
         sources=sources, rows=len(names), types=len({r.model_type for r in records}),
         runs={s: sum(r.runs for r in by[s].values()) for s in sources},
         types_run={s: len({r.model_type for r in by[s].values() if r.runs}) for s in sources},
@@ -252,6 +257,7 @@ def render(s: Summary, markdown: bool = False) -> str:
         out += [f"  {c.source}: {c.name}: {c.what}" for c in s.message_failures[:40]]
         if len(s.message_failures) > 40:
             out.append(f"  ... and {len(s.message_failures) - 40} more rows")
+        out += [f"  {c.source}: {c.name}: {c.what}" for c in s.messages_rechecked]
     for x in s.sources:
         if s.grads_mismatch.get(x):
             out.append(f"\ncompiled gradients off eager ({x}): {', '.join(s.grads_mismatch[x])}")

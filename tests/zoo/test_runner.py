@@ -64,3 +64,45 @@ def test_a_cuda_error_retires_the_worker(error, broken):
     rec = R.Record(name="m", model_type="m", variant=None, source="original", dtype="bf16", profile="tiny",
                    status=R.EAGER_ERROR if error else R.OK, error=error or None)
     assert _device_broken(rec) is broken
+
+
+def test_messages_that_differ_in_shared_workers_are_compared_again_in_fresh_processes(tmp_path, monkeypatch):
+    # a worker gives a once-per-process warning only in the first row it serves: the repaired row, served second
+    # in its worker, "lost" it; in fresh processes both give it, and the row is the same. A repair that really
+    # drops a print still differs.
+    from benchmarks.zoo import runner
+    from benchmarks.zoo.records import Record, SourceInfo
+
+    once = ["warning", "UserWarning", "", "sparse invariant checks are disabled"]
+    printed = ["stdout", "", "", "step"]
+
+    class Fresh:  # a worker just started: the row gives the once-per-process warning, and the source's prints
+        def __init__(self, source, settings, out, log):
+            self.source = source
+            assert out == tmp_path / "fresh" and log.parent == out  # apart from the compared outputs
+
+        def ask(self, name, timeout, mode="eval"):
+            msgs = [once] + ([printed] if self.source.name == "original" or name == "kept" else [])
+            return Record(name=name, model_type=name, variant="", source=self.source.name, mode=mode,
+                          messages={"eager": msgs})
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(runner, "Worker", Fresh)
+
+    def rec(name, source, msgs):
+        return Record(name=name, model_type=name, variant="", source=source, messages={"eager": msgs})
+    records = [rec("kept", "original", [once, printed]), rec("kept", "safe", [printed]),
+               rec("dropped", "original", [once, printed]), rec("dropped", "safe", [])]
+    runner.compare_sources(records)
+    assert [r.messages_ok for r in records if r.source == "safe"] == [False, False]
+    infos = {s: SourceInfo(name=s, path=str(tmp_path)) for s in ("original", "safe")}
+    said: list[str] = []
+    runner.recheck_messages(records, infos, Settings(), tmp_path, said.append)
+    kept, dropped = (r for r in records if r.source == "safe")
+    assert kept.messages_ok is True and kept.messages_shared_diff["eager"]["lost"] == 1
+    assert dropped.messages_ok is False and dropped.messages_diff["eager"]["lost"] == 1
+    assert dropped.messages_diff["eager"]["first"] == ["lost: [stdout] step"]
+    assert said == ["messages of kept (eval, safe) rechecked in fresh processes: the same",
+                    "messages of dropped (eval, safe) rechecked in fresh processes: they differ"]
