@@ -232,3 +232,11 @@ def test_the_held_out_rows_of_timm_and_diffusers_are_the_third_the_hash_rule_pic
     third = suites.third_by_hash("timm", rows)
     assert len(third) == 2 and third == suites.third_by_hash("timm", list(reversed(rows)))
 
+
+def test_torch_geometric_holds_out_exactly_the_rows_added_after_building():
+    from benchmarks.zoo import libraries, suites
+
+    held = suites.held_out_rows("torch_geometric")
+    rows = libraries.rows("torch_geometric")
+    assert held == set(libraries.PYG_ADDED) and held <= set(rows)
+    assert len(held) * 3 == len(rows)  # a third
