@@ -56,7 +56,8 @@ def _take(ctx: FileContext, result: Plan, plans: list[Plan], taken: list[cst.CST
     targets = [node for node, repl in result.edits if not callable(repl)]
     same = [p for p in plans if targets and _same_nodes([n for n, r in p.edits if not callable(r)], targets)]
     if same:  # the same repair already covers this site (e.g. a time call inside a guarded print)
-        plans.append(Plan(result.diagnostic, same[0].message, same[0].applicability, [], strategy=same[0].strategy))
+        plans.append(Plan(result.diagnostic, same[0].message, same[0].applicability, [], strategy=same[0].strategy,
+                          keeps_break=same[0].keeps_break))
         return
     if any(_overlaps(t, other, ctx) for t in targets for other in taken):
         postponed.append(result.diagnostic)
@@ -282,7 +283,7 @@ def fix_source(
             line = original_line(back, d.line) if back else d.line
             end = max(line, original_line(back, d.end_line)) if back and d.end_line else d.end_line
             result.applied.append(AppliedFix(d.code, line, d.col, plan.message, plan.applicability, plan.strategy,
-                                             end))
+                                             end, plan.keeps_break))
         if new == current:
             break
         current = new

@@ -121,7 +121,7 @@ def _encode(outcome: Outcome) -> dict:
     if res is not None:
         data["result"] = {
             "fixed": res.fixed if res.changed else None, "error": res.error, "helpers": list(res.helpers),
-            "applied": [[a.code, a.line, a.col, a.message, a.applicability, a.strategy, a.end_line]
+            "applied": [[a.code, a.line, a.col, a.message, a.applicability, a.strategy, a.end_line, a.keeps_break]
                         for a in res.applied],
             "remaining": [[r.diagnostic, r.reason, r.unsafe_available] for r in res.remaining]}
     return data

@@ -28,6 +28,9 @@ class Plan:
     # a generic repair (capture for one site): any specific repair whose edits overlap it goes first
     fallback: bool = False
     strategy: str = ""  # the strategy that made it (set by :func:`mend.rewriter.strategy.first_plan`)
+    # where the repaired code still breaks, by design, under a configuration the repair cannot see ("in
+    # training where the probability is above 0"); "": the break goes wherever the code runs
+    keeps_break: str = ""
 
 
 @dataclass

@@ -44,13 +44,6 @@ def fixable(code: str) -> bool:
     return code in strategies()
 
 
-def keeps_break(strategy: str) -> str:
-    """Where a repair by ``strategy`` (a name as :attr:`mend.rewriter.plan.Plan.strategy` holds it, maybe
-    ``rule_list/strategy``) leaves its break by design: its module's ``KEEPS_BREAK``, else ``""``."""
-    name = strategy.rsplit("/", 1)[-1]
-    return getattr(strategy_module(name), "KEEPS_BREAK", "") if name else ""
-
-
 def fix_source(
     source: str,
     path: str = "<string>",
@@ -64,4 +57,4 @@ def fix_source(
     return engine.fix_source(source, path, diagnostics, options, diagnose, strategies())
 
 
-__all__ = ["PACKAGE", "fix_source", "fixable", "keeps_break", "strategies", "strategy_module"]
+__all__ = ["PACKAGE", "fix_source", "fixable", "strategies", "strategy_module"]

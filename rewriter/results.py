@@ -17,6 +17,7 @@ class AppliedFix:
     applicability: str
     strategy: str = ""  # the strategy that made the repair (rewriter/strategies/<name>.py)
     end_line: int | None = None  # the finding's last line, where it spans several
+    keeps_break: str = ""  # the plan's: where the break stays by design (mend.rewriter.plan.Plan.keeps_break)
 
 
 @dataclass

@@ -17,9 +17,9 @@ A fixable rule names its strategies in order (``FixInfo(strategies=...)`` on the
 such a list. :func:`repair_as` runs another rule's list on a site (a ``.item()`` in the test of an ``if`` is
 repaired as the branch, MND201). Each strategy module also holds its before/after
 :class:`~mend.rewriter.plan.Example` s, run as tests against Dynamo (``tests/rewriter/test_strategies.py``).
-A strategy whose repair leaves its break by design under a configuration it cannot see (the LayerDrop guard, in
-training where the probability is above 0) names that configuration in a module attribute ``KEEPS_BREAK``
-(:func:`mend.rewriter.registry.keeps_break`); its message says so too.
+A plan whose repair leaves its break by design under a configuration the strategy cannot see (the LayerDrop
+guard, in training where the probability is above 0) names that configuration (``Plan.keeps_break``), and its
+message says so too.
 """
 
 from __future__ import annotations

@@ -39,7 +39,6 @@ from benchmarks.zoo import score as S
 from benchmarks.zoo.runner import traced_files
 from benchmarks.zoo.suites import held_out_rows
 from benchmarks.zoo.table import worse_rows
-from mend.rewriter.registry import keeps_break
 from mend.rewriter.results import line_map, original_line
 
 SOURCES = ("original", "safe", "unsafe")
@@ -217,9 +216,9 @@ def kept_breaks(results: R.Results, runs: dict[str, Any], root: Path) -> tuple[l
     """Repairs that left a break at their own site: an applied fix whose line Dynamo recorded a break at in the
     original and, in the repaired source of the same mode, still at that line (the repaired file's lines mapped
     back to the user's), with the strategy that made the repair. Two lists: the repairs that failed (issue: "no
-    row where a repair left as many or more breaks at its site"), and those whose strategy declares the break
-    stays under a configuration it cannot see (:func:`mend.rewriter.registry.keeps_break`: the LayerDrop guard
-    in training where the probability is above 0; the recorded break shows that configuration ran). Meaningful
+    row where a repair left as many or more breaks at its site"), and those whose plan said the break stays
+    under a configuration the repair cannot see (:attr:`mend.rewriter.plan.Plan.keeps_break`: the LayerDrop
+    guard in training where the probability is above 0; the recorded break shows that configuration ran). Meaningful
     when the result was made with the mend that runs the report (its repaired copies are the same text)."""
     failed, by_design = [], []
     for source, run in runs.items():
@@ -233,7 +232,7 @@ def kept_breaks(results: R.Results, runs: dict[str, Any], root: Path) -> tuple[l
                     & set(applied))
             for p, line in sorted(left):
                 a = applied[(p, line)]
-                where = keeps_break(a.strategy) if a.strategy else ""
+                where = a.keeps_break
                 what = f"{a.code} ({a.strategy})" if a.strategy else a.code
                 (by_design if where else failed).append(
                     f"{source} {mode}: {p}:{line} {what}" + (f": stays {where}" if where else ""))

@@ -55,17 +55,18 @@ def guard(ctx: FileContext, diag: Diagnostic) -> Plan | Decline | None:
     edits = [(old, cst.BooleanOperation(left=guard, operator=cst.And(), right=old))]
     if ctx.imports.qualify(call.func) == "random.uniform":  # Dynamo draws it before the graph, read or not
         return Plan(diag, f"LayerDrop: `{code(bound)} > 0 and ...` (a `random.uniform(0, 1)` draw is never below a "
-                          f"bound <= 0; the draw is kept: Dynamo makes it before the graph runs){_WHERE}", "safe", edits)
+                          f"bound <= 0; the draw is kept: Dynamo makes it before the graph runs){_WHERE}", "safe", edits,
+                    keeps_break=KEEPS_BREAK)
     if _wrapped(ctx.parent(ctx.parent(call))) is not call:  # the draw stays in a graph that no longer reads it
         edits.append((call, make_call(DRAWN_HELPER, call)))
     return Plan(diag, f"LayerDrop: `{code(bound)} > 0 and ...` (a `torch.rand` draw is never below a bound <= 0; "
                       f"the draw is kept, also in a compiled graph: `{DRAWN_HELPER}`){_WHERE}", "safe", edits,
-                helpers=[DRAWN_HELPER])
+                helpers=[DRAWN_HELPER], keeps_break=KEEPS_BREAK)
 
 
 # where the guard leaves its break, by design: the test still breaks the graph in training where p > 0 (a safe
 # repair cannot select a layer's output: a dropped layer's parameters would get zero gradients, not None). The
-# strategy declares it (``KEEPS_BREAK``); the corpus report lists such sites apart from repairs that failed.
+# plan says so (``Plan.keeps_break``); the corpus report lists such sites apart from repairs that failed.
 KEEPS_BREAK = "in training where the probability is above 0"
 _WHERE = (f"; the break goes where the probability is 0, and stays {KEEPS_BREAK} (`--unsafe-fixes` selects the "
           f"layer's output under compile where it can)")

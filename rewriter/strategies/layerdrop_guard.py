@@ -38,10 +38,8 @@ from __future__ import annotations
 
 from mend.analyzers.diagnostic import Diagnostic
 from mend.rewriter.context import FileContext
-from mend.rewriter.parts.layerdrop import KEEPS_BREAK, guard
+from mend.rewriter.parts.layerdrop import guard
 from mend.rewriter.plan import Decline, Example, Plan
-
-__all__ = ["EXAMPLES", "KEEPS_BREAK", "repair"]  # KEEPS_BREAK: where the break stays, by design (registry.keeps_break)
 
 EXAMPLES = (
     Example(

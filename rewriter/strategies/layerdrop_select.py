@@ -193,9 +193,11 @@ def _plan(ctx: FileContext, diag: Diagnostic, node: cst.If | cst.IfExp, guard: P
     edits.append((stmt, split))
     edits.append((top, prepend))
     edits += [(call, _wrap(call, drop, region.kept or "")) for call in region.calls]
+    kept = f"; where `{unless}` holds the original test runs, and breaks as before" if unless else ""
     return Plan(diag, f"LayerDrop in training: under compile the layer is computed and its output selected by the "
-                      f"draw (`{LAYER_DROP_HELPER}`); eager keeps the skip", "unsafe", edits, imports=imports,
-                helpers=[*guard.helpers, LAYER_DROP_HELPER])
+                      f"draw (`{LAYER_DROP_HELPER}`); eager keeps the skip{kept}", "unsafe", edits, imports=imports,
+                helpers=[*guard.helpers, LAYER_DROP_HELPER],
+                keeps_break=f"in training where `{unless}` holds" if unless else "")
 
 
 def _decision(ctx: FileContext, node: cst.If | cst.IfExp) -> tuple[cst.BaseStatement, str, str | None]:

@@ -191,6 +191,20 @@ def test_safe_fixes_keep_the_guard_only() -> None:
     assert "_mend_layer_drop" not in res.fixed
 
 
+def test_each_applied_fix_says_where_its_break_stays_by_design() -> None:
+    """The guard leaves the test's break in training where p > 0; the select form where a flag keeps the
+    original test; the corpus report lists such sites apart (benchmarks.corpus.report.kept_breaks)."""
+    guard = _fix(_source(CONTINUE), unsafe=False)[1].applied
+    assert [a.keeps_break for a in guard] == ["in training where the probability is above 0"]
+    assert "stays in training where the probability is above 0" in guard[0].message
+    flagged = _fix(_source(CONTINUE))[1].applied
+    assert [a.keeps_break for a in flagged] == ["in training where `output_attentions` holds"]
+    assert "where `output_attentions` holds the original test runs" in flagged[0].message
+    bare = _source(CONTINUE).replace("            if output_attentions:\n                attentions += (layer_outputs[1],)\n", "")
+    assert bare != _source(CONTINUE)
+    assert [a.keeps_break for a in _fix(bare)[1].applied] == [""]  # no flag: the break goes in every configuration
+
+
 @pytest.mark.parametrize("change,reason", [
     # Informer's distilling convolution after the layer: the skipped part does more than call the layer
     ("layer_outputs = layer(hidden_states, output_attentions=output_attentions)\n",

@@ -63,11 +63,3 @@ def test_rule_pages_are_generated_from_the_registry(tmp_path: Path) -> None:
             head = f"available ({rule.fix.applicability}): {rule.fix.summary}."
             assert head in page and rule.fix.safety_doc.strip() in page, code
 
-
-def test_a_strategy_declares_where_its_break_stays_by_design():
-    from mend.rewriter.registry import keeps_break
-
-    assert keeps_break("layerdrop_guard") == "in training where the probability is above 0"
-    assert keeps_break("branch_test/layerdrop_guard") == keeps_break("layerdrop_guard")  # made through another list
-    assert keeps_break("layerdrop_select") == ""  # a repair that removes its break in every configuration
-    assert keeps_break("") == ""
