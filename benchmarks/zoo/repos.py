@@ -143,7 +143,8 @@ class ReposSuite:
             paths = [] if file else _namespace_paths(mod)
             if ((file and os.path.realpath(file).startswith(prefix))
                     or any(os.path.realpath(p).startswith(prefix) for p in paths)
-                    or (name not in self._modules and getattr(mod, "__spec__", None) is None)):
+                    or (name not in self._modules and getattr(mod, "__spec__", None) is None)
+                    or getattr(mod, "_mend_stand_in", False)):
                 drop.append(name)  # ... and a stand-in a driver put in (DeepCTR's empty tensorflow)
         for name in drop:
             sys.modules.pop(name, None)

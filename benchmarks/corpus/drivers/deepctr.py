@@ -5,6 +5,7 @@ batch of 4; training: binary cross-entropy on click labels.
 Shim: the package imports TensorFlow's Keras callbacks for its fit loop (callbacks.py, basemodel.py), which
 the models do not use here; the driver puts empty stand-ins for those modules in ``sys.modules``."""
 
+import importlib.machinery
 import sys
 import types
 
@@ -13,10 +14,17 @@ import torch.nn.functional as F
 
 
 def _stub():
-    """Empty stand-ins for the TensorFlow modules the fit loop imports (callbacks.py, basemodel.py)."""
+    """Empty stand-ins for the TensorFlow modules the fit loop imports (callbacks.py, basemodel.py). Each has a
+    spec without an origin: Dynamo asks ``importlib.util.find_spec("tensorflow")`` the first time it compiles in
+    a process, which raises on a module without one; the harness drops the stand-ins after the row
+    (``_mend_stand_in``)."""
     names = ["tensorflow", "tensorflow.python", "tensorflow.python.keras", "tensorflow.python.keras.callbacks"]
     for name in names:
-        sys.modules.setdefault(name, types.ModuleType(name))
+        if name not in sys.modules:
+            module = types.ModuleType(name)
+            module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+            module._mend_stand_in = True
+            sys.modules[name] = module
     cb = sys.modules["tensorflow.python.keras.callbacks"]
     for cls in ("History", "EarlyStopping", "ModelCheckpoint", "CallbackList"):
         setattr(cb, cls, getattr(cb, cls, None) or type(cls, (), {}))
