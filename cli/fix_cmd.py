@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -105,8 +104,10 @@ def fix(
 def _report(run: FixRun, *, write: bool, diff: bool, quiet: bool, unsafe_fixes: bool) -> None:
     """The diff, one line per repair, remaining finding, note and error, and the summary line."""
     if diff:
+        from mend.rewriter.matching import unified_diff  # the rewriter is loaded: it made ``run``
+
         for res in run.changed:
-            sys.stdout.writelines(difflib.unified_diff(
+            sys.stdout.writelines(unified_diff(
                 res.original.splitlines(keepends=True), res.fixed.splitlines(keepends=True),
                 fromfile=f"a/{res.path}", tofile=f"b/{res.path}"))
     if not quiet:

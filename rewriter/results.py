@@ -6,6 +6,7 @@ import difflib
 from dataclasses import dataclass, field
 
 from mend.analyzers.diagnostic import Diagnostic
+from mend.rewriter.matching import matching_blocks
 
 
 @dataclass
@@ -66,6 +67,7 @@ def line_map(original: str, repaired: str) -> list[int]:
     out: list[int] = list(range(1, head + 1))
     a, b = old[head:len(old) - tail], new[head:len(new) - tail]
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=max(len(a), len(b)) > EXACT_LINES)
+    matcher.matching_blocks = matching_blocks(matcher)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         i1, i2 = i1 + head, i2 + head
         if tag == "equal":
