@@ -89,6 +89,10 @@ class FileContext:
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {stmt: self.module for stmt in self.module.body}
         self.positions: dict[cst.CSTNode, Any] = {}
         self._placed: list[tuple[int, int, list]] = []  # per positioned unit: its lines and its nodes' places
+        # per kind of unit (top-level, class body): the positioned units' first lines, sorted, and their
+        # indexes in ``_placed``; units of one kind do not overlap (None once two would: then every unit is read)
+        self._placed_starts: dict[bool, list[int]] | None = {True: [], False: []}
+        self._placed_at: dict[bool, list[int]] = {True: [], False: []}
         self._units = _units(self.module, source)
         # top-level statements, and statements of class bodies: each list sorted and without overlaps
         self._unit_lists = [sorted((u for u in self._units if (u[3] == 0) == top), key=lambda u: u[1])
@@ -164,8 +168,21 @@ class FileContext:
                 CodePosition(rng.end.line + offset, rng.end.column + shift),
             )))
         self.positions.update(placed)
+        self._index_placed(start, end, shift == 0)
         self._placed.append((start, end, placed))
         return True
+
+    def _index_placed(self, start: int, end: int, top: bool) -> None:
+        """Add the unit about to be placed at ``len(self._placed)`` to the index :meth:`_candidates` reads."""
+        if self._placed_starts is None:
+            return
+        starts, at = self._placed_starts[top], self._placed_at[top]
+        k = bisect.bisect_right(starts, start)
+        if (k and self._placed[at[k - 1]][1] >= start) or (k < len(starts) and starts[k] <= end):
+            self._placed_starts = None  # units that overlap: not expected, read them all
+            return
+        starts.insert(k, start)
+        at.insert(k, len(self._placed))
 
     # --- locating -----------------------------------------------------------------------------
     def find(self, types: type | tuple[type, ...], diag: Diagnostic,
@@ -195,7 +212,17 @@ class FileContext:
     def _candidates(self, key: tuple[type, ...], line: int) -> Iterator[tuple[cst.CSTNode, CodeRange]]:
         """The positioned nodes of the types ``key`` in the units holding ``line`` (a node holding a position
         lies in a unit holding its line), in the order they were positioned."""
-        for i, (start, end, placed) in enumerate(self._placed):
+        if self._placed_starts is None:
+            units: Iterable[int] = range(len(self._placed))
+        else:  # at most one unit of each kind holds the line
+            units = []
+            for top, starts in self._placed_starts.items():
+                k = bisect.bisect_right(starts, line) - 1
+                if k >= 0:
+                    units.append(self._placed_at[top][k])
+            units.sort()
+        for i in units:
+            start, end, placed = self._placed[i]
             if start <= line <= end:
                 found = self._by_type.get((i, key))
                 if found is None:

@@ -49,29 +49,74 @@ def _same_nodes(a: list, b: list) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
-def _take(ctx: FileContext, result: Plan, plans: list[Plan], taken: list[cst.CSTNode],
-          postponed: list[Diagnostic]) -> None:
+class _Taken:
+    """This round's plans and the nodes their edits replace, indexed: which plan already replaces the same nodes
+    (by identity, in order) and which taken node a new edit's overlaps, without reading every plan for each
+    (a file of thousands of findings). Positions do not change while a round plans (``prepare`` ran before)."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.plans: list[Plan] = []
+        self._by_nodes: dict[tuple[int, ...], Plan] = {}  # the first plan replacing exactly these nodes
+        self._unplaced: set[int] = set()  # taken nodes without a position: only the node itself overlaps them
+        self._by_line: dict[int, list[cst.CSTNode]] = {}  # a line -> the positioned taken nodes over it
+        self._nodes: list[cst.CSTNode] = []  # keeps the taken nodes (their ids are keys above) alive
+
+    def overlaps(self, node: cst.CSTNode) -> bool:
+        """:func:`_overlaps` of ``node`` and a node taken so far."""
+        rng = self.ctx.positions.get(node)
+        if rng is None:
+            return id(node) in self._unplaced
+        seen: set[int] = set()
+        for line in range(rng.start.line, rng.end.line + 1):  # two nodes that overlap share a line
+            for other in self._by_line.get(line, ()):
+                if id(other) not in seen:
+                    seen.add(id(other))
+                    if _overlaps(node, other, self.ctx):
+                        return True
+        return False
+
+    def take(self, nodes: list[cst.CSTNode]) -> None:
+        for node in nodes:
+            self._nodes.append(node)
+            rng = self.ctx.positions.get(node)
+            if rng is None:
+                self._unplaced.add(id(node))
+            else:
+                for line in range(rng.start.line, rng.end.line + 1):
+                    self._by_line.setdefault(line, []).append(node)
+
+    def add(self, plan: Plan) -> None:
+        self.plans.append(plan)
+        key = tuple(id(n) for n, r in plan.edits if not callable(r))
+        if key:
+            self._by_nodes.setdefault(key, plan)
+
+    def same(self, targets: list[cst.CSTNode]) -> Plan | None:
+        return self._by_nodes.get(tuple(id(n) for n in targets)) if targets else None
+
+
+def _take(result: Plan, taken: _Taken, postponed: list[Diagnostic]) -> None:
     """Add ``result`` to this round's plans unless its edits overlap one already taken (then its site
     waits for the next round, on the repaired text)."""
     targets = [node for node, repl in result.edits if not callable(repl)]
-    same = [p for p in plans if targets and _same_nodes([n for n, r in p.edits if not callable(r)], targets)]
-    if same:  # the same repair already covers this site (e.g. a time call inside a guarded print)
-        plans.append(Plan(result.diagnostic, same[0].message, same[0].applicability, [], strategy=same[0].strategy,
-                          keeps_break=same[0].keeps_break))
+    same = taken.same(targets)
+    if same is not None:  # the same repair already covers this site (e.g. a time call inside a guarded print)
+        taken.add(Plan(result.diagnostic, same.message, same.applicability, [], strategy=same.strategy,
+                       keeps_break=same.keeps_break))
         return
-    if any(_overlaps(t, other, ctx) for t in targets for other in taken):
+    if any(taken.overlaps(t) for t in targets):
         postponed.append(result.diagnostic)
         return
-    taken.extend(targets)
-    plans.append(result)
+    taken.take(targets)
+    taken.add(result)
 
 
 def plan_round(ctx: FileContext, diagnostics: Sequence[Diagnostic]) -> tuple[list[Plan], list[Decline], list[Diagnostic]]:
     """Plans for every diagnostic whose fix is proven, declines with reasons, and postponed sites."""
-    plans: list[Plan] = []
     declines: list[Decline] = []
     postponed: list[Diagnostic] = []
-    taken: list[cst.CSTNode] = []
+    taken = _Taken(ctx)
     ctx.prepare(d.line for d in diagnostics if d.code in ctx.strategies)
     fallbacks: list[Plan] = []
     for diag in sorted(diagnostics, key=lambda d: (d.line, d.col, d.code)):
@@ -93,10 +138,10 @@ def plan_round(ctx: FileContext, diagnostics: Sequence[Diagnostic]) -> tuple[lis
         elif result.fallback:
             fallbacks.append(result)
         else:
-            _take(ctx, result, plans, taken, postponed)
+            _take(result, taken, postponed)
     for result in fallbacks:
-        _take(ctx, result, plans, taken, postponed)
-    return plans, declines, postponed
+        _take(result, taken, postponed)
+    return taken.plans, declines, postponed
 
 
 def apply_plans(ctx: FileContext, plans: Sequence[Plan]) -> tuple[str, list[str]]:
@@ -178,8 +223,13 @@ def _own_nodes(fn: ast.AST):
 
 def _site_key(text: str, d: Diagnostic) -> tuple[str, str]:
     """A finding by its code and its line's text: the same site in the next round's text, where lines moved."""
-    lines = text.splitlines()
+    lines = _lines(text)
     return d.code, (lines[d.line - 1].strip() if 0 < d.line <= len(lines) else str(d.line))
+
+
+@lru_cache(maxsize=2)  # a round asks for the lines of each finding of its text
+def _lines(text: str) -> list[str]:
+    return text.splitlines()
 
 
 def _leave_their_finding(plans: Sequence[Plan], before: Sequence[Diagnostic], after: Sequence[Diagnostic],

@@ -86,9 +86,11 @@ class Window:
         """``diagnose`` run on the whole text; a fixable finding inside a placeholder raises :class:`_Miss`."""
         def run(text: str) -> list[Diagnostic]:
             found = diagnose(self.expand(text))
-            spans = self.hidden_lines(text)
+            spans = self.hidden_lines(text)  # in order, apart
+            firsts = [a for a, _ in spans]
             for d in found:
-                if fixable(d.code) and any(a <= d.line <= b for a, b in spans):
+                k = bisect.bisect_right(firsts, d.line) - 1  # the one placeholder that can hold the line
+                if fixable(d.code) and k >= 0 and d.line <= spans[k][1]:
                     raise _Miss(f"a new finding at line {d.line} is outside the window")
             return found
 
