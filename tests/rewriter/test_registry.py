@@ -62,4 +62,3 @@ def test_rule_pages_are_generated_from_the_registry(tmp_path: Path) -> None:
         else:
             head = f"available ({rule.fix.applicability}): {rule.fix.summary}."
             assert head in page and rule.fix.safety_doc.strip() in page, code
-
