@@ -11,6 +11,8 @@ one process. :func:`repair_file` is the one repair both paths run.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -59,7 +61,7 @@ def repair_file(job: Job, options: FixOptions, diagnose: Diagnoser) -> Outcome:
     out = Outcome(job.digest)
     with context.sibling_reads() as read:
         try:
-            with deadline.bounded(deadline.limit()):
+            with deadline.bounded(deadline.limit()), fewer_collections():
                 found = _repair(job, options, diagnose, out)
         except deadline.TimeLimit as exc:
             out.error = f"skipped: repair {exc}; left unchanged"
@@ -74,6 +76,22 @@ def repair_file(job: Job, options: FixOptions, diagnose: Diagnoser) -> Outcome:
     if found is not None:
         out.diags, out.result = found
     return out
+
+
+YOUNG_OBJECTS = 100_000
+
+
+@contextlib.contextmanager
+def fewer_collections(young: int = YOUNG_OBJECTS) -> Iterator[None]:
+    """Python's cycle collector runs after every 700 new objects (3.11), and scans every object after some of
+    those runs: a repair makes LibCST nodes by the million, few of them garbage in cycles, and a 0.5 MB file of
+    4,618 findings spent a quarter of its time collecting. Within the block it runs after ``young`` new objects."""
+    before = gc.get_threshold()
+    gc.set_threshold(young, *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 def _repair(job: Job, options: FixOptions, diagnose: Diagnoser,

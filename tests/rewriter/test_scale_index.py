@@ -4,11 +4,13 @@ the engine finds the nodes a new edit overlaps among those on its lines (it comp
 
 from __future__ import annotations
 
+import gc
+
 import libcst as cst
 import pytest
 
 from mend.analyzers.diagnostic import Diagnostic
-from mend.rewriter import FixOptions
+from mend.rewriter import FixOptions, workers
 from mend.rewriter.context import FileContext
 from mend.rewriter.engine import _overlaps, _Taken
 from tests.rewriter.conftest import FIXTURES
@@ -79,3 +81,19 @@ def test_a_taken_node_overlaps_as_a_scan_of_every_taken_node_says(name: str, sou
                 taken.take([node])
                 scanned.append(node)
         assert any(taken.overlaps(n) for n in nodes) and not all(taken.overlaps(n) for n in nodes)
+
+
+def test_a_repair_runs_with_fewer_collections_and_gives_the_threshold_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cycle collector runs after ``YOUNG_OBJECTS`` new objects while a file is repaired (after 700 it took a
+    quarter of a 0.5 MB file's repair), and as before after it, also when the repair fails."""
+    before = gc.get_threshold()
+    seen: list[tuple[int, ...]] = []
+
+    def repair(*args):  # noqa: ANN002, ANN202
+        seen.append(gc.get_threshold())
+        raise RecursionError
+
+    monkeypatch.setattr(workers, "_repair", repair)
+    job = workers.Job("x = 1\n", "digest", "x.py", [], None)
+    out = workers.repair_file(job, FixOptions(), lambda text, path: [])
+    assert out.error and seen == [(workers.YOUNG_OBJECTS, *before[1:])] and gc.get_threshold() == before
