@@ -182,12 +182,26 @@ def _literal_global(ctx: FileContext, facts, expr: cst.BaseExpression) -> bool:
     never declared ``global`` (rebound) in a function: its value travels as the literal would."""
     if not isinstance(expr, cst.Name) or expr.value in facts.stores or expr.value in facts.params:
         return False
-    values = [node.value for stmt in ctx.module.body if isinstance(stmt, cst.SimpleStatementLine)
-              for node in stmt.body if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign))
-              and expr.value in _bound_names(node)]
-    rebound = any(isinstance(node, cst.Global) and any(n.name.value == expr.value for n in node.names)
-                  for node in walk(ctx.module))
+    values = ctx.memo("reporting.module_bindings", lambda: _module_bindings(ctx)).get(expr.value, [])
+    rebound = expr.value in ctx.memo("reporting.declared_global", lambda: _declared_global(ctx))
     return len(values) == 1 and values[0] is not None and _literal(values[0]) and not rebound
+
+
+def _module_bindings(ctx: FileContext) -> dict[str, list[cst.BaseExpression | None]]:
+    """Each name a module-level simple statement binds -> the values it is bound to there, in order (computed
+    once per parsed file: every message repair asks)."""
+    out: dict[str, list[cst.BaseExpression | None]] = {}
+    for stmt in ctx.module.body:
+        for node in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+                for name in _bound_names(node):
+                    out.setdefault(name, []).append(node.value)
+    return out
+
+
+def _declared_global(ctx: FileContext) -> frozenset[str]:
+    """The names a ``global`` statement anywhere in the file declares."""
+    return frozenset(n.name.value for node in walk(ctx.module) if isinstance(node, cst.Global) for n in node.names)
 
 
 def _bound_names(node: cst.Assign | cst.AnnAssign | cst.AugAssign) -> set[str]:
@@ -197,6 +211,10 @@ def _bound_names(node: cst.Assign | cst.AnnAssign | cst.AugAssign) -> set[str]:
 
 def _old_emit(ctx: FileContext) -> bool:
     """The file already has a ``_mend_emit`` from before the graph operator (helpers are added once)."""
+    return ctx.memo("reporting.old_emit", lambda: _finds_old_emit(ctx))
+
+
+def _finds_old_emit(ctx: FileContext) -> bool:
     for stmt in ctx.module.body:
         if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "_mend_emit":
             return "_mend_emit_pack" not in code(stmt)
@@ -224,7 +242,12 @@ def _shape_view(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, str] | No
     return None
 
 
-def _module_globals(ctx: FileContext) -> set[str]:
+def _module_globals(ctx: FileContext) -> frozenset[str]:
+    """The names the file imports or binds at module level (once per parsed file: every message repair asks)."""
+    return ctx.memo("reporting.module_globals", lambda: frozenset(_find_module_globals(ctx)))
+
+
+def _find_module_globals(ctx: FileContext) -> set[str]:
     out = set(ctx.imports.names)
     for stmt in ctx.module.body:
         for node in walk(stmt) if isinstance(stmt, cst.SimpleStatementLine) else ():
