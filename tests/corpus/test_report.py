@@ -8,6 +8,7 @@ from pathlib import Path
 
 from benchmarks.corpus import report
 from benchmarks.zoo import records as R
+from mend.rewriter.strategies.layerdrop_guard import EXAMPLES
 
 MODEL = '''import torch
 
@@ -149,30 +150,14 @@ def test_a_repair_whose_site_still_breaks_after_it_is_listed(tmp_path):
     assert report.kept_breaks(results([other]), runs, tmp_path) == ([], [])
 
 
-LAYERDROP = """import torch
-from torch import nn
-
-
-class Decoder(nn.Module):
-    def __init__(self, layerdrop=0.0):
-        super().__init__()
-        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
-        self.layerdrop = layerdrop
-
-    def forward(self, x):
-        for layer in self.layers:
-            if self.training:
-                dropout_probability = torch.rand([])
-                if dropout_probability < self.layerdrop:
-                    continue
-            x = layer(x)
-        return x
-"""
+# the guard strategy's own example: a LayerDrop loop the safe fix guards
+LAYERDROP = EXAMPLES[0].before
 
 
 def test_a_guard_whose_break_stays_where_its_configuration_keeps_it_is_listed_apart(tmp_path):
     # the safe LayerDrop guard leaves the test's break in training where p > 0, and says so: not a failed repair
     (tmp_path / "net.py").write_text(LAYERDROP)
+    test = next(i for i, text in enumerate(LAYERDROP.splitlines(), 1) if "dropout_probability < self.layerdrop" in text)
     runs = report.fix_runs([tmp_path / "net.py"])
     fixed = runs["safe"].files[0].fixed.splitlines()
     line = next(i for i, text in enumerate(fixed, 1) if "self.layerdrop > 0 and" in text)
@@ -180,15 +165,15 @@ def test_a_guard_whose_break_stays_where_its_configuration_keeps_it_is_listed_ap
     def rec(source, line_, text):
         return R.Record(name="net", model_type="net", variant="", source=source, mode="train",
                         breaks=[_brk(line_, "data-dependent branching", text)], graphs=2,
-                        lines={"net.py": [[11, 18]]})
-    results = R.Results(records=[rec("original", 15, "if dropout_probability < self.layerdrop:"),
+                        lines={"net.py": [[1, len(LAYERDROP.splitlines())]]})
+    results = R.Results(records=[rec("original", test, "if dropout_probability < self.layerdrop:"),
                                  rec("safe", line, fixed[line - 1])],
                         sources={"original": R.SourceInfo(name="original", path=str(tmp_path))},
                         settings={"suite": "torchvision", "dtype": "fp32"})
     failed, by_design = report.kept_breaks(results, runs, tmp_path)
     assert failed == []
-    assert by_design == ["safe train: net.py:15 MND201 (layerdrop_guard): stays in training where the probability "
-                         "is above 0"]
+    assert by_design == [f"safe train: net.py:{test} MND201 (layerdrop_guard): stays in training where the "
+                         "probability is above 0"]
 
 
 def test_a_library_corpus_reports_its_held_out_third_apart_and_hides_its_sites(tmp_path, monkeypatch):
